@@ -1,0 +1,44 @@
+# The two commands of the setup contract: `make demo` and `make test`.
+# Both create .venv when missing, install the project with its extras (a stamp file keeps a second run
+# quick), and install the Debian packages the suite needs when they are missing.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.eoslog-installed
+APT_PACKAGES := kcat
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-fast bench system-packages clean
+
+demo: $(STAMP) system-packages
+	$(PY) -m eoslog demo
+
+test: $(STAMP) system-packages
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not interop" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/log_bench.py
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(VENV)/bin/python pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,spark,dev]'
+	touch $(STAMP)
+
+# Installs only what is missing; `apt-get update` runs once, and only when something is missing.
+system-packages:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,3 @@
+from eoslog.cli import main
+
+main()
