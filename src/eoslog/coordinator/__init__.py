@@ -1,0 +1,1 @@
+"""Coordinators that sit beside the partitions and persist through internal topics."""

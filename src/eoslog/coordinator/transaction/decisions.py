@@ -1,0 +1,359 @@
+"""What the transaction coordinator does with each request: pure functions, one per API.
+
+Each handler takes the cached :class:`TransactionMetadata` for the transactional id (or None), the
+request's fields and ``now_ms``, and returns a :class:`Decision`. The caller (the coordinator's I/O shell)
+carries it out in this order:
+
+1. ``new_metadata`` set: put it in the cache before logging (InitProducerId of an unknown id), so that a
+   second request for the same id waits on its pending mark instead of allocating another producer id.
+   If the append then fails, remove it again: it was never logged and its producer id never handed out.
+2. ``transit`` set: append ``log_format.encode_key(id)`` / ``encode_value(transit)`` to the id's
+   __transaction_state partition. When durable: ``metadata.complete_transition(transit)`` and answer
+   ``error`` (with ``producer_id`` / ``producer_epoch`` for InitProducerId). If the append fails:
+   ``metadata.abort_transition()`` and answer with the append's error instead.
+   ``transit`` unset: answer ``error`` at once; nothing changed.
+3. ``write_markers`` set (only after a successful append): write the control batches, and when every one
+   is written call :func:`markers_written`, which yields the Complete transit to log the same way.
+
+The only state a handler changes is the pending mark that ``prepare_*`` puts on the metadata, which is
+what makes concurrent requests answer CONCURRENT_TRANSACTIONS until the caller completes or aborts it.
+
+Errors are Kafka's names (:class:`TxnError`); ``eoslog.protocol.errors.ErrorCode[error.value]`` is the
+wire code. Handlers speak transaction version 1 (KIP-98/360/588 and KIP-890 part 1); KIP-890 part 2 (an
+epoch bump at every EndTxn) needs EndTxn v5 / Produce v12 which the clients eoslog serves do not use.
+
+Where eoslog differs from Kafka, on purpose (docs/transactions.md, "Differences from Kafka"):
+- A coordinator-caused bump (transaction timeout, or a fence asked for by the current producer itself)
+  leaves the old identity *recoverable*: its requests get INVALID_PRODUCER_EPOCH (abortable) rather than
+  PRODUCER_FENCED, its EndTxn(abort) of the already aborted transaction succeeds, and its KIP-360
+  InitProducerId returns the bumped epoch. Kafka answers PRODUCER_FENCED, which clients treat as fatal.
+- EndTxn(abort) in Empty succeeds (nothing to abort) instead of INVALID_TXN_STATE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from eoslog.coordinator.transaction.log_format import CONSUMER_OFFSETS_TOPIC, partition_for
+from eoslog.coordinator.transaction.metadata import (
+    MAX_PRODUCER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TransactionMetadata,
+    TransactionResult,
+    TxnTransitMetadata,
+    WriteTxnMarkers,
+    result_of,
+)
+from eoslog.coordinator.transaction.state import TransactionState
+
+S = TransactionState
+
+
+class TxnError(Enum):
+    """Kafka error names the coordinator answers with; each value is the ErrorCode member's name."""
+
+    NONE = "NONE"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    CONCURRENT_TRANSACTIONS = "CONCURRENT_TRANSACTIONS"
+    INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"
+    PRODUCER_FENCED = "PRODUCER_FENCED"
+    INVALID_TXN_STATE = "INVALID_TXN_STATE"
+    INVALID_PRODUCER_ID_MAPPING = "INVALID_PRODUCER_ID_MAPPING"
+    INVALID_TRANSACTION_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
+    TRANSACTIONAL_ID_NOT_FOUND = "TRANSACTIONAL_ID_NOT_FOUND"
+    COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
+    COORDINATOR_NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
+    NOT_COORDINATOR = "NOT_COORDINATOR"
+
+
+# KIP-588 added PRODUCER_FENCED in these request versions; older ones get INVALID_PRODUCER_EPOCH (api key:
+# first version that knows PRODUCER_FENCED). InitProducerId 22, AddPartitionsToTxn 24, AddOffsetsToTxn 25,
+# EndTxn 26.
+_PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
+
+
+def error_for_version(error: TxnError, api_key: int, api_version: int) -> TxnError:
+    """The error to put on the wire for a request of this API version."""
+    since = _PRODUCER_FENCED_SINCE.get(api_key)
+    if error is TxnError.PRODUCER_FENCED and since is not None and api_version < since:
+        return TxnError.INVALID_PRODUCER_EPOCH
+    return error
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms (15 min)
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions, for AddOffsetsToTxn
+
+
+@dataclass(frozen=True)
+class Decision:
+    error: TxnError = TxnError.NONE
+    transit: TxnTransitMetadata | None = None
+    new_metadata: TransactionMetadata | None = None
+    write_markers: WriteTxnMarkers | None = None
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    partition_errors: Mapping[TopicPartition, TxnError] = field(default_factory=dict)
+
+
+def _fail(error: TxnError, new_metadata: TransactionMetadata | None = None) -> Decision:
+    return Decision(error=error, new_metadata=new_metadata)
+
+
+def _is_live(metadata: TransactionMetadata | None) -> bool:
+    """A Dead metadata is on its way out of the cache: treat it as absent."""
+    return metadata is not None and metadata.state is not S.DEAD
+
+
+def _check_producer(metadata: TransactionMetadata | None, producer_id: int, producer_epoch: int
+                    ) -> TxnError | None:
+    """None when (producer_id, producer_epoch) is the id's current producer, else the error to answer."""
+    if not _is_live(metadata):
+        return TxnError.INVALID_PRODUCER_ID_MAPPING
+    assert metadata is not None
+    if producer_id == metadata.producer_id and producer_epoch == metadata.producer_epoch:
+        return None
+    if metadata.is_recoverable_identity(producer_id, producer_epoch):
+        return TxnError.INVALID_PRODUCER_EPOCH  # KIP-588: abortable; InitProducerId recovers it
+    if producer_id != metadata.producer_id:
+        return TxnError.INVALID_PRODUCER_ID_MAPPING
+    return TxnError.PRODUCER_FENCED
+
+
+def validate_transaction_timeout(txn_timeout_ms: int, config: TransactionConfig) -> bool:
+    return 0 < txn_timeout_ms <= config.transaction_max_timeout_ms
+
+
+# ---- InitProducerId ----------------------------------------------------------------------------------
+
+def init_producer_id(metadata: TransactionMetadata | None, transactional_id: str | None,
+                     transaction_timeout_ms: int, now_ms: int, config: TransactionConfig,
+                     allocate_producer_id: Callable[[], int], *,
+                     producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> Decision:
+    """InitProducerId. ``producer_id`` / ``producer_epoch`` are the v3+ (KIP-360) fields, -1 when absent.
+
+    ``allocate_producer_id`` hands out a never-used producer id (producer_id_block); it is called only
+    when one is needed (a new id, or an exhausted epoch)."""
+    if transactional_id is None:
+        # Idempotent producer: a fresh id every time; there is nothing to log.
+        return Decision(producer_id=allocate_producer_id(), producer_epoch=0)
+    if transactional_id == "":
+        return _fail(TxnError.INVALID_REQUEST)
+    if not validate_transaction_timeout(transaction_timeout_ms, config):
+        return _fail(TxnError.INVALID_TRANSACTION_TIMEOUT)
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return _fail(TxnError.INVALID_REQUEST)
+    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+
+    created = None
+    if not _is_live(metadata):
+        created = TransactionMetadata(transactional_id=transactional_id, producer_id=allocate_producer_id(),
+                                      producer_epoch=NO_PRODUCER_EPOCH, txn_timeout_ms=transaction_timeout_ms,
+                                      state=S.EMPTY, txn_last_update_timestamp=now_ms)
+        metadata = created
+    assert metadata is not None
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS, created)
+
+    current = (metadata.producer_id, metadata.producer_epoch)
+    state = metadata.state
+    if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS, created)
+
+    if state is S.ONGOING:
+        # Abort the open transaction under a bumped epoch first; the client retries on
+        # CONCURRENT_TRANSACTIONS and then gets its epoch from a Complete state. The bumped epoch is
+        # never handed out by this request.
+        if expected is not None and expected != current:
+            return _fail(TxnError.PRODUCER_FENCED, created)
+        transit = metadata.prepare_fence_and_abort(now_ms, recoverable=expected is not None)
+        return Decision(error=TxnError.CONCURRENT_TRANSACTIONS, transit=transit, new_metadata=created,
+                        write_markers=_markers_for(transit, TransactionResult.ABORT))
+
+    # Empty, CompleteCommit, CompleteAbort: between transactions.
+    if expected is None:
+        # A new producer instance: fence every older one, remember nothing.
+        transit = (_rotate(metadata, transaction_timeout_ms, now_ms, allocate_producer_id, None)
+                   if metadata.is_producer_epoch_exhausted
+                   else metadata.prepare_increment_producer_epoch(transaction_timeout_ms, now_ms,
+                                                                  remember_current=False))
+    elif metadata.producer_epoch == NO_PRODUCER_EPOCH or expected == current:
+        # KIP-360: the current producer asks for a bump (e.g. after UNKNOWN_PRODUCER_ID); a fresh
+        # metadata accepts any expected identity, the client's old producer id being unknown here.
+        remember = expected if metadata.producer_epoch != NO_PRODUCER_EPOCH else None
+        transit = (_rotate(metadata, transaction_timeout_ms, now_ms, allocate_producer_id, remember)
+                   if metadata.is_producer_epoch_exhausted
+                   else metadata.prepare_increment_producer_epoch(transaction_timeout_ms, now_ms,
+                                                                  remember_current=remember is not None))
+    elif metadata.is_recoverable_identity(*expected):
+        # A retry of a bump whose answer was lost, or a producer recovering after a timeout abort:
+        # hand back the current epoch without bumping again. Never hand out 32767, though.
+        transit = (_rotate(metadata, transaction_timeout_ms, now_ms, allocate_producer_id, expected)
+                   if metadata.producer_epoch >= MAX_PRODUCER_EPOCH
+                   else metadata.prepare_keep_producer_epoch(transaction_timeout_ms, now_ms))
+    else:
+        return _fail(TxnError.PRODUCER_FENCED, created)
+    return Decision(transit=transit, new_metadata=created, producer_id=transit.producer_id,
+                    producer_epoch=transit.producer_epoch)
+
+
+def _rotate(metadata: TransactionMetadata, txn_timeout_ms: int, now_ms: int,
+            allocate_producer_id: Callable[[], int], remember: tuple[int, int] | None) -> TxnTransitMetadata:
+    return metadata.prepare_producer_id_rotation(allocate_producer_id(), txn_timeout_ms, now_ms,
+                                                 remember=remember)
+
+
+def _markers_for(transit: TxnTransitMetadata, result: TransactionResult) -> WriteTxnMarkers:
+    return WriteTxnMarkers(transit.transactional_id, transit.producer_id, transit.producer_epoch, result,
+                           transit.topic_partitions)
+
+
+# ---- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------------------
+
+def add_partitions_to_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                          producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int) -> Decision:
+    """AddPartitionsToTxn: start the transaction (Empty / Complete*) or widen the ongoing one."""
+    if not transactional_id:
+        return _fail(TxnError.INVALID_REQUEST)
+    partitions = frozenset(TopicPartition(tp[0], tp[1]) for tp in partitions)
+    error = _check_producer(metadata, producer_id, producer_epoch)
+    if error is not None:
+        return _fail(error)
+    assert metadata is not None
+    if metadata.pending_transition_in_progress or metadata.state.is_prepare:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    if metadata.state is S.ONGOING and partitions <= metadata.topic_partitions:
+        return Decision()  # already there: nothing to log
+    if metadata.state not in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        return _fail(TxnError.INVALID_TXN_STATE)
+    return Decision(transit=metadata.prepare_add_partitions(partitions, now_ms))
+
+
+def consumer_offsets_partition(group_id: str, config: TransactionConfig) -> TopicPartition:
+    return TopicPartition(CONSUMER_OFFSETS_TOPIC, partition_for(group_id, config.offsets_topic_num_partitions))
+
+
+def add_offsets_to_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                       producer_epoch: int, group_id: str, now_ms: int, config: TransactionConfig) -> Decision:
+    """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction, so the
+    TxnOffsetCommit written there is committed or aborted by the same markers."""
+    return add_partitions_to_txn(metadata, transactional_id, producer_id, producer_epoch,
+                                 [consumer_offsets_partition(group_id, config)], now_ms)
+
+
+def verify_partitions_in_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: Iterable[TopicPartition]) -> Decision:
+    """KIP-890 part 1 (AddPartitionsToTxn verify-only): is each partition in the ongoing transaction of
+    (producer_id, producer_epoch)? Changes nothing. ``partition_errors`` has one entry per partition."""
+    tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+    error = TxnError.INVALID_REQUEST if not transactional_id else _check_producer(metadata, producer_id,
+                                                                                  producer_epoch)
+    if error is None:
+        assert metadata is not None
+        if metadata.pending_transition_in_progress or metadata.state.is_prepare:
+            error = TxnError.CONCURRENT_TRANSACTIONS
+    if error is not None:
+        return Decision(error=error, partition_errors={tp: error for tp in tps})
+    ongoing = metadata.state is S.ONGOING
+    return Decision(partition_errors={
+        tp: TxnError.NONE if ongoing and tp in metadata.topic_partitions else TxnError.INVALID_TXN_STATE
+        for tp in tps})
+
+
+def is_partition_in_transaction(metadata: TransactionMetadata | None, producer_id: int, producer_epoch: int,
+                                topic_partition: TopicPartition) -> bool:
+    """The yes/no form of verify_partitions_in_txn, for the produce path on this same node."""
+    return (_check_producer(metadata, producer_id, producer_epoch) is None and metadata is not None
+            and metadata.state is S.ONGOING and not metadata.pending_transition_in_progress
+            and topic_partition in metadata.topic_partitions)
+
+
+# ---- EndTxn and the markers ------------------------------------------------------------------------------
+
+def end_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int, producer_epoch: int,
+            result: TransactionResult, now_ms: int) -> Decision:
+    """EndTxn: Ongoing -> PrepareCommit / PrepareAbort (the commit point), then markers. A retry of an
+    EndTxn that already happened answers as the first did."""
+    if not transactional_id:
+        return _fail(TxnError.INVALID_REQUEST)
+    error = _check_producer(metadata, producer_id, producer_epoch)
+    if error is not None:
+        # The recoverable identity may still abort the transaction that was aborted under it (a timeout):
+        # the client's abortTransaction() then succeeds and its InitProducerId recovers the producer.
+        retried_abort = (error is TxnError.INVALID_PRODUCER_EPOCH and result is TransactionResult.ABORT
+                         and metadata is not None and metadata.state in (S.PREPARE_ABORT, S.COMPLETE_ABORT))
+        if not retried_abort:
+            return _fail(error)
+    assert metadata is not None
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    state = metadata.state
+    if state is S.ONGOING:
+        transit = metadata.prepare_abort_or_commit(result, now_ms)
+        return Decision(transit=transit, write_markers=_markers_for(transit, result))
+    if state is S.EMPTY:
+        # Nothing is open; aborting nothing is harmless. Committing nothing is a client bug.
+        return _fail(TxnError.NONE if result is TransactionResult.ABORT else TxnError.INVALID_TXN_STATE)
+    if result_of(state) is not result:
+        return _fail(TxnError.INVALID_TXN_STATE)
+    if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        return _fail(TxnError.NONE)
+    return _fail(TxnError.CONCURRENT_TRANSACTIONS)  # Prepare*: markers still being written
+
+
+def markers_written(metadata: TransactionMetadata | None, markers: WriteTxnMarkers, now_ms: int) -> Decision:
+    """Every marker of ``markers`` is written: Prepare* -> Complete* (clears the partitions).
+
+    Answers an error, with nothing to log, if the id has moved on since ``markers`` was issued."""
+    error = _check_producer(metadata, markers.producer_id, markers.producer_epoch)
+    if error is not None:
+        return _fail(error)
+    assert metadata is not None
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    if not metadata.state.is_prepare or result_of(metadata.state) is not markers.result:
+        return _fail(TxnError.INVALID_TXN_STATE)
+    return Decision(transit=metadata.prepare_complete(now_ms))
+
+
+# ---- timers: transaction timeout, transactional id expiration ------------------------------------------
+
+def expired_transactions(states: Mapping[str, TransactionMetadata], now_ms: int) -> list[str]:
+    """Ids whose Ongoing transaction has outlived its transaction.timeout.ms (checked every 10 s)."""
+    return sorted(tid for tid, m in states.items()
+                  if m.state is S.ONGOING and not m.pending_transition_in_progress
+                  and m.txn_start_timestamp + m.txn_timeout_ms < now_ms)
+
+
+def abort_timed_out_transaction(metadata: TransactionMetadata, now_ms: int) -> Decision:
+    """Abort an expired transaction under epoch + 1. The producer's old identity stays recoverable, so it
+    hears INVALID_PRODUCER_EPOCH (abortable, KIP-588) rather than PRODUCER_FENCED. Nothing to do (no
+    transit) if the transaction ended or is busy in the meantime."""
+    if (metadata.state is not S.ONGOING or metadata.pending_transition_in_progress
+            or metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now_ms):
+        return Decision()
+    transit = metadata.prepare_fence_and_abort(now_ms, recoverable=True)
+    return Decision(transit=transit, write_markers=_markers_for(transit, TransactionResult.ABORT))
+
+
+def expired_transactional_ids(states: Mapping[str, TransactionMetadata], now_ms: int,
+                              config: TransactionConfig) -> list[str]:
+    """Ids resting (Empty / Complete*) for longer than transactional.id.expiration.ms."""
+    return sorted(tid for tid, m in states.items()
+                  if m.state.expiration_allowed and not m.pending_transition_in_progress
+                  and m.txn_last_update_timestamp <= now_ms - config.transactional_id_expiration_ms)
+
+
+def expire_transactional_id(metadata: TransactionMetadata, now_ms: int, config: TransactionConfig) -> Decision:
+    """Retire an idle id: log a tombstone (encode_value gives None for Dead), complete the transition,
+    then drop the id from the cache if it is still Dead. Nothing to do if it became busy meanwhile."""
+    if (not metadata.state.expiration_allowed or metadata.pending_transition_in_progress
+            or metadata.txn_last_update_timestamp > now_ms - config.transactional_id_expiration_ms):
+        return Decision()
+    return Decision(transit=metadata.prepare_dead())

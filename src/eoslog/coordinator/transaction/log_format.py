@@ -1,0 +1,252 @@
+"""The ``__transaction_state`` record: key and value bytes, partitioning, and loading at startup.
+
+Byte layouts are documented once, in docs/transactions.md ("The __transaction_state record"); they are
+Kafka's TransactionLogKey v0 and TransactionLogValue v0 so the topic reads the same as Kafka's. In short
+(big-endian, Kafka's STRING = int16 length + UTF-8, ARRAY = int32 count or -1 for null):
+
+    key    int16 key_version (0) | STRING transactional_id
+    value  int16 value_version (0) | int64 producer_id | int16 producer_epoch | int32 transaction_timeout_ms
+           | int8 transaction_status | ARRAY(STRING topic, ARRAY(int32 partition)) transaction_partitions
+           | int64 transaction_last_update_timestamp_ms | int64 transaction_start_timestamp_ms
+
+A record with no value (a tombstone) retires the transactional id (state Dead). Compaction keeps only the
+newest record per key, so the loader applies records in log order and the newest one wins.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from eoslog.coordinator.transaction.metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TransactionMetadata,
+    TxnTransitMetadata,
+    WriteTxnMarkers,
+    result_of,
+)
+from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+KEY_VERSION = 0
+VALUE_VERSION = 0
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_VALUE_HEAD = struct.Struct(">hqhib")  # version, producer_id, producer_epoch, timeout, status
+_VALUE_TAIL = struct.Struct(">qq")  # last_update_timestamp_ms, start_timestamp_ms
+
+
+class TransactionLogFormatError(ValueError):
+    """Bytes in __transaction_state that are not a record this version understands."""
+
+
+# ---- partitioning ---------------------------------------------------------------------------------------
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode(): s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """Kafka's coordinator partition: Utils.abs(key.hashCode()) % n (Utils.abs maps MIN_VALUE to 0)."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    h = java_string_hash(key)
+    return (0 if h == -0x8000_0000 else abs(h)) % num_partitions
+
+
+# ---- key --------------------------------------------------------------------------------------------
+
+def _encode_string(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    if len(raw) > 0x7FFF:
+        raise ValueError(f"string of {len(raw)} bytes does not fit a Kafka STRING")
+    return _INT16.pack(len(raw)) + raw
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return _INT16.pack(KEY_VERSION) + _encode_string(transactional_id)
+
+
+class _Reader:
+    def __init__(self, buf: bytes | memoryview) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise TransactionLogFormatError(f"record truncated at byte {self.pos} (wanted {n} more)")
+        view = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return view
+
+    def unpack(self, st: struct.Struct) -> tuple:
+        return st.unpack(self.take(st.size))
+
+    def string(self) -> str:
+        (length,) = self.unpack(_INT16)
+        if length < 0:
+            raise TransactionLogFormatError("null string where one is required")
+        try:
+            return bytes(self.take(length)).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TransactionLogFormatError(f"string is not UTF-8: {e}") from None
+
+    def done(self) -> None:
+        if self.pos != len(self.buf):
+            raise TransactionLogFormatError(f"{len(self.buf) - self.pos} trailing bytes after the record")
+
+
+def key_version(key: bytes | memoryview) -> int:
+    if len(key) < 2:
+        raise TransactionLogFormatError("key shorter than its version field")
+    return _INT16.unpack_from(key)[0]
+
+
+def decode_key(key: bytes | memoryview) -> str:
+    r = _Reader(key)
+    (version,) = r.unpack(_INT16)
+    if version != KEY_VERSION:
+        raise TransactionLogFormatError(f"unknown transaction log key version {version}")
+    transactional_id = r.string()
+    r.done()
+    return transactional_id
+
+
+# ---- value ------------------------------------------------------------------------------------------
+
+def encode_value(transit: TxnTransitMetadata) -> bytes | None:
+    """The value to log for ``transit``; None (a tombstone) when the id is being retired."""
+    if transit.state is TransactionState.DEAD:
+        return None
+    if transit.state is TransactionState.EMPTY and transit.topic_partitions:
+        raise ValueError(f"{transit.transactional_id!r}: Empty with partitions {sorted(transit.topic_partitions)}")
+    out = bytearray(_VALUE_HEAD.pack(VALUE_VERSION, transit.producer_id, transit.producer_epoch,
+                                     transit.txn_timeout_ms, transit.state.id))
+    if transit.state is TransactionState.EMPTY:
+        out += _INT32.pack(-1)  # Kafka writes no partition array for Empty
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for tp in transit.topic_partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        out += _INT32.pack(len(by_topic))
+        for topic in sorted(by_topic):  # sorted only so equal states give equal bytes
+            out += _encode_string(topic)
+            ids = sorted(by_topic[topic])
+            out += _INT32.pack(len(ids))
+            out += struct.pack(f">{len(ids)}i", *ids)
+    out += _VALUE_TAIL.pack(transit.txn_last_update_timestamp, transit.txn_start_timestamp)
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class TransactionLogValue:
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    state: TransactionState
+    topic_partitions: frozenset[TopicPartition]
+    last_update_timestamp_ms: int
+    start_timestamp_ms: int
+
+
+def decode_value(value: bytes | memoryview) -> TransactionLogValue:
+    r = _Reader(value)
+    version, producer_id, producer_epoch, timeout_ms, status = r.unpack(_VALUE_HEAD)
+    if version != VALUE_VERSION:
+        raise TransactionLogFormatError(f"unknown transaction log value version {version}")
+    try:
+        state = TransactionState.from_id(status)
+    except UnknownTransactionState as e:
+        raise TransactionLogFormatError(str(e)) from None
+    partitions: set[TopicPartition] = set()
+    (topic_count,) = r.unpack(_INT32)
+    if topic_count < -1:
+        raise TransactionLogFormatError(f"bad partition array length {topic_count}")
+    for _ in range(max(topic_count, 0)):
+        topic = r.string()
+        (count,) = r.unpack(_INT32)
+        if count < 0:
+            raise TransactionLogFormatError(f"bad partition id array length {count} for topic {topic!r}")
+        for partition in struct.unpack(f">{count}i", r.take(4 * count)):
+            partitions.add(TopicPartition(topic, partition))
+    last_update, start = r.unpack(_VALUE_TAIL)
+    r.done()
+    if state is TransactionState.EMPTY:
+        partitions.clear()  # as Kafka: an Empty record's partitions mean nothing
+    return TransactionLogValue(producer_id, producer_epoch, timeout_ms, state, frozenset(partitions),
+                               last_update, start)
+
+
+# ---- loading and recovery ---------------------------------------------------------------------------------
+
+def load_state(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]]
+               ) -> dict[str, TransactionMetadata]:
+    """Rebuild the coordinator cache from one __transaction_state partition, read from its start.
+
+    ``records`` are (key, value) in log order; a None value is a tombstone. Records whose key version
+    is not a transaction log key are skipped (room for other record types, as in Kafka).
+    """
+    states: dict[str, TransactionMetadata] = {}
+    for key, value in records:
+        if key_version(key) != KEY_VERSION:
+            continue
+        transactional_id = decode_key(key)
+        if value is None:
+            states.pop(transactional_id, None)
+            continue
+        v = decode_value(value)
+        if v.state is TransactionState.DEAD:
+            states.pop(transactional_id, None)
+            continue
+        state = v.state
+        if state is TransactionState.PREPARE_EPOCH_FENCE:
+            # Never written by eoslog (nor by Kafka); if met, it can only mean "abort under this epoch".
+            state = TransactionState.PREPARE_ABORT
+        # previous_producer_id / last_producer_epoch are not in the v0 value: after a reload no older
+        # identity is recoverable (a KIP-360 retry across a coordinator restart is fenced, as in Kafka).
+        states[transactional_id] = TransactionMetadata.from_transit(TxnTransitMetadata(
+            transactional_id=transactional_id, from_state=state, state=state,
+            producer_id=v.producer_id, previous_producer_id=NO_PRODUCER_ID, next_producer_id=NO_PRODUCER_ID,
+            producer_epoch=v.producer_epoch, last_producer_epoch=NO_PRODUCER_EPOCH,
+            txn_timeout_ms=v.transaction_timeout_ms, topic_partitions=v.topic_partitions,
+            txn_start_timestamp=v.start_timestamp_ms, txn_last_update_timestamp=v.last_update_timestamp_ms))
+    return states
+
+
+@dataclass(frozen=True)
+class RecoveryAction:
+    """A decision found in the log whose markers may not all be written yet.
+
+    ``complete`` is already pending on the metadata (so client requests get CONCURRENT_TRANSACTIONS
+    meanwhile): write ``markers`` (writing one twice is harmless), then log ``complete`` and call
+    ``metadata.complete_transition(complete)``."""
+
+    markers: WriteTxnMarkers
+    complete: TxnTransitMetadata
+
+
+def recovery_actions(states: Mapping[str, TransactionMetadata], now_ms: int) -> list[RecoveryAction]:
+    """Finish what the log says was decided: every PrepareCommit / PrepareAbort gets its markers and
+    its Complete record. Ongoing transactions are left alone; the timeout aborts them if their producer
+    does not come back."""
+    actions = []
+    for transactional_id in sorted(states):
+        metadata = states[transactional_id]
+        if not metadata.state.is_prepare or metadata.pending_transition_in_progress:
+            continue
+        result = result_of(metadata.state)
+        assert result is not None
+        markers = WriteTxnMarkers(transactional_id, metadata.producer_id, metadata.producer_epoch, result,
+                                  frozenset(metadata.topic_partitions))
+        actions.append(RecoveryAction(markers, metadata.prepare_complete(now_ms)))
+    return actions
