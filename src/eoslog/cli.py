@@ -1,9 +1,78 @@
-"""The `eoslog` command line."""
+"""The `eoslog` command line (click)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
 
 import click
+
+from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, read_properties
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
 
 
 @click.group()
 @click.version_option(package_name="eoslog")
 def main() -> None:
     """eoslog: a Kafka-compatible log broker with exactly-once semantics."""
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help="Where partition logs live (default ./eoslog-data).")
+@click.option("--listen", default=None, help="HOST:PORT to listen on (default 127.0.0.1:9092; port 0 picks one).")
+@click.option("--advertised-listener", default=None,
+              help="HOST:PORT that Metadata tells clients (for a broker behind a proxy or NAT).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A properties file with Kafka's property names (num.partitions, log.retention.ms, ...).")
+@click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Set one property (repeatable).")
+@click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the bound port here once the broker accepts connections.")
+@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
+def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, log_level) -> None:
+    """Run a single-node broker in the foreground until SIGTERM or SIGINT."""
+    _configure_logging(log_level)
+    config = BrokerConfig()
+    try:
+        if config_file is not None:
+            config.apply_properties(read_properties(config_file))
+        for item in overrides:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")
+            config.set_property(name.strip(), value.strip())
+        if data_dir is not None:
+            config.data_dir = data_dir
+        if listen is not None:
+            config.listen_host, config.listen_port = parse_host_port(listen, "--listen")
+        if advertised_listener is not None:
+            config.advertised_host, config.advertised_port = parse_host_port(advertised_listener, "--advertised-listener")
+        from eoslog.server.run import run
+
+        run(config, port_file)
+    except ConfigError as exc:
+        raise click.ClickException(f"configuration error: {exc}") from None
+    except BlockingIOError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+
+@main.command()
+@click.option("--messages", default=100_000, show_default=True, help="How many messages to send through.")
+def demo(messages: int) -> None:
+    """Start an embedded broker, send messages through it with a real client, and verify them."""
+    _configure_logging("warning")
+    from eoslog.demo import run_demo
+
+    run_demo(messages)
+
+
+from eoslog import cli_tools  # noqa: E402,F401  (registers the admin commands on `main`)

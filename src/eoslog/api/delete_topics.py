@@ -1,0 +1,38 @@
+"""DeleteTopics (key 20): by name (v1-5) or by name or topic id (v6)."""
+
+from __future__ import annotations
+
+from eoslog.cluster.topics import INTERNAL_TOPICS
+from eoslog.protocol.errors import InvalidTopicError, UnknownTopicIdError
+from eoslog.protocol.messages import DeleteTopicsResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+def handle(context, request):
+    broker = context.broker
+    if context.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        try:
+            if name is None:
+                info = broker.topics.by_id.get(topic_id)
+                if info is None:
+                    raise UnknownTopicIdError(f"no topic has id {topic_id}")
+                name = info.name
+            if name in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"the internal topic {name} cannot be deleted")
+            info = broker.delete_topic(name)
+            results.append(Result(name=name, topic_id=info.topic_id, error_code=0, error_message=None))
+        except Exception as exc:  # noqa: BLE001
+            results.append(Result(name=name, topic_id=topic_id, error_code=int(error_code_for(exc)),
+                                  error_message=str(exc)))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

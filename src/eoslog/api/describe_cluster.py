@@ -1,0 +1,29 @@
+"""DescribeCluster (key 60): this one node, its cluster id, and itself as controller."""
+
+from __future__ import annotations
+
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import DescribeClusterResponse
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 1
+BROKERS_ENDPOINT = 1
+UNKNOWN_OPERATIONS = -(2**31)
+
+
+def handle(context, request):
+    broker = context.broker
+    host, port = broker.config.advertised
+    if context.api_version >= 1 and request.endpoint_type not in (BROKERS_ENDPOINT,):
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE), error_message="only the brokers endpoint exists",
+            endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1,
+            brokers=[], cluster_authorized_operations=UNKNOWN_OPERATIONS)
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=broker.cluster_id, controller_id=broker.config.node_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.config.node_id, host=host, port=port, rack=None, is_fenced=False)],
+        cluster_authorized_operations=UNKNOWN_OPERATIONS,
+    )

@@ -1,0 +1,45 @@
+"""DescribeConfigs (key 32) for topics (and an empty answer for the broker resource)."""
+
+from __future__ import annotations
+
+from eoslog.cluster.topic_configs import TOPIC_CONFIGS, describe_topic_configs
+from eoslog.protocol.errors import InvalidRequestError
+from eoslog.protocol.messages import DescribeConfigsResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+TOPIC = 2
+BROKER = 4
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+
+
+def handle(context, request):
+    broker = context.broker
+    results = []
+    for resource in request.resources:
+        try:
+            if resource.resource_type == TOPIC:
+                info = broker.topics.require(resource.resource_name)
+                wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+                configs = [
+                    Entry(name=name, value=value, read_only=False, config_source=source,
+                          is_default=source != 1, is_sensitive=False, synonyms=[],
+                          config_type=TOPIC_CONFIGS[name][1], documentation=None)
+                    for name, value, source in describe_topic_configs(broker, info)
+                    if wanted is None or name in wanted
+                ]
+            elif resource.resource_type == BROKER:
+                configs = []
+            else:
+                raise InvalidRequestError(f"resource type {resource.resource_type} is not supported")
+            results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name, configs=configs))
+        except Exception as exc:  # noqa: BLE001
+            results.append(Result(error_code=int(error_code_for(exc)), error_message=str(exc),
+                                  resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                  configs=[]))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

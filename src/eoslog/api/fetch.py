@@ -1,0 +1,121 @@
+"""Fetch (key 1): long poll with max wait / min bytes, per-partition and total byte limits.
+
+Log data leaves as file regions (never decoded, never copied by the encoder). read_committed stops at
+the last stable offset and returns the aborted transactions in the range. We answer every request as a
+full fetch and never create fetch sessions (session id 0), which KIP-227 allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from eoslog.cluster.partition import READ_COMMITTED
+from eoslog.protocol import RecordsList
+from eoslog.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from eoslog.protocol.messages import FetchResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 12
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
+CONSUMER_REPLICA_ID = -1
+
+
+def _error_partition(index: int, code: int) -> PartitionData:
+    return PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                         log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
+
+
+def _read_all(broker, request):
+    """One pass over every requested partition; returns (responses, bytes read, any error)."""
+    isolation = request.isolation_level
+    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    responses = []
+    for topic in request.topics:
+        partitions = []
+        responses.append(TopicResponse(topic=topic.topic, partitions=partitions))
+        for wanted in topic.partitions:
+            try:
+                partition = broker.partition(topic.topic, wanted.partition)
+                limit = min(wanted.partition_max_bytes, remaining)
+                # KIP-74: the first partition with data returns at least one whole batch, however big.
+                result = partition.read(wanted.fetch_offset, limit, isolation, min_one_batch=(total == 0))
+            except Exception as exc:  # noqa: BLE001 - mapped in one place
+                code = error_code_for(exc)
+                errors = True
+                entry = _error_partition(wanted.partition, int(code))
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE and (topic.topic, wanted.partition) in broker.partitions:
+                    p = broker.partitions[(topic.topic, wanted.partition)]
+                    entry.high_watermark = p.high_watermark
+                    entry.last_stable_offset = p.last_stable_offset
+                    entry.log_start_offset = p.log_start_offset
+                partitions.append(entry)
+                continue
+            size = result.size
+            total += size
+            remaining = max(remaining - size, 0)
+            aborted = None
+            if isolation == READ_COMMITTED:
+                aborted = [
+                    AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                    for producer_id, first_offset in partition.aborted_transactions(wanted.fetch_offset, result)
+                ]
+            partitions.append(PartitionData(
+                partition_index=wanted.partition, error_code=0, high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset, log_start_offset=partition.log_start_offset,
+                aborted_transactions=aborted, preferred_read_replica=-1,
+                records=RecordsList(result.regions) if size else b"",
+            ))
+    return responses, total, errors
+
+
+def handle(context, request):
+    broker = context.broker
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        raise NotLeaderOrFollowerError("this single-node broker has no followers")
+    responses, total, errors = _read_all(broker, request)
+    if errors or total >= max(request.min_bytes, 1) or request.max_wait_ms <= 0:
+        return _response(responses)
+    return _long_poll(broker, request)
+
+
+async def _long_poll(broker, request):
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + request.max_wait_ms / 1000
+    while True:
+        waiter = loop.create_future()
+        partitions = []
+        for topic in request.topics:
+            for wanted in topic.partitions:
+                partition = broker.partitions.get((topic.topic, wanted.partition))
+                if partition is not None:
+                    partition.add_fetch_waiter(waiter)
+                    partitions.append(partition)
+        try:
+            await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0))
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for partition in partitions:
+                partition.remove_fetch_waiter(waiter)
+        responses, total, errors = _read_all(broker, request)
+        if errors or total >= max(request.min_bytes, 1) or time.monotonic() >= deadline:
+            return _response(responses)
+
+
+def _response(responses):
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+
+
+def error_response(context, request, code):
+    return _response([
+        TopicResponse(topic=t.topic, partitions=[_error_partition(p.partition, int(code)) for p in t.partitions])
+        for t in request.topics
+    ])

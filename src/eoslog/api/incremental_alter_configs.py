@@ -1,0 +1,60 @@
+"""IncrementalAlterConfigs (key 44) for topic configs: SET, DELETE, APPEND, SUBTRACT."""
+
+from __future__ import annotations
+
+from eoslog.cluster.topic_configs import TOPIC_CONFIGS, check_names
+from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
+from eoslog.protocol.messages import IncrementalAlterConfigsResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+TOPIC = 2
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
+    configs = dict(current)
+    for op in operations:
+        check_names({op.name: ""})
+        if op.config_operation == SET:
+            if op.value is None:
+                raise InvalidConfigError(f"SET {op.name} needs a value")
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if TOPIC_CONFIGS[op.name][1] != 7:
+                raise InvalidConfigError(f"{op.name} is not a list; APPEND and SUBTRACT apply to lists only")
+            items = [i for i in configs.get(op.name, TOPIC_CONFIGS[op.name][0]).split(",") if i]
+            values = [v for v in (op.value or "").split(",") if v]
+            if op.config_operation == APPEND:
+                items += [v for v in values if v not in items]
+            else:
+                items = [i for i in items if i not in values]
+            configs[op.name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op.config_operation}")
+    return configs
+
+
+def handle(context, request):
+    broker = context.broker
+    results = []
+    for resource in request.resources:
+        try:
+            if resource.resource_type != TOPIC:
+                raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
+            info = broker.topics.require(resource.resource_name)
+            configs = apply_operations(info.configs, resource.configs)
+            if not request.validate_only:
+                broker.alter_topic_configs(info.name, configs)
+            results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name))
+        except Exception as exc:  # noqa: BLE001
+            results.append(Result(error_code=int(error_code_for(exc)), error_message=str(exc),
+                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

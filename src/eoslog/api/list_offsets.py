@@ -1,0 +1,59 @@
+"""ListOffsets (key 2): earliest, latest, by timestamp, max timestamp; read_committed sees up to the LSO."""
+
+from __future__ import annotations
+
+from eoslog.cluster.partition import READ_COMMITTED
+from eoslog.protocol.messages import ListOffsetsResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 7
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
+    """(timestamp, offset) Kafka answers for one partition; (-1, -1) when no record qualifies."""
+    upper = partition.fetch_upper_bound(isolation_level)
+    if timestamp == LATEST:
+        return -1, upper
+    if timestamp == EARLIEST:
+        return -1, partition.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = partition.log.max_timestamp_and_offset()
+        if found is None or found[1] >= upper:
+            return -1, -1
+        return found[0], found[1]
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    found_timestamp, offset = found[1], found[0]
+    if offset >= upper:
+        return -1, -1
+    return found_timestamp, max(offset, partition.log_start_offset)
+
+
+def handle(context, request):
+    broker = context.broker
+    isolation = request.isolation_level if context.api_version >= 2 else 0
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        topics.append(TopicResponse(name=topic.name, partitions=partitions))
+        for wanted in topic.partitions:
+            try:
+                partition = broker.partition(topic.name, wanted.partition_index)
+                timestamp, offset = lookup(partition, wanted.timestamp, isolation)
+                code = 0
+            except Exception as exc:  # noqa: BLE001
+                code, timestamp, offset = int(error_code_for(exc)), -1, -1
+            partitions.append(PartitionResponse(partition_index=wanted.partition_index, error_code=code,
+                                                old_style_offsets=[], timestamp=timestamp, offset=offset,
+                                                leader_epoch=0 if code == 0 else -1))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

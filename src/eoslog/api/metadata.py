@@ -1,0 +1,81 @@
+"""Metadata (key 3): brokers, topics and partitions; auto-creates topics when the broker allows it."""
+
+from __future__ import annotations
+
+from eoslog.cluster.topics import validate_topic_name
+from eoslog.protocol.errors import ErrorCode, KafkaError
+from eoslog.protocol.messages import MetadataResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+Broker = MetadataResponse.MetadataResponseBroker
+Topic = MetadataResponse.MetadataResponseTopic
+PartitionInfo = MetadataResponse.MetadataResponsePartition
+NO_TOPIC_ID = None  # the codec writes the all-zero uuid for None
+UNKNOWN_OPERATIONS = -(2**31)
+
+
+def _topic_entry(broker, info) -> Topic:
+    node = broker.config.node_id
+    return Topic(
+        error_code=0,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.is_internal,
+        partitions=[
+            PartitionInfo(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
+                          replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+            for index in range(info.partitions)
+        ],
+        topic_authorized_operations=UNKNOWN_OPERATIONS,
+    )
+
+
+def _error_entry(name, topic_id, code: ErrorCode) -> Topic:
+    return Topic(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[],
+                 topic_authorized_operations=UNKNOWN_OPERATIONS)
+
+
+def handle(context, request):
+    broker = context.broker
+    version = context.api_version
+    topics = []
+    if request.topics is None or (version == 0 and not request.topics):
+        # null (v1+) or empty (v0) means every topic
+        topics = [_topic_entry(broker, info) for info in broker.topics.topics.values()]
+    else:
+        allow_auto_create = request.allow_auto_topic_creation if version >= 4 else True
+        for wanted in request.topics:
+            name = wanted.name
+            if name is None and getattr(wanted, "topic_id", None) is not None:
+                info = broker.topics.by_id.get(wanted.topic_id)
+                if info is None:
+                    topics.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                else:
+                    topics.append(_topic_entry(broker, info))
+                continue
+            info = broker.topics.get(name)
+            if info is None:
+                try:
+                    validate_topic_name(name)
+                    if not (allow_auto_create and broker.config.auto_create_topics_enable):
+                        topics.append(_error_entry(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                        continue
+                    info = broker.create_topic(name, None)
+                except KafkaError as exc:
+                    topics.append(_error_entry(name, None, error_code_for(exc)))
+                    continue
+            topics.append(_topic_entry(broker, info))
+    host, port = broker.config.advertised
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[Broker(node_id=broker.config.node_id, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.config.node_id,
+        topics=topics,
+        cluster_authorized_operations=UNKNOWN_OPERATIONS,
+        error_code=0,
+    )

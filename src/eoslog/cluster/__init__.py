@@ -1,0 +1,1 @@
+"""Topics and partitions: the layer between API handlers and the partition logs."""

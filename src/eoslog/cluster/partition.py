@@ -1,0 +1,257 @@
+"""One topic partition on this (single) node: the leader's view of its log.
+
+Contract
+- Owns its :class:`eoslog.log.Log`; only the broker's event-loop thread calls it (fsyncs run in a worker
+  thread through the group commit, never touching partition state).
+- ``log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset`` always.
+- The high watermark advances only over data that is durable by the topic's flush policy: with fsync on
+  acknowledgement (the default) it moves when the group commit that covers the data completes, so a
+  consumer can never read a record that a power loss could still take back. Without fsync it follows
+  the log end offset at once.
+- Waiters (acks=all producers, long-polling fetches) are woken when the high watermark moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from eoslog.log.producer_state import Duplicate, ProducerStateTable
+from eoslog.protocol.errors import ErrorCode, InvalidRecordError, OffsetOutOfRangeError, error_for_code
+from eoslog.records.control import read_end_transaction_marker
+from eoslog.records.header import iter_headers
+
+if TYPE_CHECKING:
+    from eoslog.log.flusher import GroupCommit
+    from eoslog.log.log import Log
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+class PartitionAppend(NamedTuple):
+    """What a Produce response needs about one partition's append (or its duplicate)."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    duplicate: bool
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log_: "Log", group_commit: "GroupCommit") -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log_
+        self._group_commit = group_commit
+        # Everything in the log at open time was recovered from disk: durable enough to serve.
+        self.high_watermark = log_.log_end_offset
+        self._flush_task: asyncio.Task | None = None
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._fetch_waiters: set[asyncio.Future] = set()
+        self.flush_error: BaseException | None = None
+        self.producer_state = ProducerStateTable()
+        self._recover_producer_state()
+        log_.on_roll(self._on_roll)
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index})"
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    def fetch_upper_bound(self, isolation_level: int) -> int:
+        return self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+
+    # --- writes ------------------------------------------------------------------------------------
+    def append(self, records: Any, transactional_id: str | None = None) -> PartitionAppend:
+        """Validates and appends one Produce request's records for this partition.
+
+        prepare -> log -> apply: the producer-state checks run first and change nothing; the log
+        assigns offsets; only then is producer state updated. A retried batch already in the log is
+        answered with its original offsets and not written again. Synchronous on purpose: appends of
+        one connection happen in arrival order, and nothing else can run between the three steps.
+        """
+        headers = list(iter_headers(records))
+        if len(headers) != 1:
+            raise InvalidRecordError(f"a produce request must carry exactly one record batch per partition, got {len(headers)}")
+        header = headers[0]
+        if header.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        if header.is_transactional and transactional_id is None:
+            raise error_for_code(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)(
+                "a transactional batch needs the request's transactional id")
+        now_ms = int(time.time() * 1000)
+        prepared = self.producer_state.prepare_append(header, now_ms)
+        if isinstance(prepared, Duplicate):
+            return PartitionAppend(prepared.first_offset, prepared.last_offset, -1, True)
+        if header.is_transactional and self.transaction_verifier is not None:
+            self.transaction_verifier(transactional_id, header.producer_id, header.producer_epoch, self.topic, self.index)
+        info = self.log.append(records, now_ms=now_ms)
+        if prepared is not None:
+            self.producer_state.apply(prepared, info.first_offset, info.last_offset)
+        self._after_append()
+        return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
+
+    # KIP-890 part 1: set by the broker once transactions exist; raises when the partition is not
+    # part of the producer's ongoing transaction.
+    transaction_verifier = None
+
+    def _on_roll(self, new_base_offset: int) -> None:
+        # Snapshot at every roll, as Kafka does, so recovery replays at most one segment of headers.
+        self.producer_state.write_snapshot(self.log.directory, new_base_offset)
+
+    def _recover_producer_state(self) -> None:
+        """Newest valid snapshot, then the batch headers of the log tail after it."""
+        directory = self.log.directory
+        end = self.log.log_end_offset
+        start = self.producer_state.load_latest_snapshot(directory, end)
+        if start is None:
+            start = self.log.log_start_offset
+        if start >= end:
+            return
+        replayed = 0
+        for header, marker in iter_batch_headers(self.log, start):
+            self.producer_state.replay(header, marker)
+            replayed += 1
+        if replayed:
+            log.info("%s: rebuilt producer state from offset %d (%d batches replayed)", self.name, start, replayed)
+
+    def _after_append(self) -> None:
+        if not self.log.config.fsync_on_ack:
+            self._advance_high_watermark(self.log.log_end_offset)
+        elif self._flush_task is None:
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        try:
+            while self.high_watermark < self.log.log_end_offset:
+                target = self.log.log_end_offset
+                await self._group_commit.flush(self.log)
+                self._advance_high_watermark(target)
+        except Exception as exc:  # noqa: BLE001 - reported to every waiter as a storage error
+            log.error("fsync of %s failed; acks=all producers get KAFKA_STORAGE_ERROR", self.name, exc_info=exc)
+            self.flush_error = exc
+            waiters, self._waiters = self._waiters, []
+            for _, future in waiters:
+                if not future.done():
+                    future.set_exception(exc)
+        finally:
+            self._flush_task = None
+
+    def wait_for_high_watermark(self, offset: int) -> asyncio.Future:
+        """A future resolved when the high watermark reaches ``offset`` (acks=all)."""
+        future = asyncio.get_running_loop().create_future()
+        if self.high_watermark >= offset:
+            future.set_result(None)
+        else:
+            self._waiters.append((offset, future))
+        return future
+
+    def _advance_high_watermark(self, offset: int) -> None:
+        if offset <= self.high_watermark:
+            return
+        self.high_watermark = offset
+        if self._waiters:
+            still_waiting = []
+            for target, future in self._waiters:
+                if target <= offset:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still_waiting.append((target, future))
+            self._waiters = still_waiting
+        self.wake_fetchers()
+
+    def wake_fetchers(self) -> None:
+        if self._fetch_waiters:
+            waiters, self._fetch_waiters = self._fetch_waiters, set()
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    def add_fetch_waiter(self, future: asyncio.Future) -> None:
+        self._fetch_waiters.add(future)
+
+    def remove_fetch_waiter(self, future: asyncio.Future) -> None:
+        self._fetch_waiters.discard(future)
+
+    # --- reads -------------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, isolation_level: int, min_one_batch: bool) -> Any:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside {self.name}'s range [{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        upper_bound = self.fetch_upper_bound(isolation_level)
+        return self.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
+
+    def aborted_transactions(self, fetch_offset: int, result: Any) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted transactions overlapping a read_committed fetch."""
+        if result.size == 0:
+            return []
+        upper = fetch_offset + 1 + sum(region.length for region in result.regions)  # generous, filtered below
+        return [(t.producer_id, t.first_offset) for t in self.log.aborted_transactions_between(fetch_offset, upper)] \
+            if hasattr(self.log, "aborted_transactions_between") else []
+
+    def delete_records_before(self, offset: int) -> int:
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.name} below {offset}: the high watermark is {self.high_watermark}"
+            )
+        self.log.delete_records_before(offset)
+        return self.log_start_offset
+
+    async def close(self) -> None:
+        if self._flush_task is not None:
+            try:
+                await self._flush_task
+            except Exception:  # noqa: BLE001 - already logged
+                pass
+        try:
+            # A clean shutdown leaves a snapshot at the log end: the next start replays nothing.
+            self.producer_state.write_snapshot(self.log.directory, self.log.log_end_offset)
+        except OSError:
+            log.exception("%s: could not write the producer-state snapshot at shutdown", self.name)
+
+
+REPLAY_CHUNK = 8 * 1024 * 1024
+
+
+def iter_batch_headers(partition_log: "Log", start: int):
+    """(header, end-transaction marker or None) for every batch from ``start`` to the log end.
+
+    Reads whole batches (a control batch's marker lives in its one record); used only at open, for
+    the tail after the newest producer-state snapshot.
+    """
+    offset = start
+    while offset < partition_log.log_end_offset:
+        result = partition_log.read(offset, REPLAY_CHUNK, min_one_batch=True)
+        if not result.regions:
+            return
+        for region in result.regions:
+            data = os.pread(region.fd, region.length, region.position)
+            for header in iter_headers(data, verify_crc=False):
+                marker = read_end_transaction_marker(data, header.position) if header.is_control else None
+                if header.last_offset >= offset:
+                    yield header, marker
+                offset = max(offset, header.next_offset)

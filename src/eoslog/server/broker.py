@@ -1,0 +1,217 @@
+"""The broker: opens the data directory, owns topics, partitions and coordinators, serves connections.
+
+Contract
+- One asyncio event loop runs everything; ``start()`` returns once the listener accepts connections.
+- ``stop()`` is the clean shutdown: stop accepting, let in-flight work finish briefly, flush every log,
+  write checkpoints, release the data-directory lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from eoslog.cluster.partition import Partition
+from eoslog.cluster.topic_configs import check_names
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo, TopicRegistry, write_atomically
+from eoslog.log.config import LogConfig
+from eoslog.log.manager import LogDirectory
+from eoslog.protocol.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from eoslog.server.config import BrokerConfig, ConfigError
+from eoslog.server.dispatcher import Dispatcher
+from eoslog.server.network import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+META_PROPERTIES = "meta.properties"
+# Kafka's defaults for its internal topics: compacted, and never deleted by time.
+INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 1024 * 1024)}
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.dispatcher = Dispatcher(self)
+        self.started_at_ms = 0
+        self.cluster_id = ""
+        self._server: asyncio.base_events.Server | None = None
+        self._background: list[asyncio.Task] = []
+        self.bound_port: int | None = None
+        self.log_directory: LogDirectory | None = None
+        self.topics: TopicRegistry | None = None
+        self.default_log_properties = dict(config.log_defaults)
+        try:
+            LogConfig.from_properties(self.default_log_properties)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        started = time.monotonic()
+        data_dir = Path(self.config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.topics = TopicRegistry(data_dir)
+        self.log_directory = LogDirectory.open(str(data_dir), config_for=self._log_config_for_topic)
+        self.cluster_id = self._load_or_create_cluster_id(data_dir)
+        for info in self.topics.topics.values():
+            self._open_partitions(info, range(info.partitions))
+        self._remove_orphan_logs()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
+            self.config.listen_host,
+            self.config.listen_port,
+            reuse_address=True,
+        )
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        if not self.config.listen_port:
+            self.config.listen_port = self.bound_port
+        self.started_at_ms = int(time.time() * 1000)
+        self._background.append(loop.create_task(self._housekeeping()))
+        log.info(
+            "eoslog broker %d (cluster %s) ready on %s:%d in %.0f ms; %d topics, %d partitions, data in %s",
+            self.config.node_id, self.cluster_id, self.config.listen_host, self.bound_port,
+            (time.monotonic() - started) * 1000, len(self.topics.topics), len(self.partitions), data_dir,
+        )
+
+    async def stop(self) -> None:
+        log.info("shutting down: closing the listener and %d connections", len(self.dispatcher.connections))
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self.dispatcher.connections):
+            connection.close()
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        for partition in self.partitions.values():
+            await partition.close()
+        if self.log_directory is not None:
+            self.log_directory.close()
+        log.info("shutdown complete: logs flushed, checkpoints written, data directory unlocked")
+
+    def _load_or_create_cluster_id(self, data_dir: Path) -> str:
+        path = data_dir / META_PROPERTIES
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.split("=", 1)[1].strip()
+        cluster_id = self.config.cluster_id or uuid.uuid4().hex[:22]
+        write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.config.node_id}\n".encode())
+        return cluster_id
+
+    async def _housekeeping(self) -> None:
+        """Retention and checkpoints, on Kafka's schedule."""
+        interval = min(self.config.log_retention_check_interval_ms, 60_000) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.partitions.values()):
+                try:
+                    deleted = partition.log.apply_retention(now_ms)
+                    if deleted:
+                        log.info("retention deleted %d segments of %s", deleted, partition.name)
+                except Exception:  # noqa: BLE001
+                    log.exception("retention of %s failed", partition.name)
+            self.log_directory.checkpoint()
+
+    # --- topics and partitions --------------------------------------------------------------------
+    def _log_config_for_topic(self, topic: str) -> LogConfig:
+        info = self.topics.get(topic) if self.topics is not None else None
+        if info is None:  # an orphan directory about to be removed
+            return LogConfig.from_properties(self.default_log_properties)
+        return self.log_config_for(info)
+
+    def log_config_for(self, info: TopicInfo) -> LogConfig:
+        properties = dict(self.default_log_properties)
+        if info.is_internal:
+            properties.update(INTERNAL_TOPIC_CONFIGS)
+        properties.update(info.configs)
+        return LogConfig.from_properties(properties)
+
+    def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
+        config = self.log_config_for(info)
+        for index in indexes:
+            partition_log = self.log_directory.get_or_create_log(info.name, index, config)
+            self.partitions[(info.name, index)] = Partition(info.name, index, partition_log, self.log_directory.group_commit)
+
+    def _remove_orphan_logs(self) -> None:
+        """Partition directories of topics the registry no longer has (a crash during a delete)."""
+        for topic, index in list(self.log_directory.logs):
+            info = self.topics.get(topic)
+            if info is None or index >= info.partitions:
+                log.info("removing %s-%d: its topic was deleted", topic, index)
+                self.log_directory.delete_log(topic, index)
+
+    def partition(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist on this broker")
+        return partition
+
+    def create_topic(self, name: str, partitions: int | None, configs: dict[str, str] | None = None,
+                     validate_only: bool = False) -> TopicInfo:
+        count = self.config.num_partitions if partitions is None or partitions == -1 else partitions
+        configs = dict(configs or {})
+        check_names(configs)
+        try:
+            LogConfig.from_properties({**self.default_log_properties, **configs})
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+        if validate_only:
+            from eoslog.cluster.topics import validate_topic_name
+
+            validate_topic_name(name)
+            return TopicInfo(name, uuid.UUID(int=0), count, configs)
+        info = self.topics.create(name, count, configs)
+        self._open_partitions(info, range(count))
+        log.info("created topic %s with %d partitions", name, count)
+        return info
+
+    def ensure_internal_topic(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is not None:
+            return info
+        count = (self.config.offsets_topic_num_partitions if name == CONSUMER_OFFSETS
+                 else self.config.transaction_state_log_num_partitions)
+        assert name in (CONSUMER_OFFSETS, TRANSACTION_STATE)
+        return self.create_topic(name, count)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.topics.delete(name)
+        for index in range(info.partitions):
+            partition = self.partitions.pop((name, index), None)
+            if partition is not None:
+                partition.wake_fetchers()
+            self.log_directory.delete_log(name, index)
+        log.info("deleted topic %s", name)
+        return info
+
+    def create_partitions(self, name: str, count: int) -> TopicInfo:
+        info = self.topics.require(name)
+        old = info.partitions
+        self.topics.set_partitions(name, count)
+        self._open_partitions(info, range(old, count))
+        log.info("topic %s grew from %d to %d partitions", name, old, count)
+        return info
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        info = self.topics.require(name)
+        try:
+            config = LogConfig.from_properties({**self.default_log_properties, **configs})
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+        self.topics.set_configs(name, configs)
+        for index in range(info.partitions):
+            self.partition(name, index).log.config = config
+
+    def topic_ids(self) -> dict[str, Any]:
+        return {name: info.topic_id for name, info in self.topics.topics.items()}

@@ -1,0 +1,163 @@
+"""Broker configuration, with Kafka's property names where Kafka has the setting.
+
+A config file is a Java-style properties file (``key=value``, ``#`` comments). Command-line flags win
+over the file. Unknown properties are an error, so a typo never silently falls back to a default.
+Broker-level ``log.*`` properties are the defaults for the topic-level names Kafka maps them to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or out of range; the message names the property."""
+
+
+# broker property -> topic property it provides the default for (Kafka's mapping)
+LOG_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "message.max.bytes": "max.message.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+}
+# Hours/minutes spellings Kafka also accepts, converted to the millisecond property.
+_TIME_ALIASES = {
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+}
+
+
+def _bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _int(name: str, value: str, minimum: int | None = None) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ConfigError(f"{name}: must be at least {minimum}, got {number}")
+    return number
+
+
+def parse_host_port(text: str, what: str = "address") -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{what}: expected HOST:PORT, got {text!r}")
+    host = host.strip("[]")
+    return host, _int(what, port, minimum=0)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        for separator in ("=", ":"):
+            if separator in line:
+                key, value = line.split(separator, 1)
+                break
+        else:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
+@dataclass
+class BrokerConfig:
+    data_dir: Path = Path("./eoslog-data")
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_id: int = 0
+    cluster_id: str | None = None  # persisted in meta.properties on first start
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    # A single node sizes its internal topics to itself: replication factor 1, always.
+    offsets_topic_num_partitions: int = 10
+    transaction_state_log_num_partitions: int = 10
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_retention_minutes: int = 7 * 24 * 60
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    producer_id_expiration_ms: int = 24 * 3_600_000
+    log_retention_check_interval_ms: int = 300_000
+    # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
+    log_defaults: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return (self.advertised_host or self.listen_host, self.advertised_port or self.listen_port)
+
+    def apply_properties(self, properties: dict[str, str]) -> None:
+        for name, value in properties.items():
+            self.set_property(name, value)
+
+    def set_property(self, name: str, value: str) -> None:
+        if name in _TIME_ALIASES:
+            target, factor = _TIME_ALIASES[name]
+            self.log_defaults[LOG_DEFAULTS[target]] = str(_int(name, value) * factor)
+            return
+        if name in LOG_DEFAULTS:
+            self.log_defaults[LOG_DEFAULTS[name]] = value
+            return
+        simple_ints = {
+            "node.id": ("node_id", 0),
+            "broker.id": ("node_id", 0),
+            "num.partitions": ("num_partitions", 1),
+            "socket.request.max.bytes": ("socket_request_max_bytes", 1024),
+            "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1),
+            "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 1),
+            "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 0),
+            "group.min.session.timeout.ms": ("group_min_session_timeout_ms", 0),
+            "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 0),
+            "offsets.retention.minutes": ("offsets_retention_minutes", 1),
+            "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 1),
+            "transactional.id.expiration.ms": ("transactional_id_expiration_ms", 1),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms", 1),
+            "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
+            "log.retention.check.interval.ms": ("log_retention_check_interval_ms", 1),
+        }
+        if name in simple_ints:
+            attribute, minimum = simple_ints[name]
+            setattr(self, attribute, _int(name, value, minimum))
+        elif name == "auto.create.topics.enable":
+            self.auto_create_topics_enable = _bool(name, value)
+        elif name == "log.dirs" or name == "log.dir":
+            self.data_dir = Path(value.split(",")[0])
+        elif name == "listeners":
+            self.listen_host, self.listen_port = parse_host_port(value.split("//")[-1], name)
+        elif name == "advertised.listeners":
+            self.advertised_host, self.advertised_port = parse_host_port(value.split("//")[-1], name)
+        elif name == "cluster.id":
+            self.cluster_id = value
+        else:
+            raise ConfigError(f"unknown broker property {name!r}")

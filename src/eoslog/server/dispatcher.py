@@ -1,0 +1,116 @@
+"""Request dispatch: frames in, handler calls, encoded responses out.
+
+Exceptions become wire error codes in one place, :func:`eoslog.server.errors.error_code_for`: handlers
+let them reach the dispatcher, which answers with the API's error response, or call it themselves for
+a per-partition outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eoslog import api
+from eoslog.protocol import codec
+from eoslog.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnknownApiKey, UnsupportedVersion
+from eoslog.server.errors import error_code_for
+from eoslog.server.network import CloseConnection
+
+if TYPE_CHECKING:
+    from eoslog.server.broker import Broker
+    from eoslog.server.network import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: "Broker"
+    connection: "KafkaConnection"
+    header: Any
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+
+
+class Dispatcher:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.handlers = api.HANDLERS
+        self.connections: set["KafkaConnection"] = set()
+
+    def connection_opened(self, connection: "KafkaConnection") -> None:
+        self.connections.add(connection)
+
+    def connection_closed(self, connection: "KafkaConnection") -> None:
+        self.connections.discard(connection)
+
+    def dispatch(self, connection: "KafkaConnection", frame: bytes) -> list[Any] | asyncio.Future | None:
+        """Returns the encoded response, a future of it, or None when the request has no response."""
+        try:
+            header, request = codec.decode_request(frame)
+        except UnsupportedVersion as exc:
+            if exc.api_key == API_VERSIONS_KEY and exc.header is not None:
+                # Kafka's rule: an ApiVersions request we cannot parse gets a v0-layout error that
+                # carries our supported ranges, so the client can retry at a version we speak.
+                return [codec.encode_api_versions_fallback(exc.header.correlation_id, api.supported_versions())]
+            log.warning("closing connection from %s: %s", connection.peer, exc)
+            raise CloseConnection() from exc
+        except (UnknownApiKey, InvalidRequest) as exc:
+            log.warning("closing connection from %s: unparsable request: %s", connection.peer, exc)
+            raise CloseConnection() from exc
+
+        handler = self.handlers.get(header.api_key)
+        if handler is None or not handler.MIN_VERSION <= header.api_version <= handler.MAX_VERSION:
+            if header.api_key == API_VERSIONS_KEY:
+                return [codec.encode_api_versions_fallback(header.correlation_id, api.supported_versions())]
+            log.warning(
+                "closing connection from %s: api key %d version %d is not served",
+                connection.peer, header.api_key, header.api_version,
+            )
+            raise CloseConnection()
+
+        context = RequestContext(self.broker, connection, header)
+        try:
+            result = handler.handle(context, request)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an error response or a hang-up
+            return self._error_response(handler, context, request, exc)
+        if result is None:
+            return None
+        if inspect.isawaitable(result):
+            return asyncio.ensure_future(self._complete(handler, context, request, result))
+        return codec.encode_response(header, result)
+
+    async def _complete(self, handler: Any, context: RequestContext, request: Any, awaitable: Any) -> list[Any] | None:
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            return self._error_response(handler, context, request, exc)
+        if result is None:
+            return None
+        return codec.encode_response(context.header, result)
+
+    def _error_response(self, handler: Any, context: RequestContext, request: Any, exc: Exception) -> list[Any]:
+        code = error_code_for(exc)
+        build = getattr(handler, "error_response", None)
+        if build is None:
+            log.warning(
+                "closing connection from %s: %s failed with %s and the API has no error response",
+                context.connection.peer, type(request).__name__, code.name,
+            )
+            raise CloseConnection() from exc
+        return codec.encode_response(context.header, build(context, request, code))

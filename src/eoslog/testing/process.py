@@ -1,0 +1,112 @@
+"""``eoslog serve`` as a child process, for tests that SIGKILL, SIGSTOP and restart the broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrokerProcess:
+    """A broker subprocess with a fixed port (so clients reconnect to the same address after restarts)."""
+
+    def __init__(self, data_dir: Path | None = None, port: int | None = None,
+                 properties: dict[str, str] | None = None, advertised: str | None = None,
+                 log_path: Path | None = None) -> None:
+        self._tempdir = None
+        if data_dir is None:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="eoslog-proc-")
+            data_dir = Path(self._tempdir.name) / "data"
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.properties = {"group.initial.rebalance.delay.ms": "0", **(properties or {})}
+        self.advertised = advertised
+        self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        port_file = self.data_dir.parent / f"port-{self.port}"
+        port_file.parent.mkdir(parents=True, exist_ok=True)
+        port_file.unlink(missing_ok=True)
+        command = [
+            sys.executable, "-m", "eoslog", "serve", "--data-dir", str(self.data_dir),
+            "--listen", f"127.0.0.1:{self.port}", "--port-file", str(port_file),
+        ]
+        if self.advertised:
+            command += ["--advertised-listener", self.advertised]
+        for name, value in self.properties.items():
+            command += ["--set", f"{name}={value}"]
+        log_file = open(self.log_path, "ab")
+        self.process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log_file.close()
+        deadline = time.monotonic() + timeout
+        while not port_file.exists():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}; log:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"broker not ready within {timeout} s; log:\n{self.log_tail()}")
+            time.sleep(0.02)
+        self.starts += 1
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no checkpoint, no goodbye."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def pause(self) -> None:
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def restart(self, hard: bool = True) -> "BrokerProcess":
+        if hard:
+            self.kill()
+        else:
+            self.terminate()
+        return self.start()
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.process.send_signal(signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.terminate()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
