@@ -1,0 +1,1 @@
+"""Test helpers shipped with eoslog: the embedded broker, the pytest plugin and the fault-injecting proxy."""
