@@ -1,0 +1,520 @@
+"""The group coordinator: every classic group and committed offset one broker serves, without I/O.
+
+``GroupCoordinator`` is what the API handlers call (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, DescribeGroups, ListGroups)
+and what the transaction machinery calls when a marker lands on ``__consumer_offsets``
+(:meth:`complete_txn`). Every method returns a :class:`~eoslog.coordinator.group.results.Result`
+(see results.py for the pending / completion / write protocol).
+
+Contract with the I/O layer (one event loop, no threads):
+* Append every ``Write`` to ``__consumer_offsets``-``write.partition`` as one batch, in the order the
+  writes were returned, and report each with :meth:`complete_write` in that same order. State
+  changes only then, so completing writes out of order would apply them out of log order.
+* Call :meth:`tick` when :meth:`next_deadline` passes, and :meth:`expire_offsets` periodically
+  (Kafka: offsets.retention.check.interval.ms, 10 minutes).
+* Before serving a partition, :meth:`begin_loading` it and then :meth:`load_partition` its records;
+  meanwhile its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from eoslog.coordinator.group.config import GroupConfig
+from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
+from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
+from eoslog.coordinator.group.log_format import (
+    GroupMetadataKey,
+    LogEntry,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    load,
+    partition_for,
+)
+from eoslog.coordinator.group.member import Protocols
+from eoslog.coordinator.group.offsets import NO_PRODUCER_ID, OffsetAndMetadata, OffsetStore, TopicPartition
+from eoslog.coordinator.group.results import (
+    Completion,
+    DeletedGroup,
+    DeleteGroupsResponse,
+    GroupDescription,
+    GroupListing,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    MemberLeaveResult,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    PartitionResult,
+    Pending,
+    Result,
+    SyncGroupResponse,
+    Write,
+)
+from eoslog.coordinator.group.state import GroupState
+
+S = GroupState
+WriteCallback = Callable[[Errors | None, int, int, Effects], None]  # (error, log_offset, now_ms, fx)
+
+
+class PartitionCommit(NamedTuple):
+    """One partition of an OffsetCommit / TxnOffsetCommit request."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+def _default_member_id(client_id: str) -> str:
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig | None = None, *,
+                 member_id_factory: Callable[[str], str] = _default_member_id) -> None:
+        self.config = config or GroupConfig()
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        self._member_id_factory = member_id_factory
+        self._tokens = itertools.count(1)
+        self._write_ids = itertools.count(1)
+        self._writes_in_flight: dict[int, WriteCallback] = {}
+        self._loading: set[int] = set()
+
+    # ------------------------------------------------------------------------------------------------
+    # Plumbing
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def _new_token(self) -> int:
+        return next(self._tokens)
+
+    def _check(self, group_id: str, *, allow_empty_id: bool = False) -> Errors:
+        if not group_id and not allow_empty_id:
+            return Errors.INVALID_GROUP_ID
+        if self.partition_for(group_id) in self._loading:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        return Errors.NONE
+
+    def _get_or_create(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = ClassicGroup(group_id, self.config, now_ms, new_token=self._new_token,
+                                 new_member_id=self._member_id_factory)
+            self.groups[group_id] = group
+        return group
+
+    def _write(self, group_id: str, records: tuple[tuple[bytes, bytes | None], ...], callback: WriteCallback,
+               *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> Write:
+        write_id = next(self._write_ids)
+        self._writes_in_flight[write_id] = callback
+        return Write(write_id, self.partition_for(group_id), records, producer_id, producer_epoch,
+                     producer_id != NO_PRODUCER_ID)
+
+    def _finish(self, fx: Effects, result: Result) -> Result:
+        for store in fx.stores:
+            record = (encode_group_metadata_key(GroupMetadataKey(store.group_id)),
+                      encode_group_metadata_value(store.value))
+            on_done = store.on_done
+            result.writes.append(self._write(
+                store.group_id, (record,),
+                lambda error, log_offset, now_ms, fx2, on_done=on_done: on_done(error, now_ms, fx2)))
+        result.completed.extend(fx.completed)
+        if result.pending is not None:
+            # The call's own answer may already be known (a lone member completing the barrier).
+            for i, completion in enumerate(result.completed):
+                if completion.token == result.pending.token:
+                    result.response = completion.response
+                    result.pending = None
+                    del result.completed[i]
+                    break
+        return result
+
+    @staticmethod
+    def _answer(answer: object) -> Result:
+        if isinstance(answer, Pending):
+            return Result(pending=answer)
+        return Result(response=answer)
+
+    def complete_write(self, write_id: int, *, now_ms: int, error: Errors | None = None,
+                       log_offset: int = -1) -> Result:
+        """A write returned earlier was appended (``error`` None, first record at ``log_offset``) or
+        failed. Give a coordinator-level error (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...)."""
+        try:
+            callback = self._writes_in_flight.pop(write_id)
+        except KeyError:
+            raise GroupCoordinatorError(f"no write {write_id} in flight") from None
+        fx = Effects()
+        callback(None if error is Errors.NONE else error, log_offset, now_ms, fx)
+        return self._finish(fx, Result())
+
+    # ------------------------------------------------------------------------------------------------
+    # Membership
+
+    def join_group(self, group_id: str, member_id: str, *, protocol_type: str, protocols: Protocols,
+                   session_timeout_ms: int, rebalance_timeout_ms: int = -1,
+                   group_instance_id: str | None = None, client_id: str = "", client_host: str = "",
+                   require_known_member_id: bool = True, supports_skip_assignment: bool = False,
+                   now_ms: int) -> Result:
+        error = self._check(group_id)
+        if error is Errors.NONE and not (self.config.min_session_timeout_ms <= session_timeout_ms
+                                         <= self.config.max_session_timeout_ms):
+            error = Errors.INVALID_SESSION_TIMEOUT
+        group = self.groups.get(group_id)
+        if error is Errors.NONE and group is None and member_id:
+            error = Errors.UNKNOWN_MEMBER_ID
+        if error is not Errors.NONE:
+            return Result(JoinGroupResponse(error, member_id=member_id))
+        group = self._get_or_create(group_id, now_ms)
+        request = JoinGroupRequest(
+            member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+            session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,  # v0 has none
+            protocol_type, tuple((name, bytes(metadata)) for name, metadata in protocols),
+            require_known_member_id, supports_skip_assignment)
+        fx = Effects()
+        result = self._answer(group.join_group(request, now_ms, fx))
+        self._drop_if_unused(group)
+        return self._finish(fx, result)
+
+    def sync_group(self, group_id: str, member_id: str, generation_id: int,
+                   assignments: dict[str, bytes] | Iterable[tuple[str, bytes]] = (), *,
+                   group_instance_id: str | None = None, protocol_type: str | None = None,
+                   protocol_name: str | None = None, now_ms: int) -> Result:
+        error = self._check(group_id)
+        group = self.groups.get(group_id)
+        if error is Errors.NONE and group is None:
+            error = Errors.UNKNOWN_MEMBER_ID
+        if error is not Errors.NONE:
+            return Result(SyncGroupResponse(error))
+        assert group is not None
+        fx = Effects()
+        answer = group.sync_group(member_id, generation_id, group_instance_id, protocol_type, protocol_name,
+                                  dict(assignments), now_ms, fx)
+        return self._finish(fx, self._answer(answer))
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int, *,
+                  group_instance_id: str | None = None, now_ms: int) -> Result:
+        error = self._check(group_id)
+        group = self.groups.get(group_id)
+        if error is Errors.NONE and group is None:
+            error = Errors.UNKNOWN_MEMBER_ID
+        if error is not Errors.NONE:
+            return Result(HeartbeatResponse(error))
+        assert group is not None
+        return Result(group.heartbeat(member_id, generation_id, group_instance_id, now_ms))
+
+    def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]], *,
+                    now_ms: int) -> Result:
+        members = list(members)
+        error = self._check(group_id)
+        if error is not Errors.NONE:
+            return Result(LeaveGroupResponse(error))
+        group = self.groups.get(group_id)
+        if group is None:
+            return Result(LeaveGroupResponse(Errors.NONE, tuple(
+                MemberLeaveResult(m, i, Errors.UNKNOWN_MEMBER_ID) for m, i in members)))
+        fx = Effects()
+        return self._finish(fx, Result(group.leave_group(members, now_ms, fx)))
+
+    def _drop_if_unused(self, group: ClassicGroup) -> None:
+        # A group created by a refused first JoinGroup holds nothing worth keeping.
+        if group.state is S.EMPTY and group.is_empty() and group.generation_id == 0 \
+                and not self.offsets.groups().intersection((group.group_id,)):
+            self.groups.pop(group.group_id, None)
+
+    # ------------------------------------------------------------------------------------------------
+    # Offsets
+
+    def commit_offsets(self, group_id: str, offsets: Iterable[PartitionCommit], *, member_id: str = "",
+                       generation_id: int = -1, group_instance_id: str | None = None,
+                       retention_ms: int = -1, now_ms: int) -> Result:
+        """OffsetCommit. ``generation_id=-1`` and no member id: a commit from a client that does not
+        use group management (allowed only while the group has no members)."""
+        offsets = [PartitionCommit(*c) for c in offsets]
+        error = self._check(group_id, allow_empty_id=True)
+        group = self.groups.get(group_id)
+        if error is Errors.NONE and group is None and generation_id >= 0:
+            error = Errors.ILLEGAL_GENERATION  # the group is gone, or the commit is from a stale member
+        if error is Errors.NONE:
+            group = self._get_or_create(group_id, now_ms)
+            error = group.validate_offset_commit(member_id, generation_id, group_instance_id, False)
+        if error is not Errors.NONE:
+            return Result(_commit_error(error, offsets))
+        assert group is not None
+        group.touch(member_id, now_ms)
+        expire = now_ms + retention_ms if retention_ms >= 0 else None
+        return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id,
+                            NO_PRODUCER_ID, -1)
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           offsets: Iterable[PartitionCommit], *, member_id: str = "",
+                           generation_id: int = -1, group_instance_id: str | None = None,
+                           now_ms: int) -> Result:
+        """TxnOffsetCommit: offsets written in the producer's transaction, invisible until its COMMIT
+        marker (:meth:`complete_txn`). v3+ carry the member's generation for KIP-447 fencing."""
+        offsets = [PartitionCommit(*c) for c in offsets]
+        error = self._check(group_id)
+        if error is Errors.NONE:
+            group = self._get_or_create(group_id, now_ms)
+            error = group.validate_offset_commit(member_id, generation_id, group_instance_id, True)
+        if error is not Errors.NONE:
+            return Result(_commit_error(error, offsets))
+        return self._commit(group_id, offsets, now_ms, None, "txn_offset_commit", member_id,
+                            producer_id, producer_epoch)
+
+    def _commit(self, group_id: str, offsets: list[PartitionCommit], now_ms: int, expire: int | None,
+                api: str, member_id: str, producer_id: int, producer_epoch: int) -> Result:
+        tps = [TopicPartition(c.topic, c.partition) for c in offsets]
+        values = [(tp, OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata or "", now_ms, expire))
+                  for tp, c in zip(tps, offsets)]
+        refused, plan = self.offsets.prepare_commit(
+            group_id, values, metadata_max_bytes=self.config.offset_metadata_max_bytes,
+            producer_id=producer_id, producer_epoch=producer_epoch)
+
+        def response(write_error: Errors | None) -> OffsetCommitResponse:
+            return OffsetCommitResponse(Errors.NONE, tuple(
+                PartitionResult(tp.topic, tp.partition, refused.get(tp, write_error or Errors.NONE))
+                for tp in tps))
+
+        if not plan.records:
+            return Result(response(None))
+        pending = Pending(self._new_token(), api, group_id, member_id)
+
+        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
+            if error is None:
+                self.offsets.apply_commit(plan, log_offset)
+            else:
+                self.offsets.abort_commit(plan)
+            fx.completed.append(Completion(pending.token, api, group_id, member_id, response(error)))
+
+        write = self._write(group_id, plan.records, on_done, producer_id=producer_id,
+                            producer_epoch=producer_epoch)
+        return Result(pending=pending, writes=[write])
+
+    def complete_txn(self, producer_id: int, commit: bool, *, partitions: Iterable[int] | None = None,
+                     now_ms: int) -> Result:
+        """The producer's COMMIT (``commit=True``) or ABORT marker was written to the given
+        ``__consumer_offsets`` partitions (all when None): publish or drop its pending offsets."""
+        wanted = None if partitions is None else set(partitions)
+        group_ids = [g for g in self.offsets.groups() if wanted is None or self.partition_for(g) in wanted]
+        for group_id in self.offsets.complete_txn(producer_id, commit, group_ids):
+            if commit:
+                self._get_or_create(group_id, now_ms)
+        return Result()
+
+    def has_pending_txn_offsets(self, group_id: str,
+                                topic_partitions: Iterable[TopicPartition] | None = None) -> bool:
+        return self.offsets.has_pending_txn_offsets(group_id, topic_partitions)
+
+    def fetch_offsets(self, group_id: str, topic_partitions: Iterable[tuple[str, int]] | None = None, *,
+                      require_stable: bool = False) -> Result:
+        """OffsetFetch; ``topic_partitions=None`` fetches all. With ``require_stable`` (KIP-447) a
+        partition with a commit not yet decided answers UNSTABLE_OFFSET_COMMIT."""
+        error = self._check(group_id, allow_empty_id=True)
+        if error is not Errors.NONE:
+            return Result(OffsetFetchResponse(error))
+        tps = None if topic_partitions is None else [TopicPartition(t, p) for t, p in topic_partitions]
+        return Result(OffsetFetchResponse(Errors.NONE,
+                                          tuple(self.offsets.fetch(group_id, tps, require_stable))))
+
+    def delete_offsets(self, group_id: str, topic_partitions: Iterable[tuple[str, int]], *,
+                       now_ms: int) -> Result:
+        """OffsetDelete (KIP-496): only offsets of topics the group does not consume."""
+        tps = [TopicPartition(t, p) for t, p in topic_partitions]
+        error = self._check(group_id)
+        group = self.groups.get(group_id)
+        if error is Errors.NONE and (group is None or group.state is S.DEAD):
+            error = Errors.GROUP_ID_NOT_FOUND
+        if error is not Errors.NONE:
+            return Result(OffsetDeleteResponse(error))
+        assert group is not None
+        if group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            topics = group.subscribed_topics()
+            refused = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in tps
+                       if topics is None or tp.topic in topics}
+        elif group.state is S.EMPTY:
+            refused = {}
+        else:
+            return Result(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP))
+        to_delete = [tp for tp in tps if tp not in refused]
+        records = self.offsets.deletion_records(group_id, to_delete)
+
+        def response(write_error: Errors | None) -> OffsetDeleteResponse:
+            return OffsetDeleteResponse(Errors.NONE, tuple(
+                PartitionResult(tp.topic, tp.partition, refused.get(tp, write_error or Errors.NONE))
+                for tp in tps))
+
+        if not records:
+            return Result(response(None))
+        pending = Pending(self._new_token(), "offset_delete", group_id)
+
+        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
+            if error is None:
+                self.offsets.apply_delete(group_id, to_delete)
+            fx.completed.append(Completion(pending.token, "offset_delete", group_id, "", response(error)))
+
+        return Result(pending=pending, writes=[self._write(group_id, records, on_done)])
+
+    # ------------------------------------------------------------------------------------------------
+    # Group deletion and offset expiry
+
+    def delete_groups(self, group_ids: Iterable[str], *, now_ms: int) -> Result:
+        """DeleteGroups: only Empty groups. The group is Dead (refusing joins and commits) from here
+        until its tombstones are written; a failed write brings it back as Empty."""
+        answers: dict[str, Errors | None] = {}
+        order = list(dict.fromkeys(group_ids))
+        pending = Pending(self._new_token(), "delete_groups", "")
+        result = Result()
+
+        def finish(fx: Effects) -> None:
+            if all(answers[g] is not None for g in order):
+                fx.completed.append(Completion(pending.token, "delete_groups", "", "", DeleteGroupsResponse(
+                    tuple(DeletedGroup(g, answers[g] or Errors.NONE) for g in order))))
+
+        for group_id in order:
+            error = self._check(group_id, allow_empty_id=True)
+            group = self.groups.get(group_id)
+            if error is Errors.NONE and (group is None or group.state is S.DEAD):
+                error = Errors.GROUP_ID_NOT_FOUND
+            elif error is Errors.NONE and group is not None and \
+                    (group.state is not S.EMPTY or not group.is_empty()):
+                error = Errors.NON_EMPTY_GROUP
+            if error is not Errors.NONE or group is None:
+                answers[group_id] = error
+                continue
+            answers[group_id] = None
+            result.writes.append(self._prepare_group_removal(group, None, now_ms, finish, answers))
+        if not result.writes:
+            fx = Effects()
+            finish(fx)
+            result.response = fx.completed[0].response
+            return result
+        result.pending = pending
+        return result
+
+    def _prepare_group_removal(self, group: ClassicGroup, offsets: list[TopicPartition] | None, now_ms: int,
+                               finish: Callable[[Effects], None] | None = None,
+                               answers: dict[str, Errors | None] | None = None) -> Write:
+        group_id = group.group_id
+        group.mark_dead(now_ms)
+        records = (self.offsets.deletion_records(group_id, offsets)
+                   + ((encode_group_metadata_key(GroupMetadataKey(group_id)), None),))
+
+        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
+            if error is None:
+                self.offsets.apply_delete(group_id, offsets)
+                if self.groups.get(group_id) is group:
+                    del self.groups[group_id]
+            else:
+                group.revive(now)
+            if answers is not None and finish is not None:
+                answers[group_id] = error or Errors.NONE
+                finish(fx)
+
+        return self._write(group_id, records, on_done)
+
+    def expire_offsets(self, now_ms: int) -> Result:
+        """Offset retention (KIP-211): an Empty group's offsets expire ``offsets_retention_ms`` after
+        it became Empty; a Stable consumer group's offsets of topics it no longer subscribes to, and a
+        simple consumer's offsets, that long after their commit. An Empty group left with no offsets
+        is deleted (Dead, tombstone)."""
+        result = Result()
+        retention = self.config.offsets_retention_ms
+        for group_id, group in list(self.groups.items()):
+            if group.state is S.DEAD or group.pending_members:
+                continue
+            if group.state is S.EMPTY and group.protocol_type is not None:
+                expired = self.offsets.expired(group_id, now_ms, retention, group.state_timestamp_ms)
+            elif group.protocol_type is None:
+                expired = self.offsets.expired(group_id, now_ms, retention, None)
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is S.STABLE:
+                topics = group.subscribed_topics()
+                if topics is None:
+                    continue
+                expired = self.offsets.expired(group_id, now_ms, retention, None, skip_topics=topics)
+            else:
+                continue
+            remaining = set(self.offsets.committed(group_id)) - set(expired)
+            if group.state is S.EMPTY and not remaining and \
+                    not self.offsets.has_pending_txn_offsets(group_id):
+                result.writes.append(self._prepare_group_removal(group, expired, now_ms))
+            elif expired:
+                def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects,
+                            group_id: str = group_id, expired: list[TopicPartition] = expired) -> None:
+                    if error is None:
+                        self.offsets.apply_delete(group_id, expired)
+                result.writes.append(self._write(group_id, self.offsets.deletion_records(group_id, expired),
+                                                 on_done))
+        return result
+
+    # ------------------------------------------------------------------------------------------------
+    # Time
+
+    def tick(self, now_ms: int) -> Result:
+        fx = Effects()
+        for group in list(self.groups.values()):
+            deadline = group.next_deadline()
+            if deadline is not None and deadline <= now_ms:
+                group.tick(now_ms, fx)
+        return self._finish(fx, Result())
+
+    def next_deadline(self) -> int | None:
+        return min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
+                   default=None)
+
+    # ------------------------------------------------------------------------------------------------
+    # Views
+
+    def describe(self, group_id: str) -> GroupDescription:
+        error = self._check(group_id, allow_empty_id=True)
+        group = self.groups.get(group_id)
+        if error is not Errors.NONE or group is None:
+            return GroupDescription(group_id, error, S.DEAD.kafka_name, "", "")
+        return group.describe()
+
+    def list_groups(self, states: Iterable[str] | None = None,
+                    types: Iterable[str] | None = None) -> list[GroupListing]:
+        """ListGroups; ``states`` (v4+) and ``types`` (v5+) filter, case-insensitively like Kafka."""
+        wanted_states = None if not states else {s.lower() for s in states}
+        wanted_types = None if not types else {t.lower() for t in types}
+        out = []
+        for group_id, group in sorted(self.groups.items()):
+            if self.partition_for(group_id) in self._loading or group.state is S.DEAD:
+                continue
+            if wanted_states is not None and group.state.kafka_name.lower() not in wanted_states:
+                continue
+            # Every group here is a classic group; "types" filters on the group type, not protocol type.
+            if wanted_types is not None and "classic" not in wanted_types:
+                continue
+            out.append(GroupListing(group_id, group.protocol_type or "", group.state.kafka_name))
+        return out
+
+    # ------------------------------------------------------------------------------------------------
+    # Loading
+
+    def begin_loading(self, partition: int) -> None:
+        self._loading.add(partition)
+
+    def load_partition(self, partition: int, entries: Iterable[LogEntry], *, now_ms: int) -> None:
+        """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from its records."""
+        loaded = load(entries)
+        for group_id, value in loaded.groups.items():
+            self.groups[group_id] = ClassicGroup.from_record(
+                group_id, value, self.config, now_ms, new_token=self._new_token,
+                new_member_id=self._member_id_factory)
+        self.offsets.load(loaded)
+        for group_id in self.offsets.groups():
+            if self.partition_for(group_id) == partition:
+                self._get_or_create(group_id, now_ms)  # a group known only by its offsets
+        self._loading.discard(partition)
+
+
+def _commit_error(error: Errors, offsets: list[PartitionCommit]) -> OffsetCommitResponse:
+    return OffsetCommitResponse(error, tuple(PartitionResult(c.topic, c.partition, error) for c in offsets))
