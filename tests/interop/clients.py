@@ -59,7 +59,8 @@ def produce_confluent(bootstrap, topic, messages, compression="none", **extra):
 def produce_kafka_python(bootstrap, topic, messages, compression="none"):
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+    # Plain (non-idempotent) produce here; the idempotence suite covers enable_idempotence.
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False,
                              compression_type=None if compression == "none" else compression)
     futures = [producer.send(topic, value=value, key=key, headers=headers, timestamp_ms=ts)
                for key, value, headers, ts in messages]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 from eoslog.cluster.topic_configs import describe_topic_configs
 from eoslog.protocol.errors import InvalidReplicationFactorError, InvalidRequestError
 from eoslog.protocol.messages import CreateTopicsResponse
 from eoslog.server.errors import error_code_for
 
+ZERO_UUID = uuid.UUID(int=0)
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
@@ -29,7 +32,7 @@ def handle(context, request):
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             info = broker.create_topic(topic.name, topic.num_partitions, configs, validate_only=request.validate_only)
         except Exception as exc:  # noqa: BLE001
-            results.append(Result(name=topic.name, topic_id=None, error_code=int(error_code_for(exc)),
+            results.append(Result(name=topic.name, topic_id=ZERO_UUID, error_code=int(error_code_for(exc)),
                                   error_message=str(exc), num_partitions=-1, replication_factor=-1, configs=None))
             continue
         results.append(Result(

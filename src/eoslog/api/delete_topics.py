@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.protocol.errors import InvalidTopicError, UnknownTopicIdError
 from eoslog.protocol.messages import DeleteTopicsResponse
 from eoslog.server.errors import error_code_for
 
+ZERO_UUID = uuid.UUID(int=0)
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
@@ -33,6 +36,6 @@ def handle(context, request):
             info = broker.delete_topic(name)
             results.append(Result(name=name, topic_id=info.topic_id, error_code=0, error_message=None))
         except Exception as exc:  # noqa: BLE001
-            results.append(Result(name=name, topic_id=topic_id, error_code=int(error_code_for(exc)),
+            results.append(Result(name=name, topic_id=topic_id or ZERO_UUID, error_code=int(error_code_for(exc)),
                                   error_message=str(exc)))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from eoslog.cluster.partition import READ_COMMITTED
+import os
+
+from eoslog.records.batch import decode_batch
 from eoslog.protocol.messages import ListOffsetsResponse
 from eoslog.server.errors import error_code_for
 
@@ -18,6 +20,13 @@ TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
+def _records_of_batch_at(partition, offset: int):
+    """Decodes the one batch holding ``offset``: Kafka answers by-time lookups per record, not per batch."""
+    result = partition.log.read(offset, 1, min_one_batch=True)
+    data = b"".join(os.pread(r.fd, r.length, r.position) for r in result.regions)
+    return decode_batch(data, 0).absolute_records() if data else []
+
+
 def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
     """(timestamp, offset) Kafka answers for one partition; (-1, -1) when no record qualifies."""
     upper = partition.fetch_upper_bound(isolation_level)
@@ -27,16 +36,21 @@ def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
         return -1, partition.log_start_offset
     if timestamp == MAX_TIMESTAMP:
         found = partition.log.max_timestamp_and_offset()
-        if found is None or found[1] >= upper:
+        if found is None or found.offset >= upper:
             return -1, -1
-        return found[0], found[1]
+        for record in _records_of_batch_at(partition, found.offset):
+            if record.timestamp == found.timestamp:
+                return record.timestamp, record.offset
+        return found.timestamp, found.offset
     found = partition.log.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
-    found_timestamp, offset = found[1], found[0]
-    if offset >= upper:
-        return -1, -1
-    return found_timestamp, max(offset, partition.log_start_offset)
+    for record in _records_of_batch_at(partition, found.offset):
+        if record.timestamp >= timestamp and record.offset >= partition.log_start_offset:
+            if record.offset >= upper:
+                return -1, -1
+            return record.timestamp, record.offset
+    return -1, -1
 
 
 def handle(context, request):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
@@ -14,7 +16,7 @@ MAX_VERSION = 12
 Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
 PartitionInfo = MetadataResponse.MetadataResponsePartition
-NO_TOPIC_ID = None  # the codec writes the all-zero uuid for None
+NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's ZERO_UUID: no topic id
 UNKNOWN_OPERATIONS = -(2**31)
 
 
@@ -62,11 +64,11 @@ def handle(context, request):
                 try:
                     validate_topic_name(name)
                     if not (allow_auto_create and broker.config.auto_create_topics_enable):
-                        topics.append(_error_entry(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                        topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                         continue
                     info = broker.create_topic(name, None)
                 except KafkaError as exc:
-                    topics.append(_error_entry(name, None, error_code_for(exc)))
+                    topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
             topics.append(_topic_entry(broker, info))
     host, port = broker.config.advertised

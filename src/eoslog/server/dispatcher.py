@@ -70,6 +70,7 @@ class Dispatcher:
             raise CloseConnection() from exc
         except (UnknownApiKey, InvalidRequest) as exc:
             log.warning("closing connection from %s: unparsable request: %s", connection.peer, exc)
+            log.debug("unparsable frame: %s", frame[:512].hex())
             raise CloseConnection() from exc
 
         handler = self.handlers.get(header.api_key)
@@ -91,7 +92,16 @@ class Dispatcher:
             return None
         if inspect.isawaitable(result):
             return asyncio.ensure_future(self._complete(handler, context, request, result))
-        return codec.encode_response(header, result)
+        return self._encode(context, result)
+
+    @staticmethod
+    def _encode(context: RequestContext, response: Any) -> list[Any]:
+        try:
+            return codec.encode_response(context.header, response)
+        except Exception as exc:  # noqa: BLE001 - our bug, not the client's: log it and hang up
+            log.error("cannot encode the response to %s from %s; closing the connection",
+                      type(response).__name__, context.connection.peer, exc_info=exc)
+            raise CloseConnection() from exc
 
     async def _complete(self, handler: Any, context: RequestContext, request: Any, awaitable: Any) -> list[Any] | None:
         try:
@@ -102,7 +112,7 @@ class Dispatcher:
             return self._error_response(handler, context, request, exc)
         if result is None:
             return None
-        return codec.encode_response(context.header, result)
+        return self._encode(context, result)
 
     def _error_response(self, handler: Any, context: RequestContext, request: Any, exc: Exception) -> list[Any]:
         code = error_code_for(exc)
@@ -113,4 +123,4 @@ class Dispatcher:
                 context.connection.peer, type(request).__name__, code.name,
             )
             raise CloseConnection() from exc
-        return codec.encode_response(context.header, build(context, request, code))
+        return self._encode(context, build(context, request, code))
