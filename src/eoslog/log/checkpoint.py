@@ -1,0 +1,109 @@
+"""Offset checkpoint files of a data directory (Kafka's OffsetCheckpointFile).
+
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` each map topic-partitions to an
+offset. Text format (docs/storage-format.md, "Checkpoint files")::
+
+    0                 <- version
+    2                 <- number of entries
+    orders 0 1200     <- topic partition offset
+    orders 1 987
+
+Writes are atomic: a temp file is written and fsync'ed, renamed over the old file, and the directory is
+fsync'ed, so a crash leaves either the old or the new file, never a mix. Contract: an instance owns its
+path; ``write`` blocks on fsync (run it in a worker thread from asyncio); format/parse are pure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from eoslog.log.errors import CorruptCheckpointError
+
+logger = logging.getLogger("eoslog.log")
+
+CHECKPOINT_VERSION = 0
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+TEMP_SUFFIX = ".tmp"
+
+TopicPartition = tuple[str, int]
+
+
+def format_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    for (topic, partition), offset in sorted(offsets.items()):
+        if not topic or any(c.isspace() for c in topic):
+            raise ValueError(f"topic name {topic!r} cannot be written to a checkpoint file")
+        lines.append(f"{topic} {partition} {offset}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_checkpoint(data: bytes, name: str = "checkpoint") -> dict[TopicPartition, int]:
+    """Parses a checkpoint; raises CorruptCheckpointError naming the file and line on any deviation."""
+    try:
+        lines = data.decode().split("\n")
+    except UnicodeDecodeError as exc:
+        raise CorruptCheckpointError(f"{name}: not text: {exc}") from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptCheckpointError(f"{name}: missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CorruptCheckpointError(f"{name}: unsupported version {lines[0]!r}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CorruptCheckpointError(f"{name}: line 2: bad entry count {lines[1]!r}") from None
+    if count != len(lines) - 2:
+        raise CorruptCheckpointError(f"{name}: says {count} entries but holds {len(lines) - 2}")
+    offsets: dict[TopicPartition, int] = {}
+    for number, line in enumerate(lines[2:], start=3):
+        parts = line.split()
+        try:
+            topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
+            if len(parts) != 3 or partition < 0 or offset < 0:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise CorruptCheckpointError(f"{name}: line {number}: malformed entry {line!r}") from None
+        offsets[(topic, partition)] = offset
+    return offsets
+
+
+class OffsetCheckpointFile:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        data = format_checkpoint(offsets)
+        temp = self.path + TEMP_SUFFIX
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, self.path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def read(self) -> dict[TopicPartition, int]:
+        """The offsets, or {} when the file does not exist. A leftover temp file is a write that never
+        got renamed: it is ignored and removed."""
+        try:
+            os.unlink(self.path + TEMP_SUFFIX)
+        except FileNotFoundError:
+            pass
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        return parse_checkpoint(data, self.path)

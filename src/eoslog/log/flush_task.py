@@ -1,0 +1,41 @@
+"""FlushTask: one round of fsyncs, prepared on the event loop and run in any thread.
+
+``Log.prepare_flush`` builds it (dup'ed descriptors of every file written since the last round, and the
+directory when segments were created or removed), ``run`` does the blocking system calls (in a worker
+thread under asyncio), and ``Log.complete_flush`` applies the result on the loop. The task owns its
+descriptors, so a segment deleted meanwhile cannot pull a file out from under the fsync.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass
+class FlushTask:
+    """One fsync round: built on the loop, run in any thread, completed on the loop."""
+
+    up_to: int
+    truncation_epoch: int
+    fds: list[int]  # dup'ed; closed by run()
+    directory: str | None  # fsync'ed when files were created, renamed or removed
+
+    def run(self) -> None:
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+            if self.directory is not None:
+                fsync_directory(self.directory)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+
+
+def fsync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

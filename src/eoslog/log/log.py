@@ -1,0 +1,606 @@
+"""Log: one partition's ordered list of segments (Kafka's UnifiedLog, local part).
+
+Contract:
+- Owns the partition directory ``<topic>-<partition>/`` and every segment in it; nothing else writes there.
+- Always true between calls: segments are sorted by base offset and never overlap; only the last one (the
+  active segment) grows; ``log_start_offset <= log_end_offset``; ``recovery_point <= log_end_offset`` and
+  every batch below the recovery point has been fsync'ed (file and index).
+- Called from one thread, the event loop's. Nothing here blocks on the disk except ``flush`` and ``close``;
+  the asyncio path fsyncs through ``prepare_flush`` (loop) -> ``FlushTask.run`` (worker thread) ->
+  ``complete_flush`` (loop), which is what ``flusher.GroupCommit`` does.
+- Segments removed by retention, DeleteRecords or truncation are renamed ``*.deleted`` and unlinked
+  ``file.delete.delay.ms`` later (``delete_expired_files``), so FileRegions already handed out stay valid.
+- Never decodes records: it reads and rewrites batch headers only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from eoslog.log.config import LogConfig, TimestampType
+from eoslog.log.errors import (
+    InvalidRecordError,
+    LogError,
+    LogStorageError,
+    OffsetOutOfRange,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from eoslog.log.flush_task import FlushTask
+from eoslog.log.loader import RecoveryReport, load_segments
+from eoslog.log.region import FileRegion
+from eoslog.log.segment import LogSegment
+from eoslog.records import BatchHeader, iter_headers, set_base_offset
+from eoslog.records.header import (
+    ATTRIBUTES,
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET,
+    CRC,
+    CRC_OFFSET,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP,
+    MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
+)
+
+logger = logging.getLogger("eoslog.log")
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    batch_count: int
+    byte_size: int
+
+
+class ReadResult(NamedTuple):
+    regions: list[FileRegion]
+    size: int
+
+    def to_bytes(self) -> bytes:
+        """Copies the regions out (tools and tests; the network layer sends regions as they are)."""
+        return b"".join(os.pread(r.fd, r.length, r.position) for r in self.regions)
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+def parse_topic_partition(directory: str) -> tuple[str, int] | None:
+    """``/data/orders-3`` -> ("orders", 3); None when the name is not ``<topic>-<partition>``."""
+    topic, _, partition = os.path.basename(os.path.normpath(directory)).rpartition("-")
+    if not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        clock: Callable[[], int],
+        report: RecoveryReport,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.topic_partition = parse_topic_partition(directory)
+        self.recovery_report = report
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._clock = clock
+        self._roll_listeners: list[Callable[[int], None]] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._directory_dirty = True  # a fresh open may have created or removed files
+        self._truncation_epoch = 0
+        self._last_flush_ms = clock()
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] | None = None,
+    ) -> Log:
+        """Opens (creating when missing) and recovers a partition directory.
+
+        ``recovery_point`` and ``log_start_offset`` come from the data directory's checkpoint files;
+        the default recovery point 0 re-checks every segment, which is always safe. Unless
+        ``clean_shutdown`` (the data directory's marker says every log was closed), the last segment is
+        always rebuilt, since its indexes are not fsync'ed by routine flushes.
+        """
+        clock = clock or _now_ms
+        loaded = load_segments(
+            directory,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            now_ms=clock(),
+        )
+        return cls(
+            directory,
+            config,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            clock=clock,
+            report=loaded.report,
+        )
+
+    # ---- state ----------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign."""
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self._recovery_point
+
+    def flush_due(self, now_ms: int | None = None) -> bool:
+        """Whether flush.messages or flush.ms asks for an fsync now (the caller schedules it)."""
+        unflushed = self.unflushed_messages
+        if unflushed <= 0:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        return unflushed >= self.config.flush_messages or now - self._last_flush_ms >= self.config.flush_ms
+
+    def on_roll(self, callback: Callable[[int], None]) -> None:
+        """``callback(new_base_offset)`` runs after every roll (producer-state snapshots hook in here)."""
+        self._roll_listeners.append(callback)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise LogError(f"{self.directory}: log is closed")
+        if self._failure is not None:
+            raise LogStorageError(f"{self.directory}: log is offline after an I/O error: {self._failure}")
+
+    # ---- appending ------------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> AppendInfo:
+        """Appends a Produce request's batches, assigning offsets from log_end_offset.
+
+        Every header is checked (CRC included) before anything is written. The records are not copied:
+        each batch is written as its new base offset (for LogAppendTime: its rewritten header, CRC
+        recomputed) followed by the rest of the caller's bytes, in one gather write into the page cache.
+        ``records`` is only read during the call. Durability is ``flush``'s job.
+        """
+        self._check_usable()
+        view = memoryview(records)
+        headers = self._validate(view, check_counts=True)
+        return self._append(view, headers, assign_offsets=True, now_ms=now_ms)
+
+    def append_as_is(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Appends batches that already carry their offsets (markers, cleaner output, replication).
+
+        Offsets must start at or after log_end_offset and increase; gaps are allowed.
+        """
+        self._check_usable()
+        view = memoryview(records)
+        headers = self._validate(view, check_counts=False)
+        return self._append(view, headers, assign_offsets=False, now_ms=now_ms)
+
+    def _validate(self, view: memoryview, *, check_counts: bool) -> list[BatchHeader]:
+        if view.nbytes == 0:
+            raise InvalidRecordError("no record batches to append")
+        headers = list(iter_headers(view))
+        limit = self.config.max_message_bytes - LOG_OVERHEAD
+        for header in headers:
+            if header.batch_length > limit:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+                )
+            if check_counts and header.records_count != header.last_offset_delta + 1:
+                raise InvalidRecordError(
+                    f"batch at byte {header.position}: {header.records_count} records but "
+                    f"last_offset_delta {header.last_offset_delta}"
+                )
+        if view.nbytes > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {view.nbytes} bytes exceeds segment.bytes {self.config.segment_bytes}"
+            )
+        return headers
+
+    def _append(
+        self, view: memoryview, headers: list[BatchHeader], *, assign_offsets: bool, now_ms: int | None
+    ) -> AppendInfo:
+        # No copy of the records: each batch goes out as a new 8-byte base offset (or, for LogAppendTime,
+        # a rewritten 61-byte header) followed by a slice of the caller's buffer, in one gather write.
+        now = self._clock() if now_ms is None else now_ms
+        log_append_time = (
+            assign_offsets and self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+        )
+        next_offset = self.log_end_offset
+        first_offset = next_offset if assign_offsets else headers[0].base_offset
+        max_timestamp, offset_of_max = NO_TIMESTAMP, first_offset
+        batches = []
+        pieces: list[bytes | bytearray | memoryview] = [view] if not assign_offsets else []
+        for header in headers:
+            position = header.position
+            size = header.batch_length + LOG_OVERHEAD
+            end = position + size
+            if assign_offsets:
+                base = next_offset
+                if log_append_time:
+                    pieces += _log_append_time_header(view, position, end, base, now)
+                else:
+                    pieces += (BASE_OFFSET.pack(base), view[position + BASE_OFFSET.size : end])
+            else:
+                base = header.base_offset
+                if base < next_offset:
+                    raise InvalidRecordError(f"batch offset {base} is below the next offset {next_offset}")
+            last = base + header.last_offset_delta
+            timestamp = now if log_append_time else header.max_timestamp
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, last
+            batches.append((position, size, last, timestamp))
+            next_offset = last + 1
+        if log_append_time:
+            offset_of_max = first_offset
+        segment = self._maybe_roll(view.nbytes, max_timestamp, next_offset - 1, now)
+        try:
+            segment.append(pieces, view.nbytes, batches)
+        except OSError as exc:
+            self._failure = exc
+            raise LogStorageError(f"{segment.log_path}: append failed: {exc}") from exc
+        return AppendInfo(
+            first_offset,
+            next_offset - 1,
+            max_timestamp,
+            offset_of_max,
+            now if log_append_time else NO_TIMESTAMP,
+            len(headers),
+            view.nbytes,
+        )
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(size, max_timestamp, last_offset, now_ms):
+            return self.roll(now_ms)
+        return segment
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Starts a new active segment at log_end_offset (no-op when the active one is empty)."""
+        self._check_usable()
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        now = self._clock() if now_ms is None else now_ms
+        active.on_become_inactive()
+        new_base = self.log_end_offset
+        segment = LogSegment.create(self.directory, new_base, self.config, now)
+        self._segments.append(segment)
+        self._bases.append(new_base)
+        self._directory_dirty = True
+        logger.info("%s: rolled new segment at offset %d", self.directory, new_base)
+        for listener in self._roll_listeners:
+            listener(new_base)
+        return segment
+
+    # ---- reading --------------------------------------------------------------------------------
+
+    def _segment_slot(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding ``start_offset`` (it may begin before it), up to
+        ``max_bytes`` (but at least one batch when ``min_one_batch``), stopping before any batch whose
+        last offset reaches ``upper_bound`` (the high watermark or LSO; exclusive)."""
+        self._check_usable()
+        if start_offset < self._log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRange(start_offset, self._log_start_offset, self.log_end_offset, self.directory)
+        regions: list[FileRegion] = []
+        total = 0
+        slot = self._segment_slot(start_offset)
+        offset = start_offset
+        while slot < len(self._segments):
+            segment = self._segments[slot]
+            region = segment.read(offset, max_bytes - total, upper_bound, min_one_batch and not regions)
+            if region is None:
+                if offset < segment.next_offset:
+                    break  # stopped by max_bytes or upper_bound, not by the end of the segment
+            else:
+                regions.append(region)
+                total += region.length
+                if region.position + region.length < segment.size:
+                    break
+            slot += 1
+            if slot < len(self._segments):
+                offset = self._segments[slot].base_offset
+        return ReadResult(regions, total)
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """The first batch whose max timestamp is >= ``timestamp`` (ListOffsets by time).
+
+        Batch granularity, since records are never decoded here: the offset is the batch's base offset
+        (or the log start offset inside it), the timestamp the batch's max timestamp.
+        """
+        self._check_usable()
+        for segment in self._segments:
+            if segment.next_offset <= self._log_start_offset or segment.max_timestamp < timestamp:
+                continue
+            batch = segment.find_timestamp(timestamp, self._log_start_offset)
+            if batch is not None:
+                return OffsetAndTimestamp(max(batch.base_offset, self._log_start_offset), batch.max_timestamp)
+        return None
+
+    def max_timestamp_and_offset(self) -> OffsetAndTimestamp | None:
+        """The largest timestamp in the log and the last offset of the batch holding it (ListOffsets
+        MAX_TIMESTAMP); None when no batch carries a timestamp."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        return OffsetAndTimestamp(best.offset_of_max_timestamp, best.max_timestamp)
+
+    # ---- retention, DeleteRecords, truncation ---------------------------------------------------
+
+    def apply_retention(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> int:
+        """Deletes whole old segments (never the active one) that are below the log start offset, older
+        than retention.ms (by their largest timestamp) or beyond retention.bytes; returns how many.
+        With ``high_watermark`` only segments wholly below it are candidates."""
+        self._check_usable()
+        now = self._clock() if now_ms is None else now_ms
+        self.delete_expired_files(now)
+        deleted = self._delete_prefix(
+            lambda seg, nxt: nxt.base_offset <= self._log_start_offset,
+            "below the log start offset",
+            high_watermark,
+            now,
+        )
+        if not self.config.deletes:
+            return deleted
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_prefix(
+                lambda seg, nxt: now - seg.largest_timestamp > retention_ms,
+                f"older than retention.ms {retention_ms}",
+                high_watermark,
+                now,
+            )
+        if self.config.retention_bytes >= 0:
+            excess = self.size - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, _next: LogSegment) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_prefix(
+                over_size, f"beyond retention.bytes {self.config.retention_bytes}", high_watermark, now
+            )
+        return deleted
+
+    def _delete_prefix(
+        self,
+        predicate: Callable[[LogSegment, LogSegment], bool],
+        reason: str,
+        high_watermark: int | None,
+        now_ms: int,
+    ) -> int:
+        victims = []
+        for segment, following in zip(self._segments, self._segments[1:]):
+            if high_watermark is not None and following.base_offset > high_watermark:
+                break
+            if not predicate(segment, following):
+                break
+            victims.append(segment)
+        if victims:
+            logger.info(
+                "%s: deleting %d segment(s) %s: %s",
+                self.directory,
+                len(victims),
+                reason,
+                [s.base_offset for s in victims],
+            )
+            self._remove_segments(victims, now_ms)
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        return len(victims)
+
+    def delete_records_before(self, offset: int, *, now_ms: int | None = None) -> int:
+        """DeleteRecords: advances the log start offset to ``offset`` and deletes segments wholly below it.
+        Returns the new log start offset. The caller keeps ``offset`` at or below the high watermark."""
+        self._check_usable()
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self.log_end_offset, self.directory)
+        if offset <= self._log_start_offset:
+            return self._log_start_offset
+        now = self._clock() if now_ms is None else now_ms
+        self._log_start_offset = offset
+        self._delete_prefix(
+            lambda seg, nxt: nxt.base_offset <= offset, "below the log start offset", None, now
+        )
+        return self._log_start_offset
+
+    def _remove_segments(self, victims: list[LogSegment], now_ms: int) -> None:
+        gone = {id(s) for s in victims}
+        self._segments = [s for s in self._segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self._segments]
+        self._directory_dirty = True
+        delay = self.config.file_delete_delay_ms
+        for segment in victims:
+            if delay == 0:
+                segment.delete_files()
+            else:
+                segment.rename_to_deleted()
+                self._pending_deletes.append((now_ms + delay, segment))
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Unlinks ``*.deleted`` segments whose file.delete.delay.ms has passed; returns how many."""
+        now = self._clock() if now_ms is None else now_ms
+        due = [s for when, s in self._pending_deletes if when <= now]
+        self._pending_deletes = [(when, s) for when, s in self._pending_deletes if when > now]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
+        """Removes everything from the batch holding ``offset`` on (a follower's or an aborted append's
+        truncation); returns whether anything was removed. log_end_offset ends on a batch boundary."""
+        self._check_usable()
+        if offset >= self.log_end_offset:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now)
+            return True
+        self._truncation_epoch += 1
+        doomed = [s for s in self._segments[1:] if s.base_offset >= offset]
+        if doomed:
+            self._remove_segments(doomed, now)
+        self._segments[-1].truncate_to(offset)
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        logger.info(
+            "%s: truncated to offset %d (log end offset %d)", self.directory, offset, self.log_end_offset
+        )
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Removes every segment and starts an empty log at ``offset``."""
+        self._check_usable()
+        now = self._clock() if now_ms is None else now_ms
+        self._truncation_epoch += 1
+        self._remove_segments(list(self._segments), now)  # renamed away first: the new name may be taken
+        self._segments = [LogSegment.create(self.directory, offset, self.config, now)]
+        self._bases = [s.base_offset for s in self._segments]
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self._directory_dirty = True
+
+    # ---- flushing and closing -------------------------------------------------------------------
+
+    def prepare_flush(self, up_to: int | None = None, *, include_active_indexes: bool = False) -> FlushTask:
+        """On the loop: writes pending index entries and collects what an fsync must cover for every
+        offset below ``up_to`` (default: log_end_offset). The active segment's indexes are synced only
+        when asked (at close); see LogSegment.sync_fds."""
+        self._check_usable()
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        fds: list[int] = []
+        if target > self._recovery_point:
+            for segment in self._segments[self._segment_slot(self._recovery_point) :]:
+                if segment.base_offset >= target and segment is not self._segments[-1]:
+                    break
+                active = segment is self._segments[-1]
+                fds.extend(segment.sync_fds(include_indexes=include_active_indexes or not active))
+        directory = self.directory if self._directory_dirty else None
+        self._directory_dirty = False
+        return FlushTask(target, self._truncation_epoch, fds, directory)
+
+    def complete_flush(self, task: FlushTask) -> None:
+        """On the loop, after ``task.run()`` succeeded: advances the recovery point."""
+        if task.truncation_epoch == self._truncation_epoch:
+            self._recovery_point = max(self._recovery_point, min(task.up_to, self.log_end_offset))
+        self._last_flush_ms = self._clock()
+
+    def fail_flush(self, task: FlushTask, exc: BaseException) -> LogStorageError:
+        """On the loop, after ``task.run()`` raised: takes the log offline (see LogStorageError)."""
+        self._failure = exc
+        logger.error("%s: fsync failed, log is offline: %s", self.directory, exc)
+        return LogStorageError(f"{self.directory}: fsync failed: {exc}")
+
+    def flush(self, up_to: int | None = None, *, include_active_indexes: bool = False) -> None:
+        """fsyncs everything below ``up_to`` in this thread (blocking) and advances the recovery point."""
+        task = self.prepare_flush(up_to, include_active_indexes=include_active_indexes)
+        try:
+            task.run()
+        except OSError as exc:
+            raise self.fail_flush(task, exc) from exc
+        self.complete_flush(task)
+
+    def close(self) -> None:
+        """Flushes (a clean shutdown leaves recovery_point == log_end_offset) and closes every file."""
+        if self._closed:
+            return
+        try:
+            if self._failure is None:
+                self._segments[-1].on_become_inactive()
+                self.flush(include_active_indexes=True)
+        finally:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+            for _, segment in self._pending_deletes:
+                segment.delete_files()
+            self._pending_deletes = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})"
+        )
+
+
+def _log_append_time_header(
+    view: memoryview, position: int, end: int, base_offset: int, now_ms: int
+) -> tuple[bytearray, memoryview]:
+    """The batch as (rewritten header, untouched records): base offset assigned, LogAppendTime bit set,
+    max_timestamp = now, and the CRC recomputed since attributes and max_timestamp are under it (as Kafka
+    does for LogAppendTime topics). The records are read by the CRC, never copied."""
+    header = bytearray(view[position : position + HEADER_SIZE])
+    set_base_offset(header, 0, base_offset)
+    attributes = ATTRIBUTES.unpack_from(header, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_BIT
+    ATTRIBUTES.pack_into(header, ATTRIBUTES_OFFSET, attributes)
+    MAX_TIMESTAMP.pack_into(header, MAX_TIMESTAMP_OFFSET, now_ms)
+    records = view[position + HEADER_SIZE : end]
+    CRC.pack_into(header, CRC_OFFSET, crc32c(records, crc32c(memoryview(header)[CRC_START:])))
+    return header, records

@@ -1,0 +1,271 @@
+"""LogDirectory: every partition log of one data directory (the local part of Kafka's LogManager).
+
+Contract:
+- Owns ``data_dir``: holds an exclusive ``flock`` on ``<data_dir>/.lock`` from ``open`` to ``close``, so a
+  second broker process (or a second LogDirectory in this one) fails fast with LogDirectoryLockedError
+  instead of corrupting the logs. The lock dies with the process, so a crash never leaves it stale.
+- Owns the partition directories ``<topic>-<partition>/``, the two checkpoint files and the
+  ``.clean-shutdown`` marker; creates and deletes partitions; writes the checkpoints from ``checkpoint()``,
+  from ``run_maintenance`` and at ``close``, and the marker last at ``close`` (it tells the next open
+  that every log was closed, so no segment needs rebuilding).
+- Always true: ``logs`` holds exactly the open partition logs; a checkpoint never names a recovery point
+  above what was fsync'ed (it is taken from ``Log.recovery_point``).
+- Called from the event-loop thread; ``checkpoint()`` and ``close()`` block on fsync, ``run_maintenance``
+  does its fsyncs in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+
+from eoslog.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+    TopicPartition,
+)
+from eoslog.log.config import LogConfig
+from eoslog.log.errors import CorruptCheckpointError, LogDirectoryLockedError, LogError
+from eoslog.log.flush_task import fsync_directory
+from eoslog.log.flusher import GroupCommit
+from eoslog.log.log import Log, parse_topic_partition
+
+logger = logging.getLogger("eoslog.log")
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"  # written last by close(), removed first by open()
+DELETE_DIR_SUFFIX = "-delete"  # a partition directory being deleted: <topic>-<partition>.<uuid>-delete
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _lock(data_dir: str) -> int:
+    path = os.path.join(data_dir, LOCK_FILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        os.close(fd)
+        who = f" (held by process {holder})" if holder else ""
+        raise LogDirectoryLockedError(
+            f"data directory {data_dir} is already in use{who}: another broker or LogDirectory holds "
+            f"the lock on {path}; stop it or choose another data directory"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+class LogDirectory:
+    def __init__(
+        self,
+        data_dir: str,
+        config: LogConfig,
+        lock_fd: int,
+        *,
+        config_for: Callable[[str], LogConfig] | None,
+        clock: Callable[[], int],
+    ) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.logs: dict[TopicPartition, Log] = {}
+        self.group_commit = GroupCommit()
+        self._lock_fd = lock_fd
+        self._config_for = config_for
+        self._clock = clock
+        self._recovery_points = OffsetCheckpointFile(os.path.join(data_dir, RECOVERY_POINT_CHECKPOINT))
+        self._log_start_offsets = OffsetCheckpointFile(os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT))
+        self._clean_shutdown = False
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str,
+        config: LogConfig | None = None,
+        *,
+        config_for: Callable[[str], LogConfig] | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> LogDirectory:
+        """Locks ``data_dir`` (created when missing), removes half-deleted partitions and opens (recovers)
+        every partition log. ``config_for(topic)`` gives per-topic configs; else ``config`` for all."""
+        data_dir = os.path.abspath(data_dir)
+        os.makedirs(data_dir, exist_ok=True)
+        lock_fd = _lock(data_dir)
+        directory = cls(
+            data_dir, config or LogConfig(), lock_fd, config_for=config_for, clock=clock or _now_ms
+        )
+        try:
+            directory._load()
+        except BaseException:
+            directory._release()
+            raise
+        return directory
+
+    def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except CorruptCheckpointError as exc:
+            # Atomic writes make this a disk fault, not a crash; recovering every segment from scratch
+            # is slower but safe, so we do that rather than refuse to start.
+            logger.error("%s; ignoring it and recovering every log from its first segment", exc)
+            return {}
+
+    def _load(self) -> None:
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        self._clean_shutdown = os.path.exists(marker)
+        if self._clean_shutdown:
+            # Gone (durably) before anything is written, so a crash from here on counts as unclean.
+            os.unlink(marker)
+            fsync_directory(self.data_dir)
+        recovery_points = self._read_checkpoint(self._recovery_points)
+        start_offsets = self._read_checkpoint(self._log_start_offsets)
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("%s: finishing deletion of %s", self.data_dir, name)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            key = parse_topic_partition(path)
+            if key is None:
+                logger.warning("%s: ignoring %s (not <topic>-<partition>)", self.data_dir, name)
+                continue
+            self.logs[key] = Log.open(
+                path,
+                self._config_of(key[0]),
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                clean_shutdown=self._clean_shutdown,
+                clock=self._clock,
+            )
+
+    def _config_of(self, topic: str) -> LogConfig:
+        return self._config_for(topic) if self._config_for is not None else self.config
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created (directory fsync'ed) when it does not exist yet."""
+        self._check_open()
+        key = (topic, partition)
+        log = self.logs.get(key)
+        if log is not None:
+            return log
+        if not topic or "/" in topic or topic in (".", "..") or partition < 0:
+            raise LogError(f"invalid topic-partition {topic!r} {partition}")
+        log = Log.open(
+            os.path.join(self.data_dir, f"{topic}-{partition}"),
+            config or self._config_of(topic),
+            clock=self._clock,
+        )
+        fsync_directory(self.data_dir)
+        self.logs[key] = log
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Closes and removes a partition log; returns whether it existed. The directory is renamed to
+        ``*.<uuid>-delete`` first, so a crash mid-way finishes the deletion at the next open. FileRegions
+        of the log become invalid: the caller stops serving the partition before deleting it."""
+        self._check_open()
+        log = self.logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        self.group_commit.forget(log)
+        doomed = f"{log.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        os.rename(log.directory, doomed)
+        fsync_directory(self.data_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # ---- checkpoints and background work --------------------------------------------------------
+
+    def _snapshot(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        recovery = {key: log.recovery_point for key, log in self.logs.items()}
+        starts = {key: log.log_start_offset for key, log in self.logs.items()}
+        return recovery, starts
+
+    def _write_checkpoints(
+        self, recovery: dict[TopicPartition, int], starts: dict[TopicPartition, int]
+    ) -> None:
+        self._recovery_points.write(recovery)
+        self._log_start_offsets.write(starts)
+
+    def checkpoint(self) -> None:
+        """Writes both checkpoint files now (blocking)."""
+        self._check_open()
+        self._write_checkpoints(*self._snapshot())
+
+    async def run_maintenance(
+        self,
+        *,
+        checkpoint_interval_ms: int = 60_000,
+        retention_check_interval_ms: int = 300_000,
+        flush_check_interval_ms: int = 1_000,
+    ) -> None:
+        """Runs until cancelled: flushes logs whose flush.messages / flush.ms is due, applies retention
+        and deferred file deletion, and writes the checkpoints, each at its Kafka-style interval."""
+        loop = asyncio.get_running_loop()
+        next_checkpoint = next_retention = self._clock()
+        while not self._closed:
+            now = self._clock()
+            for log in list(self.logs.values()):
+                if log.flush_due(now):
+                    await self.group_commit.flush(log)
+            if now >= next_retention:
+                for log in list(self.logs.values()):
+                    log.apply_retention(now)
+                next_retention = now + retention_check_interval_ms
+            else:
+                for log in list(self.logs.values()):
+                    log.delete_expired_files(now)
+            if now >= next_checkpoint:
+                await loop.run_in_executor(None, self._write_checkpoints, *self._snapshot())
+                next_checkpoint = now + checkpoint_interval_ms
+            await asyncio.sleep(min(flush_check_interval_ms, checkpoint_interval_ms) / 1000)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(f"{self.data_dir}: log directory is closed")
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = -1
+        self.group_commit.close()
+
+    def close(self) -> None:
+        """Closes every log (each flushes), writes the checkpoints and releases the lock."""
+        if self._closed:
+            return
+        try:
+            errors = []
+            for log in self.logs.values():
+                try:
+                    log.close()
+                except LogError as exc:
+                    errors.append(exc)
+            self._write_checkpoints(*self._snapshot())
+            self._closed = True
+            if errors:
+                raise errors[0]
+            fd = os.open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
+            os.fsync(fd)
+            os.close(fd)
+            fsync_directory(self.data_dir)
+        finally:
+            self._closed = True
+            self._release()

@@ -1,0 +1,93 @@
+"""Walking the batches of a segment file by their headers, without decoding records.
+
+Two walks: ``scan_batches`` reads only the 61-byte headers (reads and lookups: cheap, no CRC) and
+``recover_batches`` reads whole batches and checks each CRC with ``records.read_header`` (recovery). Both
+raise :class:`eoslog.records.CorruptRecordError` where the bytes stop making sense, after yielding every
+good batch before that point.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from eoslog.records import CorruptRecordError, read_header
+from eoslog.records.header import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader
+
+SCAN_CHUNK = 16 * 1024  # header walks touch little data: a few batches per index interval
+RECOVERY_CHUNK = 4 * 1024 * 1024
+
+
+class BatchInfo(NamedTuple):
+    """Where one batch sits in a segment file and what the log needs to know about it."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def scan_batches(fd: int, start: int, end: int) -> Iterator[BatchInfo]:
+    """Batches from byte ``start`` (a batch boundary) up to byte ``end`` of the file, header only."""
+    position = start
+    buf = b""
+    buf_start = start
+    while position < end:
+        at = position - buf_start
+        if at + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, max(SCAN_CHUNK, HEADER_SIZE), position)
+            buf_start, at = position, 0
+            if len(buf) < HEADER_SIZE or position + HEADER_SIZE > end:
+                raise CorruptRecordError(
+                    f"batch header at byte {position} is cut short by the end of the file"
+                )
+        fields = HEADER.unpack_from(buf, at)
+        batch_length, magic, last_offset_delta = fields[1], fields[3], fields[6]
+        if magic != MAGIC_V2 or batch_length < HEADER_SIZE - LOG_OVERHEAD or last_offset_delta < 0:
+            raise CorruptRecordError(f"batch at byte {position}: not a RecordBatch v2 header")
+        size = batch_length + LOG_OVERHEAD
+        if position + size > end:
+            raise CorruptRecordError(f"batch at byte {position} ({size} bytes) runs past byte {end}")
+        base_offset = fields[0]
+        yield BatchInfo(position, size, base_offset, base_offset + last_offset_delta, fields[8])
+        position += size
+
+
+def recover_batches(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
+    """Whole batches from ``start`` to ``end``, CRC-checked; ``position`` in each header is absolute."""
+    position = start
+    buf = b""
+    buf_start = start
+    while position < end:
+        at = position - buf_start
+        if at + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(RECOVERY_CHUNK, end - position), position)
+            buf_start, at = position, 0
+            if len(buf) < HEADER_SIZE:
+                raise CorruptRecordError(
+                    f"batch header at byte {position} is cut short by the end of the file"
+                )
+        batch_length = HEADER.unpack_from(buf, at)[1]
+        size = batch_length + LOG_OVERHEAD
+        if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(f"batch at byte {position}: batch_length {batch_length} is too small")
+        if position + size > end:
+            raise CorruptRecordError(f"batch at byte {position} ({size} bytes) runs past byte {end}")
+        if at + size > len(buf):
+            buf = os.pread(fd, max(size, min(RECOVERY_CHUNK, end - position)), position)
+            buf_start, at = position, 0
+            if len(buf) < size:
+                raise CorruptRecordError(f"batch at byte {position} is cut short by the end of the file")
+        header = read_header(buf, at)
+        yield header._replace(position=position)  # absolute file position
+        position += size
