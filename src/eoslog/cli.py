@@ -19,7 +19,39 @@ def _configure_logging(level: str) -> None:
     )
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """Subcommands imported on first use, so `eoslog serve` never pays for Spark, plotting or clients."""
+
+    LAZY = {
+        "bench": "eoslog.loadgen:bench_command",
+        "groups": "eoslog.tools.groups_cli:groups_group",
+        "pipeline": "eoslog.pipeline.cli:pipeline_command",
+        "producers": "eoslog.tools.txn_cli:producers_group",
+        "transactions": "eoslog.tools.txn_cli:transactions_group",
+        "verify": "eoslog.verify.cli:verify_command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | {n for n in self.LAZY if self.get_command(ctx, n)})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY:
+            import importlib
+
+            module_name, attribute = self.LAZY[name].split(":")
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name is not None and module_name.startswith(exc.name):
+                    return None  # that part of eoslog is not installed in this build
+                raise
+            command = getattr(module, attribute)
+            command.name = name
+            return command
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(package_name="eoslog")
 def main() -> None:
     """eoslog: a Kafka-compatible log broker with exactly-once semantics."""
@@ -74,5 +106,3 @@ def demo(messages: int) -> None:
 
     run_demo(messages)
 
-
-from eoslog import cli_tools  # noqa: E402,F401  (registers the admin commands on `main`)

@@ -22,7 +22,8 @@ def run_demo(messages: int = 100_000) -> None:
         bootstrap = broker.bootstrap
         click.echo(f"started an embedded eoslog broker on {bootstrap} in {broker.startup_seconds * 1000:.0f} ms "
                    f"(data in {broker.config.data_dir})")
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic("demo", 3, 1)])["demo"].result(30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("demo", 3, 1)])["demo"].result(30)
         click.echo("created topic 'demo' with 3 partitions")
 
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
