@@ -147,11 +147,16 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self.closed:
             return
-        for piece in pieces:
-            if isinstance(piece, FileRegion):
-                self._write_region(transport, piece)
-            else:
-                transport.write(piece)
+        try:
+            for piece in pieces:
+                if isinstance(piece, FileRegion):
+                    self._write_region(transport, piece)
+                else:
+                    transport.write(piece)
+        except (CloseConnection, OSError) as exc:
+            # A half-written response cannot be taken back: the only safe answer is to hang up.
+            log.error("closing connection to %s: could not send a response: %s", self.peer, exc)
+            self.close()
 
     @staticmethod
     def _write_region(transport: asyncio.Transport, region: FileRegion) -> None:
@@ -161,8 +166,7 @@ class KafkaConnection(asyncio.Protocol):
         while remaining > 0:
             chunk = os.pread(region.fd, min(remaining, READ_CHUNK), position)
             if not chunk:
-                # The segment shrank under us (it cannot while regions are live; defensive): pad with
-                # nothing and let the client detect a short batch rather than hang.
+                # The segment shrank under us (it cannot while regions are live: deletion is deferred).
                 raise CloseConnection(f"file region ended early at {position}")
             transport.write(chunk)
             position += len(chunk)
