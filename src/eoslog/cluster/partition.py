@@ -8,7 +8,13 @@ Contract
   acknowledgement (the default) it moves when the group commit that covers the data completes, so a
   consumer can never read a record that a power loss could still take back. Without fsync it follows
   the log end offset at once.
-- Waiters (acks=all producers, long-polling fetches) are woken when the high watermark moves.
+- Waiters (acks=all producers, long-polling fetches) are woken when the high watermark moves; the last
+  stable offset only ever moves with it (see ``last_stable_offset``), so read_committed waiters are
+  woken by the same call.
+- Transactions: ``last_stable_offset = min(first offset of an open transaction, first offset of a
+  closed transaction whose marker is not durable yet, high watermark)``. ABORT markers add an entry
+  to the aborted-transaction index (``.txnindex``, log/transaction_index.py), which read_committed
+  fetches use to tell consumers what to drop.
 """
 
 from __future__ import annotations
@@ -17,12 +23,15 @@ import asyncio
 import logging
 import os
 import time
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eoslog.log.producer_state import Duplicate, ProducerStateTable
+from eoslog.log.producer_state import CompletedTxn, Duplicate, ProducerStateTable
+from eoslog.log.producer_validation import AppendOrigin
+from eoslog.log.transaction_index import AbortedTransactionIndex, AbortedTxn
 from eoslog.protocol.errors import ErrorCode, InvalidRecordError, OffsetOutOfRangeError, error_for_code
 from eoslog.records.control import read_end_transaction_marker
-from eoslog.records.header import iter_headers
+from eoslog.records.header import HEADER, HEADER_SIZE, LOG_OVERHEAD, iter_headers, read_header
 
 if TYPE_CHECKING:
     from eoslog.log.flusher import GroupCommit
@@ -56,6 +65,11 @@ class Partition:
         self._fetch_waiters: set[asyncio.Future] = set()
         self.flush_error: BaseException | None = None
         self.producer_state = ProducerStateTable()
+        # Transactions closed by a marker that is not below the high watermark yet: they still hold the
+        # last stable offset back (Kafka's "unreplicated transactions"), so a read_committed consumer
+        # never reads past a marker a crash could take back.
+        self._undurable_txns: list[CompletedTxn] = []
+        self.transaction_index = AbortedTransactionIndex.open(log_.directory, self._segment_bases())
         self._recover_producer_state()
         log_.on_roll(self._on_roll)
 
@@ -76,10 +90,18 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset()
+        for txn in self._undurable_txns:
+            if first_unstable is None or txn.first_offset < first_unstable:
+                first_unstable = txn.first_offset
+        if first_unstable is None or first_unstable > self.high_watermark:
+            return self.high_watermark
+        return first_unstable
 
     def fetch_upper_bound(self, isolation_level: int) -> int:
-        return self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+        if isolation_level == READ_COMMITTED and not self.test_read_committed_past_lso:
+            return self.last_stable_offset
+        return self.high_watermark
 
     # --- writes ------------------------------------------------------------------------------------
     def append(self, records: Any, transactional_id: str | None = None) -> PartitionAppend:
@@ -102,7 +124,9 @@ class Partition:
         now_ms = int(time.time() * 1000)
         prepared = self.producer_state.prepare_append(header, now_ms)
         if isinstance(prepared, Duplicate):
-            return PartitionAppend(prepared.first_offset, prepared.last_offset, -1, True)
+            if not self.test_disable_duplicate_detection:
+                return PartitionAppend(prepared.first_offset, prepared.last_offset, -1, True)
+            prepared = None  # the test fault: append the retry again, producer state untouched
         if header.is_transactional and self.transaction_verifier is not None:
             self.transaction_verifier(transactional_id, header.producer_id, header.producer_epoch, self.topic, self.index)
         info = self.log.append(records, now_ms=now_ms)
@@ -111,26 +135,88 @@ class Partition:
         self._after_append()
         return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
 
-    # KIP-890 part 1: set by the broker once transactions exist; raises when the partition is not
-    # part of the producer's ongoing transaction.
+    # KIP-890 part 1: set by the transaction coordinator for every partition; called as
+    # (transactional_id, producer_id, producer_epoch, topic, partition) and raises when the partition
+    # is not part of the producer's ongoing transaction.
     transaction_verifier = None
 
+    # Test-only faults that break exactly-once on purpose (eoslog.test.* broker properties, refused
+    # unless EOSLOG_ALLOW_TEST_FAULTS=1; see server/config.py), so the verifier can show it notices.
+    test_disable_duplicate_detection = False
+    test_read_committed_past_lso = False
+
+    def append_control(self, batch: bytes) -> PartitionAppend:
+        """Appends one COMMIT/ABORT control batch (a transaction marker) written by the coordinator.
+
+        prepare -> log -> apply as for client batches (a marker from a stale coordinator or for an older
+        producer epoch is refused by the producer-state table); closing a transaction records it until
+        the marker is durable, and an ABORT adds its aborted-transaction index entry.
+        """
+        header = read_header(batch, 0)
+        if not header.is_control:
+            raise InvalidRecordError("append_control takes a control batch")
+        marker = read_end_transaction_marker(batch, 0)
+        now_ms = int(time.time() * 1000)
+        prepared = self.producer_state.prepare_append(header, now_ms, marker, origin=AppendOrigin.COORDINATOR)
+        info = self.log.append(batch, now_ms=now_ms)
+        completed = self.producer_state.apply(prepared, info.first_offset, info.last_offset)
+        if completed is not None:
+            self._record_completed(completed, self.log.segments[-1].base_offset)
+            if completed.last_offset >= self.high_watermark:
+                self._undurable_txns.append(completed)
+        self._after_append()
+        return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
+
+    def append_internal(self, records: Any) -> PartitionAppend:
+        """Appends batches a coordinator built (``__transaction_state`` records, transactional offset
+        commits): no client checks, but producer batches still go through producer state (epoch only,
+        no sequence numbers) so their transactions hold back the last stable offset."""
+        now_ms = int(time.time() * 1000)
+        headers = list(iter_headers(records))
+        if len(headers) != 1:
+            raise InvalidRecordError(f"append_internal takes exactly one batch, got {len(headers)}")
+        prepared = self.producer_state.prepare_append(headers[0], now_ms, origin=AppendOrigin.COORDINATOR)
+        info = self.log.append(records, now_ms=now_ms)
+        if prepared is not None:
+            self.producer_state.apply(prepared, info.first_offset, info.last_offset)
+        self._after_append()
+        return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
+
+    def _record_completed(self, completed: CompletedTxn, segment_base: int) -> None:
+        if completed.is_aborted:
+            lso = self.producer_state.last_stable_offset_after(completed)
+            self.transaction_index.append(segment_base, AbortedTxn(
+                completed.producer_id, completed.first_offset, completed.last_offset, lso))
+
+    def _segment_bases(self) -> list[int]:
+        return [segment.base_offset for segment in self.log.segments]
+
     def _on_roll(self, new_base_offset: int) -> None:
-        # Snapshot at every roll, as Kafka does, so recovery replays at most one segment of headers.
+        # Snapshot at every roll, as Kafka does, so recovery replays at most one segment of headers. The
+        # aborted-transaction entries below the snapshot must be durable before it exists.
+        self.transaction_index.flush()
         self.producer_state.write_snapshot(self.log.directory, new_base_offset)
 
     def _recover_producer_state(self) -> None:
-        """Newest valid snapshot, then the batch headers of the log tail after it."""
+        """Newest valid snapshot, then the batch headers of the log tail after it. The aborted-transaction
+        index is rebuilt over the same tail (all of it when an index file was damaged)."""
         directory = self.log.directory
         end = self.log.log_end_offset
-        start = self.producer_state.load_latest_snapshot(directory, end)
+        start = None
+        if not self.transaction_index.damaged:
+            start = self.producer_state.load_latest_snapshot(directory, end)
         if start is None:
             start = self.log.log_start_offset
+        self.transaction_index.truncate_to(start)
         if start >= end:
             return
         replayed = 0
+        bases = self._segment_bases()
         for header, marker in iter_batch_headers(self.log, start):
-            self.producer_state.replay(header, marker)
+            completed = self.producer_state.replay(header, marker)
+            if completed is not None:
+                base = bases[max(bisect_right(bases, completed.last_offset) - 1, 0)]
+                self._record_completed(completed, base)
             replayed += 1
         if replayed:
             log.info("%s: rebuilt producer state from offset %d (%d batches replayed)", self.name, start, replayed)
@@ -170,6 +256,8 @@ class Partition:
         if offset <= self.high_watermark:
             return
         self.high_watermark = offset
+        if self._undurable_txns:
+            self._undurable_txns = [t for t in self._undurable_txns if t.last_offset >= offset]
         if self._waiters:
             still_waiting = []
             for target, future in self._waiters:
@@ -204,12 +292,19 @@ class Partition:
         return self.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
 
     def aborted_transactions(self, fetch_offset: int, result: Any) -> list[tuple[int, int]]:
-        """(producer_id, first_offset) of aborted transactions overlapping a read_committed fetch."""
+        """(producer_id, first_offset) of aborted transactions overlapping a read_committed fetch: the
+        marker at or past ``fetch_offset``, the data starting before the end of what was read."""
         if result.size == 0:
             return []
-        upper = fetch_offset + 1 + sum(region.length for region in result.regions)  # generous, filtered below
-        return [(t.producer_id, t.first_offset) for t in self.log.aborted_transactions_between(fetch_offset, upper)] \
-            if hasattr(self.log, "aborted_transactions_between") else []
+        candidates = self.transaction_index.collect(fetch_offset, self.last_stable_offset)
+        if not candidates:
+            return []
+        upper = next_offset_after(result.regions)
+        return [(t.producer_id, t.first_offset) for t in candidates if t.first_offset < upper]
+
+    def maintain_transaction_index(self) -> None:
+        """Drops the ``.txnindex`` files of segments retention or DeleteRecords removed."""
+        self.transaction_index.retain_segments(self._segment_bases())
 
     def delete_records_before(self, offset: int) -> int:
         if offset == -1:
@@ -219,6 +314,7 @@ class Partition:
                 f"cannot delete records of {self.name} below {offset}: the high watermark is {self.high_watermark}"
             )
         self.log.delete_records_before(offset)
+        self.maintain_transaction_index()
         return self.log_start_offset
 
     async def close(self) -> None:
@@ -229,12 +325,26 @@ class Partition:
                 pass
         try:
             # A clean shutdown leaves a snapshot at the log end: the next start replays nothing.
+            self.transaction_index.close()
             self.producer_state.write_snapshot(self.log.directory, self.log.log_end_offset)
         except OSError:
             log.exception("%s: could not write the producer-state snapshot at shutdown", self.name)
 
 
 REPLAY_CHUNK = 8 * 1024 * 1024
+
+
+def next_offset_after(regions: Any) -> int:
+    """The offset just past the last batch of a read (headers only: 61 bytes per batch are read)."""
+    next_offset = -1
+    for region in regions:
+        position, end = region.position, region.position + region.length
+        while position < end:
+            # Only the header's first fields are needed; read_header would insist on the whole batch.
+            fields = HEADER.unpack(os.pread(region.fd, HEADER_SIZE, position))
+            next_offset = fields[0] + fields[6] + 1  # base_offset + last_offset_delta + 1
+            position += fields[1] + LOG_OVERHEAD  # batch_length counts from after itself
+    return next_offset
 
 
 def iter_batch_headers(partition_log: "Log", start: int):

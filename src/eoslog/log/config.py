@@ -48,6 +48,11 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
     cleanup_policy: frozenset[str] = frozenset({"delete"})
+    # The log cleaner's settings (compacted topics; docs/compaction.md), Kafka's defaults.
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 24 * 3600 * 1000
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -64,6 +69,9 @@ class LogConfig:
             raise InvalidConfigError(
                 "message.timestamp.type", self.message_timestamp_type, "not a TimestampType"
             )
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+            raise InvalidConfigError("min.cleanable.dirty.ratio", ratio, "must be between 0 and 1")
         policy = self.cleanup_policy
         if not isinstance(policy, frozenset) or not policy or not policy <= CLEANUP_POLICIES:
             raise InvalidConfigError(
@@ -83,6 +91,11 @@ class LogConfig:
     def deletes(self) -> bool:
         """Whether time/size retention applies (cleanup.policy contains delete)."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        """Whether the log cleaner compacts this log (cleanup.policy contains compact)."""
+        return "compact" in self.cleanup_policy
 
     @classmethod
     def from_properties(
@@ -134,6 +147,13 @@ def _parse_bool(name: str, raw: str) -> bool:
     raise InvalidConfigError(name, raw, "must be true or false")
 
 
+def _parse_ratio(name: str, raw: str) -> float:
+    try:
+        return float(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(name, raw, "must be a number between 0 and 1") from None
+
+
 def _parse_timestamp_type(name: str, raw: str) -> TimestampType:
     for member in TimestampType:
         if member.value == str(raw).strip():
@@ -162,6 +182,10 @@ _PROPERTY_BY_FIELD = {
     "max_message_bytes": "max.message.bytes",
     "file_delete_delay_ms": "file.delete.delay.ms",
     "cleanup_policy": "cleanup.policy",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+    "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "max_compaction_lag_ms": "max.compaction.lag.ms",
+    "delete_retention_ms": "delete.retention.ms",
 }
 _FIELD_BY_PROPERTY = {prop: field for field, prop in _PROPERTY_BY_FIELD.items()}
 
@@ -178,12 +202,16 @@ _RULES: dict[str, tuple[int, int]] = {
     "flush_ms": (0, LONG_MAX),
     "max_message_bytes": (0, INT_MAX),
     "file_delete_delay_ms": (0, LONG_MAX),
+    "min_compaction_lag_ms": (0, LONG_MAX),
+    "max_compaction_lag_ms": (1, LONG_MAX),
+    "delete_retention_ms": (0, LONG_MAX),
 }
 
 _PARSERS: dict[str, Callable[[str, str], object]] = {field: _parse_int for field in _RULES}
 _PARSERS["fsync_on_ack"] = _parse_bool
 _PARSERS["message_timestamp_type"] = _parse_timestamp_type
 _PARSERS["cleanup_policy"] = _parse_cleanup_policy
+_PARSERS["min_cleanable_dirty_ratio"] = _parse_ratio
 
 # Kafka topic configs that are valid but not the log's business (or not implemented); accepted, ignored.
 OTHER_TOPIC_PROPERTIES = frozenset(
@@ -192,19 +220,15 @@ OTHER_TOPIC_PROPERTIES = frozenset(
         "compression.gzip.level",
         "compression.lz4.level",
         "compression.zstd.level",
-        "delete.retention.ms",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",
         "local.retention.ms",
-        "max.compaction.lag.ms",
         "message.downconversion.enable",
         "message.format.version",
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
         "min.insync.replicas",
         "preallocate",
         "remote.storage.enable",

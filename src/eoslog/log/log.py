@@ -527,6 +527,38 @@ class Log:
         self._recovery_point = offset
         self._directory_dirty = True
 
+    # ---- the log cleaner's swap (log/cleaner_swap.py drives it; docs/storage-format.md, "Cleaning") ----
+
+    @property
+    def truncation_epoch(self) -> int:
+        """Changes whenever the log is truncated: a cleaner pass planned before must not be swapped in."""
+        return self._truncation_epoch
+
+    def replace_segments(
+        self, old: list[LogSegment], install: Callable[[], LogSegment], *, now_ms: int | None = None
+    ) -> LogSegment:
+        """Replaces consecutive non-active segments ``old`` by the one ``install()`` opens, in one step on
+        the loop. The old files are renamed ``*.deleted`` (or unlinked) first, so ``install`` may move the
+        new files to their names; FileRegions of the old segments stay valid until the delete delay.
+        Any OSError takes the log offline: recovery at the next open completes or rolls back the swap."""
+        self._check_usable()
+        slot = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if slot is None or self._segments[slot : slot + len(old)] != old or slot + len(old) >= len(
+            self._segments
+        ):
+            raise LogError(f"{self.directory}: segments to replace are not consecutive non-active segments")
+        now = self._clock() if now_ms is None else now_ms
+        try:
+            self._remove_segments(list(old), now)
+            segment = install()
+        except OSError as exc:
+            self._failure = exc
+            raise LogStorageError(f"{self.directory}: segment swap failed: {exc}") from exc
+        self._segments.insert(slot, segment)
+        self._bases = [s.base_offset for s in self._segments]
+        self._directory_dirty = True
+        return segment
+
     # ---- flushing and closing -------------------------------------------------------------------
 
     def prepare_flush(self, up_to: int | None = None, *, include_active_indexes: bool = False) -> FlushTask:

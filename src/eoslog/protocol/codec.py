@@ -13,6 +13,7 @@ except for ApiVersions (see ``schema``).
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
@@ -119,8 +120,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     """Decode a request frame (the bytes after the size prefix) into its header and message object.
 
     Raises ``UnknownApiKey`` for an api key no spec defines, ``UnsupportedVersion`` (carrying the decoded
-    header) for a version outside the spec's range, and ``InvalidRequest`` for anything malformed,
-    including trailing bytes. Records fields are ``memoryview`` slices of ``frame``.
+    header) for a version outside the spec's range, and ``InvalidRequest`` for anything malformed
+    (trailing bytes after a complete body are not: see below). Records fields are ``memoryview`` slices
+    of ``frame``.
     """
     buf = frame if type(frame) is memoryview else memoryview(frame)
     end = buf.nbytes
@@ -192,7 +194,7 @@ def encode_request(header: RequestHeader, request: Struct) -> bytes:
     except (struct.error, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"cannot encode {encoder.cls.__name__} v{header.api_version}: {exc!r}") from exc
     pieces = wire.finish_frame(out, parts)
-    if any(type(p) is wire.FileRegion for p in pieces):
+    if any(isinstance(p, wire.FileRegion) for p in pieces):
         raise TypeError("encode_request cannot include a FileRegion; pass bytes")
     return b"".join(pieces)
 
@@ -244,13 +246,19 @@ def encode_api_versions_fallback(correlation_id: int, supported: dict[int, tuple
     return bytes(body)
 
 
-def decode_data(name: str, version: int, data: bytes | memoryview) -> Struct:
-    """Decode a spec of type ``data`` (e.g. ``ConsumerProtocolSubscription``) from the whole of ``data``."""
+@functools.cache
+def _data_codec(name: str, version: int):
     spec = schema.load_spec(name)
     if spec.kind != "data" or version not in spec.valid_versions:
         raise ValueError(f"{name} is not a data spec with version {version}")
+    cls = messages.message_class(name)
+    return codegen.build_decoder(spec, version, cls)[0], codegen.build_encoder(spec, version, cls)[0]
+
+
+def decode_data(name: str, version: int, data: bytes | memoryview) -> Struct:
+    """Decode a spec of type ``data`` (e.g. ``ConsumerProtocolSubscription``) from the whole of ``data``."""
+    decode = _data_codec(name, version)[0]
     buf = data if type(data) is memoryview else memoryview(data)
-    decode = codegen.build_decoder(spec, version, messages.message_class(name))[0]
     try:
         obj, pos = decode(buf, 0, buf.nbytes)
     except _DECODE_ERRORS as exc:
@@ -262,7 +270,6 @@ def decode_data(name: str, version: int, data: bytes | memoryview) -> Struct:
 
 def encode_data(obj: Struct, version: int) -> bytes:
     """Encode an object of a ``data`` spec (the version prefix, if the format has one, is the caller's)."""
-    spec = type(obj).SPEC
     out = bytearray()
-    codegen.build_encoder(spec, version, type(obj))[0](obj, out, [])
+    _data_codec(type(obj).SPEC.name, version)[1](obj, out, [])
     return bytes(out)

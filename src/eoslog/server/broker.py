@@ -44,6 +44,9 @@ class Broker:
         self.bound_port: int | None = None
         self.log_directory: LogDirectory | None = None
         self.topics: TopicRegistry | None = None
+        self.transaction_coordinator = None  # coordinator/transaction/coordinator.py, set in start()
+        self.group_service = None  # coordinator/group/service.py, set in start()
+        self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.default_log_properties = dict(config.log_defaults)
         try:
             LogConfig.from_properties(self.default_log_properties)
@@ -61,6 +64,16 @@ class Broker:
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))
         self._remove_orphan_logs()
+        from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
+
+        self.transaction_coordinator = TransactionCoordinator(self)
+        from eoslog.coordinator.group.service import GroupService
+
+        # Groups load first: the transaction coordinator's recovery may write markers to
+        # __consumer_offsets, which the group service must see on top of what it loaded.
+        self.group_service = GroupService(self)
+        await self.group_service.start()
+        await self.transaction_coordinator.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
@@ -73,6 +86,7 @@ class Broker:
             self.config.listen_port = self.bound_port
         self.started_at_ms = int(time.time() * 1000)
         self._background.append(loop.create_task(self._housekeeping()))
+        self._start_log_cleaner()
         log.info(
             "eoslog broker %d (cluster %s) ready on %s:%d in %.0f ms; %d topics, %d partitions, data in %s",
             self.config.node_id, self.cluster_id, self.config.listen_host, self.bound_port,
@@ -85,6 +99,8 @@ class Broker:
             self._server.close()
         for connection in list(self.dispatcher.connections):
             connection.close()
+        if self.log_cleaner is not None:
+            await self.log_cleaner.stop()  # ends after its current batch; a half-cleaned group is discarded
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -92,6 +108,10 @@ class Broker:
                 await task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.stop()
+        if self.group_service is not None:
+            await self.group_service.stop()
         for partition in self.partitions.values():
             await partition.close()
         if self.log_directory is not None:
@@ -123,6 +143,24 @@ class Broker:
                     log.exception("retention of %s failed", partition.name)
             self.log_directory.checkpoint()
 
+    def _start_log_cleaner(self) -> None:
+        """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:
+        planning and swaps on this loop, the CPU-heavy rewriting in the cleaner's own worker thread."""
+        if not self.config.log_cleaner_enable:
+            return
+        from eoslog.log.cleaner import CleanerTarget, LogCleaner
+
+        def targets() -> list[CleanerTarget]:
+            return [CleanerTarget.for_partition(p) for p in self.partitions.values() if p.log.config.compacts]
+
+        self.log_cleaner = LogCleaner(
+            self.log_directory.data_dir,
+            targets,
+            backoff_ms=self.config.log_cleaner_backoff_ms,
+            map_budget=self.config.log_cleaner_dedupe_buffer_size,
+        )
+        self.log_cleaner.start()
+
     # --- topics and partitions --------------------------------------------------------------------
     def _log_config_for_topic(self, topic: str) -> LogConfig:
         info = self.topics.get(topic) if self.topics is not None else None
@@ -141,7 +179,10 @@ class Broker:
         config = self.log_config_for(info)
         for index in indexes:
             partition_log = self.log_directory.get_or_create_log(info.name, index, config)
-            self.partitions[(info.name, index)] = Partition(info.name, index, partition_log, self.log_directory.group_commit)
+            partition = Partition(info.name, index, partition_log, self.log_directory.group_commit)
+            if self.transaction_coordinator is not None:
+                self.transaction_coordinator.attach_partition(partition)
+            self.partitions[(info.name, index)] = partition
 
     def _remove_orphan_logs(self) -> None:
         """Partition directories of topics the registry no longer has (a crash during a delete)."""

@@ -7,6 +7,7 @@ Broker-level ``log.*`` properties are the defaults for the topic-level names Kaf
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,15 @@ LOG_DEFAULTS = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
+}
+# Test-only switches that break exactly-once on purpose, so that `eoslog verify` can show it notices
+# (tests/verify/test_verify_run.py). Refused unless EOSLOG_ALLOW_TEST_FAULTS=1; never for real use.
+TEST_FAULTS_ENV = "EOSLOG_ALLOW_TEST_FAULTS"
+TEST_FAULT_PROPERTIES = {
+    # retried batches are appended again instead of answered with their original offsets
+    "eoslog.test.disable.duplicate.detection": "test_disable_duplicate_detection",
+    # read_committed fetches read up to the high watermark, open transactions included
+    "eoslog.test.read.committed.past.lso": "test_read_committed_past_lso",
 }
 # Hours/minutes spellings Kafka also accepts, converted to the millisecond property.
 _TIME_ALIASES = {
@@ -109,8 +119,12 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     producer_id_expiration_ms: int = 24 * 3_600_000
     log_retention_check_interval_ms: int = 300_000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000  # how long the cleaner sleeps when no log needs cleaning
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # the offset map's memory budget
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
+    test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -145,12 +159,16 @@ class BrokerConfig:
                 "transaction_abort_timed_out_transaction_cleanup_interval_ms", 1),
             "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
             "log.retention.check.interval.ms": ("log_retention_check_interval_ms", 1),
+            "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", 1),
+            "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", 1024),
         }
         if name in simple_ints:
             attribute, minimum = simple_ints[name]
             setattr(self, attribute, _int(name, value, minimum))
         elif name == "auto.create.topics.enable":
             self.auto_create_topics_enable = _bool(name, value)
+        elif name == "log.cleaner.enable":
+            self.log_cleaner_enable = _bool(name, value)
         elif name == "log.dirs" or name == "log.dir":
             self.data_dir = Path(value.split(",")[0])
         elif name == "listeners":
@@ -159,5 +177,20 @@ class BrokerConfig:
             self.advertised_host, self.advertised_port = parse_host_port(value.split("//")[-1], name)
         elif name == "cluster.id":
             self.cluster_id = value
+        elif name.startswith("eoslog.test."):
+            self._set_test_fault(name, value)
         else:
             raise ConfigError(f"unknown broker property {name!r}")
+
+    def _set_test_fault(self, name: str, value: str) -> None:
+        if os.environ.get(TEST_FAULTS_ENV) != "1":
+            raise ConfigError(f"{name} is a test-only fault switch, refused unless {TEST_FAULTS_ENV}=1")
+        if name not in TEST_FAULT_PROPERTIES:
+            raise ConfigError(f"unknown test fault switch {name!r}; known: {', '.join(TEST_FAULT_PROPERTIES)}")
+        enabled = _bool(name, value)
+        self.test_faults[name] = enabled
+        # Process-wide on purpose: the switches are Partition class attributes, so a test-only setting
+        # needs no parameter threaded through the broker. Only `eoslog serve` subprocesses set them.
+        from eoslog.cluster.partition import Partition
+
+        setattr(Partition, TEST_FAULT_PROPERTIES[name], enabled)

@@ -1,0 +1,25 @@
+"""AddOffsetsToTxn (key 25), v0-3: the group's __consumer_offsets partition joins the transaction, so the
+TxnOffsetCommit that follows is committed or aborted with it."""
+
+from __future__ import annotations
+
+from eoslog.protocol.messages import AddOffsetsToTxnResponse
+
+API_KEY = 25
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def _handle(context, request):
+    code = await context.broker.transaction_coordinator.add_offsets_to_txn(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
+        context.api_version)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(code))
+
+
+def handle(context, request):
+    return _handle(context, request)
+
+
+def error_response(context, request, code):
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(code))

@@ -1,0 +1,46 @@
+"""AddPartitionsToTxn (key 24), v0-3: the partitions a transactional producer is about to write join its
+transaction. v4+ (KIP-890's batched, broker-to-broker verify form) is not advertised: this single node
+verifies in-process (Partition.transaction_verifier)."""
+
+from __future__ import annotations
+
+from eoslog.coordinator.transaction.metadata import TopicPartition
+from eoslog.protocol.messages import AddPartitionsToTxnResponse
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+
+
+def _requested(request) -> list[TopicPartition]:
+    return [TopicPartition(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
+
+
+def _response(codes: dict[TopicPartition, int]):
+    by_topic: dict[str, list] = {}
+    for tp, code in codes.items():
+        by_topic.setdefault(tp.topic, []).append(PartitionResult(partition_index=tp.partition,
+                                                                 partition_error_code=int(code)))
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0, error_code=0,
+        results_by_topic_v3_and_below=[TopicResult(name=name, results_by_partition=results)
+                                       for name, results in by_topic.items()])
+
+
+async def _handle(context, request):
+    coordinator = context.broker.transaction_coordinator
+    codes = await coordinator.add_partitions_to_txn(
+        request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch, _requested(request), context.api_version)
+    return _response(codes)
+
+
+def handle(context, request):
+    return _handle(context, request)
+
+
+def error_response(context, request, code):
+    return _response({tp: code for tp in _requested(request)})

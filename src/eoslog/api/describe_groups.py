@@ -1,0 +1,42 @@
+"""DescribeGroups (key 15), v0-6: state, protocol and members (with metadata and assignment when
+Stable). Before v6 an unknown group is described as Dead; v6 answers GROUP_ID_NOT_FOUND (KIP-1043)."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import code, service
+from eoslog.coordinator.group.errors import Errors
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import DescribeGroupsResponse
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+DescribedGroup = DescribeGroupsResponse.DescribedGroup
+Member = DescribeGroupsResponse.DescribedGroupMember
+UNKNOWN_OPERATIONS = -(2**31)
+
+
+def handle(context, request):
+    coordinator = service(context).coordinator
+    groups = []
+    for group_id in request.groups:
+        d = coordinator.describe(group_id)
+        error, message = code(d.error), None
+        if context.api_version >= 6 and d.error is Errors.NONE and d.state == "Dead":
+            error, message = int(ErrorCode.GROUP_ID_NOT_FOUND), f"group {group_id} not found"
+        groups.append(DescribedGroup(
+            error_code=error, error_message=message, group_id=group_id, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol_data,
+            members=[Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                            client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+                     for m in d.members],
+            authorized_operations=UNKNOWN_OPERATIONS))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+
+def error_response(context, request, error_code):
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        DescribedGroup(error_code=int(error_code), error_message=None, group_id=g, group_state="",
+                       protocol_type="", protocol_data="", members=[], authorized_operations=UNKNOWN_OPERATIONS)
+        for g in request.groups])

@@ -1,0 +1,44 @@
+"""DescribeTransactions (key 65, KIP-664), v0: state, timeout, start time, producer and partitions of
+transactional ids."""
+
+from __future__ import annotations
+
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import DescribeTransactionsResponse
+
+API_KEY = 65
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+Entry = DescribeTransactionsResponse.TransactionState
+TopicData = DescribeTransactionsResponse.TopicData
+
+
+def _error(transactional_id: str, code: int) -> Entry:
+    return Entry(error_code=code, transactional_id=transactional_id, transaction_state="",
+                 transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
+                 topics=[])
+
+
+def handle(context, request):
+    coordinator = context.broker.transaction_coordinator
+    entries = []
+    for transactional_id in request.transactional_ids:
+        found = coordinator.describe(transactional_id)
+        if found is None:
+            entries.append(_error(transactional_id, int(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)))
+            continue
+        topics: dict[str, list[int]] = {}
+        for tp in found.topic_partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        entries.append(Entry(
+            error_code=0, transactional_id=transactional_id, transaction_state=found.state.kafka_name,
+            transaction_timeout_ms=found.txn_timeout_ms, transaction_start_time_ms=found.txn_start_timestamp,
+            producer_id=found.producer_id, producer_epoch=found.producer_epoch,
+            topics=[TopicData(topic=name, partitions=parts) for name, parts in topics.items()]))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=entries)
+
+
+def error_response(context, request, code):
+    return DescribeTransactionsResponse(throttle_time_ms=0,
+                                        transaction_states=[_error(t, int(code)) for t in request.transactional_ids])

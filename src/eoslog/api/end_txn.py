@@ -1,0 +1,26 @@
+"""EndTxn (key 26), v0-3: commit or abort. The answer comes once the Prepare record (the commit point) is
+durable and, normally, once every marker and the Complete record are too. v4 (TRANSACTION_ABORTABLE) and
+v5 (KIP-890 part 2's epoch bump) are not advertised."""
+
+from __future__ import annotations
+
+from eoslog.protocol.messages import EndTxnResponse
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def _handle(context, request):
+    code = await context.broker.transaction_coordinator.end_txn(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+        context.api_version)
+    return EndTxnResponse(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)
+
+
+def handle(context, request):
+    return _handle(context, request)
+
+
+def error_response(context, request, code):
+    return EndTxnResponse(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)

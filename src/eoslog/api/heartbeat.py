@@ -1,0 +1,21 @@
+"""Heartbeat (key 12), v0-4: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import code, service
+from eoslog.protocol.messages import HeartbeatResponse
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(context, request):
+    resp = service(context).call(
+        "heartbeat", request.group_id, request.member_id, request.generation_id,
+        group_instance_id=request.group_instance_id if context.api_version >= 3 else None)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=code(resp.error))
+
+
+def error_response(context, request, error_code):
+    return HeartbeatResponse(throttle_time_ms=0, error_code=int(error_code))

@@ -1,0 +1,30 @@
+"""InitProducerId (key 22): a producer id for an idempotent producer, or the transactional id's producer
+id and bumped epoch (KIP-98, KIP-360 recovery from v3, PRODUCER_FENCED from v4 per KIP-588).
+
+v5+ belong to KIP-890 part 2 / KIP-939 and are not advertised."""
+
+from __future__ import annotations
+
+from eoslog.protocol.messages import InitProducerIdResponse
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def _handle(context, request):
+    coordinator = context.broker.transaction_coordinator
+    producer_id = request.producer_id if context.api_version >= 3 else -1
+    producer_epoch = request.producer_epoch if context.api_version >= 3 else -1
+    code, producer_id, producer_epoch = await coordinator.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch, context.api_version)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=int(code), producer_id=producer_id,
+                                  producer_epoch=producer_epoch)
+
+
+def handle(context, request):
+    return _handle(context, request)
+
+
+def error_response(context, request, code):
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)

@@ -1,0 +1,27 @@
+"""ListGroups (key 16), v0-5: every group this coordinator holds; v4+ filter by state, v5+ by type
+(every group here is a "classic" one)."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import service
+from eoslog.protocol.messages import ListGroupsResponse
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+ListedGroup = ListGroupsResponse.ListedGroup
+
+
+def handle(context, request):
+    version = context.api_version
+    listings = service(context).coordinator.list_groups(
+        states=request.states_filter if version >= 4 else None,
+        types=request.types_filter if version >= 5 else None)
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic")
+        for g in listings])
+
+
+def error_response(context, request, error_code):
+    return ListGroupsResponse(throttle_time_ms=0, error_code=int(error_code), groups=[])

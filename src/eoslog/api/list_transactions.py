@@ -1,0 +1,39 @@
+"""ListTransactions (key 66, KIP-664), v0-2: transactional ids with their producer id and state, filtered by
+state, producer id, duration (v1, KIP-994) and id pattern (v2)."""
+
+from __future__ import annotations
+
+from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
+from eoslog.protocol.messages import ListTransactionsResponse
+
+API_KEY = 66
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+Entry = ListTransactionsResponse.TransactionState
+
+
+def handle(context, request):
+    unknown = []
+    states = []
+    for name in request.state_filters:
+        try:
+            states.append(TransactionState.from_kafka_name(name).kafka_name)
+        except UnknownTransactionState:
+            unknown.append(name)
+    duration = request.duration_filter if context.api_version >= 1 else -1
+    pattern = request.transactional_id_pattern if context.api_version >= 2 else None
+    if unknown and not states:
+        found = []  # only unknown states asked for: nothing can match
+    else:
+        found = context.broker.transaction_coordinator.list_transactions(
+            states, request.producer_id_filters, duration, pattern or None)
+    return ListTransactionsResponse(
+        throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+        transaction_states=[Entry(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                                  transaction_state=t.state.kafka_name) for t in found])
+
+
+def error_response(context, request, code):
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=int(code), unknown_state_filters=[],
+                                    transaction_states=[])

@@ -1,0 +1,71 @@
+"""OffsetCommit (key 8), v2-9: a group's committed positions, answered once durable.
+
+v2-4 carry ``retention_time_ms`` (an explicit expiry, KIP-211 removed it in v5), v6+ the leader epoch,
+v7+ the static member's instance id. v9 is v8 for classic groups (its new fields serve KIP-848
+groups, which eoslog does not run). v10 names topics by id and is not advertised. Partitions of
+topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import code, resolve, service
+from eoslog.coordinator.group import PartitionCommit
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import OffsetCommitResponse
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+
+
+def known_partition(broker, topic: str, index: int) -> bool:
+    info = broker.topics.get(topic)
+    return info is not None and 0 <= index < info.partitions
+
+
+def split_known(broker, topics, epoch_of):
+    """(commits of existing partitions, {(topic, partition): error code} of the others)."""
+    commits, errors = [], {}
+    for topic in topics:
+        for p in topic.partitions:
+            if known_partition(broker, topic.name, p.partition_index):
+                commits.append(PartitionCommit(topic.name, p.partition_index, p.committed_offset, epoch_of(p),
+                                               p.committed_metadata))
+            else:
+                errors[(topic.name, p.partition_index)] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return commits, errors
+
+
+def handle(context, request):
+    version = context.api_version
+    commits, errors = split_known(context.broker, request.topics,
+                                  lambda p: p.committed_leader_epoch if version >= 6 else -1)
+    answer = None
+    if commits:
+        answer = service(context).call(
+            "commit_offsets", request.group_id, commits, member_id=request.member_id,
+            generation_id=request.generation_id_or_member_epoch,
+            group_instance_id=request.group_instance_id if version >= 7 else None,
+            retention_ms=request.retention_time_ms if version <= 4 else -1)
+    return _respond(request, answer, errors)
+
+
+async def _respond(request, answer, errors):
+    if answer is not None:
+        resp = await resolve(answer)
+        for result in resp.partitions:
+            errors[(result.topic, result.partition)] = code(result.error)
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
+                                                 error_code=errors.get((t.name, p.partition_index), 0))
+                                       for p in t.partitions])
+        for t in request.topics])
+
+
+def error_response(context, request, error_code):
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=int(error_code))
+                                       for p in t.partitions])
+        for t in request.topics])

@@ -1,0 +1,70 @@
+"""OffsetFetch (key 9), v1-9: a group's committed offsets (-1 where none).
+
+v2+ may ask for every partition (null topics) and carry a top-level error, v5+ the leader epoch, v7+
+``require_stable`` (KIP-447: a partition whose offset awaits a transaction marker or a write answers
+UNSTABLE_OFFSET_COMMIT, and the client retries), v8+ batch groups. v9's member fields serve KIP-848
+groups only. v10 names topics by id and is not advertised."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from eoslog.api._group_common import code, service
+from eoslog.coordinator.group.errors import Errors
+from eoslog.protocol.messages import OffsetFetchResponse
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+Partition = OffsetFetchResponse.OffsetFetchResponsePartition
+Group = OffsetFetchResponse.OffsetFetchResponseGroup
+Topics = OffsetFetchResponse.OffsetFetchResponseTopics
+Partitions = OffsetFetchResponse.OffsetFetchResponsePartitions
+
+
+def _fetch(group_service, group_id, topics, require_stable):
+    """(group error, {topic: [(partition, offset, epoch, metadata, code)]}) in request order."""
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    resp = group_service.fetch_offsets(group_id, wanted, require_stable=require_stable)
+    by_topic = defaultdict(list)
+    if resp.error is not Errors.NONE:
+        for name, index in wanted or ():
+            by_topic[name].append((index, -1, -1, "", code(resp.error)))
+        return code(resp.error), by_topic
+    for f in resp.partitions:
+        by_topic[f.topic].append((f.partition, f.offset, f.leader_epoch, f.metadata or "", code(f.error)))
+    return 0, by_topic
+
+
+def handle(context, request):
+    version = context.api_version
+    group_service = service(context)
+    require_stable = request.require_stable if version >= 7 else False
+    if version >= 8:
+        groups = []
+        for g in request.groups:
+            error, by_topic = _fetch(group_service, g.group_id, g.topics, require_stable)
+            groups.append(Group(group_id=g.group_id, error_code=error, topics=[] if error else [
+                Topics(name=name, partitions=[
+                    Partitions(partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                               error_code=c) for i, o, e, m, c in rows])
+                for name, rows in by_topic.items()]))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    topics = request.topics if version >= 2 else list(request.topics or ())
+    error, by_topic = _fetch(group_service, request.group_id, topics, require_stable)
+    if error and version >= 2:
+        by_topic = {}
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
+        Topic(name=name, partitions=[
+            Partition(partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=c)
+            for i, o, e, m, c in rows])
+        for name, rows in by_topic.items()])
+
+
+def error_response(context, request, error_code):
+    if context.api_version >= 8:
+        return OffsetFetchResponse(throttle_time_ms=0, groups=[
+            Group(group_id=g.group_id, error_code=int(error_code), topics=[]) for g in request.groups])
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=int(error_code), topics=[])

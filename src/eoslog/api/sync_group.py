@@ -1,0 +1,33 @@
+"""SyncGroup (key 14), v0-5: the leader hands out the assignment; everyone gets theirs once it is
+durable in ``__consumer_offsets``. v3+ static members, v5 protocol type/name checked and echoed."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import code, resolve, service
+from eoslog.protocol.messages import SyncGroupResponse
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(context, request):
+    version = context.api_version
+    answer = service(context).call(
+        "sync_group", request.group_id, request.member_id, request.generation_id,
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments],
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None)
+    return _respond(answer)
+
+
+async def _respond(answer):
+    resp = await resolve(answer)
+    return SyncGroupResponse(throttle_time_ms=0, error_code=code(resp.error), protocol_type=resp.protocol_type,
+                             protocol_name=resp.protocol_name, assignment=resp.assignment)
+
+
+def error_response(context, request, error_code):
+    return SyncGroupResponse(throttle_time_ms=0, error_code=int(error_code), protocol_type=None,
+                             protocol_name=None, assignment=b"")

@@ -1,0 +1,64 @@
+"""TxnOffsetCommit (key 28), v0-3: offsets written inside a producer's transaction (KIP-98), visible
+only after its COMMIT marker reaches ``__consumer_offsets``. v2+ carry the leader epoch, v3 the
+member's generation for KIP-447 fencing. v4+ (KIP-890 error codes) are not advertised.
+
+The group's ``__consumer_offsets`` partition must already be in the producer's ongoing transaction
+(AddOffsetsToTxn): the transaction coordinator checks it, which also fences stale producer epochs
+before anything is written."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import code, resolve, service
+from eoslog.api.offset_commit import split_known
+from eoslog.cluster.topics import CONSUMER_OFFSETS
+from eoslog.protocol.messages import TxnOffsetCommitResponse
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
+
+
+def handle(context, request):
+    version = context.api_version
+    group_service = service(context)
+    txn = context.broker.transaction_coordinator
+    if txn is not None:
+        # Raises (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...) unless AddOffsetsToTxn put the group's
+        # partition into this producer's ongoing transaction; error_response answers every partition.
+        txn.verify_partition_in_transaction(
+            request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
+            group_service.coordinator.partition_for(request.group_id))
+    commits, errors = split_known(context.broker, request.topics,
+                                  lambda p: p.committed_leader_epoch if version >= 2 else -1)
+    answer = None
+    if commits:
+        answer = group_service.call(
+            "txn_commit_offsets", request.group_id, request.producer_id, request.producer_epoch, commits,
+            member_id=request.member_id if version >= 3 else "",
+            generation_id=request.generation_id if version >= 3 else -1,
+            group_instance_id=request.group_instance_id if version >= 3 else None)
+    return _respond(request, answer, errors)
+
+
+async def _respond(request, answer, errors):
+    if answer is not None:
+        resp = await resolve(answer)
+        for result in resp.partitions:
+            errors[(result.topic, result.partition)] = code(result.error)
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
+                                                 error_code=errors.get((t.name, p.partition_index), 0))
+                                       for p in t.partitions])
+        for t in request.topics])
+
+
+def error_response(context, request, error_code):
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=int(error_code))
+                                       for p in t.partitions])
+        for t in request.topics])
+
+

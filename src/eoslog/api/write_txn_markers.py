@@ -1,0 +1,46 @@
+"""WriteTxnMarkers (key 27), v1: write COMMIT/ABORT markers on this broker's partitions.
+
+The coordinator writes its own markers in-process; this API serves admin tools, e.g. aborting a hanging
+transaction (KIP-664: `eoslog transactions abort`), with the producer id, epoch and coordinator epoch
+that DescribeProducers reports."""
+
+from __future__ import annotations
+
+from eoslog.coordinator.transaction.metadata import TopicPartition, TransactionResult
+from eoslog.protocol.messages import WriteTxnMarkersResponse
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
+TopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
+PartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
+
+
+def _result(marker, codes) -> MarkerResult:
+    return MarkerResult(producer_id=marker.producer_id, topics=[
+        TopicResult(name=topic.name, partitions=[
+            PartitionResult(partition_index=index, error_code=int(codes(TopicPartition(topic.name, index))))
+            for index in topic.partition_indexes])
+        for topic in marker.topics])
+
+
+async def _handle(context, request):
+    coordinator = context.broker.transaction_coordinator
+    results = []
+    for marker in request.markers:
+        tps = [TopicPartition(t.name, i) for t in marker.topics for i in t.partition_indexes]
+        result = TransactionResult.COMMIT if marker.transaction_result else TransactionResult.ABORT
+        codes = await coordinator.write_markers(marker.producer_id, marker.producer_epoch, result, tps,
+                                                coordinator_epoch=marker.coordinator_epoch)
+        results.append(_result(marker, codes.__getitem__))
+    return WriteTxnMarkersResponse(markers=results)
+
+
+def handle(context, request):
+    return _handle(context, request)
+
+
+def error_response(context, request, code):
+    return WriteTxnMarkersResponse(markers=[_result(m, lambda tp: code) for m in request.markers])

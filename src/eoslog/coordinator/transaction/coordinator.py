@@ -1,0 +1,539 @@
+"""The transaction coordinator's I/O shell: carries out the sans-IO core's Decisions on this broker.
+
+Contract
+- Owns ``__transaction_state`` (created at start; a single node leads every partition of it), the
+  cache of :class:`TransactionMetadata` per partition of that topic, the producer id block file, and
+  the tasks that write markers and time transactions out. Only the broker's event loop calls it.
+- prepare -> log -> apply (docs/transactions.md, "How the shell carries out a Decision"): a transit is
+  appended to the id's ``__transaction_state`` partition and applied only once the high watermark has
+  passed it (fsync'ed by the group commit); a failed append aborts the transit.
+- The Prepare record is the commit point. Markers then go to every partition of the transaction through
+  :meth:`Partition.append_control`, each waited on until durable, and only then is the Complete record
+  logged. A crash anywhere in between is finished at the next start from what the log says
+  (``log_format.recovery_actions``).
+- ``offsets_marker_listeners`` are called as ``listener(partition, producer_id, commit)`` once a marker
+  written to ``__consumer_offsets``-``partition`` is durable: the group coordinator publishes or drops
+  that producer's pending transactional offsets there.
+- The coordinator epoch is 0: one node, never a second coordinator, so markers never need to fence an
+  older one. It is carried in every marker, as Kafka's brokers expect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
+from eoslog.coordinator.transaction import decisions as d
+from eoslog.coordinator.transaction.decisions import Decision, TransactionConfig, TxnError
+from eoslog.coordinator.transaction.log_format import (
+    encode_key,
+    encode_value,
+    load_state,
+    partition_for,
+    recovery_actions,
+)
+from eoslog.coordinator.transaction.metadata import (
+    TopicPartition,
+    TransactionMetadata,
+    TransactionResult,
+    TxnTransitMetadata,
+    WriteTxnMarkers,
+)
+from eoslog.coordinator.transaction.producer_id_block import (
+    BLOCK_FILE_NAME,
+    ProducerIdBlockAllocator,
+    decode_block_file,
+    encode_block_file,
+)
+from eoslog.coordinator.transaction.state import TransactionState
+from eoslog.log.producer_state import ProducerStateError
+from eoslog.protocol.errors import ErrorCode, error_for_code
+from eoslog.records.batch import iter_batches
+from eoslog.records.builder import SimpleRecord, build_batch
+from eoslog.records.control import ControlType, build_control_batch
+
+if TYPE_CHECKING:
+    from eoslog.cluster.partition import Partition
+    from eoslog.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_EPOCH = 0
+# EndTxn answers once the Complete record is logged (so the client's next AddPartitionsToTxn does not
+# meet CONCURRENT_TRANSACTIONS), but never waits longer than this: the decision is already durable.
+END_TXN_COMPLETION_WAIT_S = 5.0
+MARKER_RETRY_BACKOFF_S = (0.05, 1.0)
+API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN = 22, 24, 25, 26
+LOAD_CHUNK = 8 * 1024 * 1024
+
+# KIP-890 part 1 on the produce path: how a failed verification is put to the producer. Transient
+# coordinator states become NOT_ENOUGH_REPLICAS, the one retriable error every client has always
+# retried on Produce (Kafka does the same); a fence is INVALID_PRODUCER_EPOCH, the Produce spelling.
+_PRODUCE_VERIFY_ERRORS = {
+    TxnError.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    TxnError.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    TxnError.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    TxnError.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    TxnError.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionDescription:
+    """What DescribeTransactions / ListTransactions / the CLI show of one transactional id."""
+
+    def __init__(self, metadata: TransactionMetadata) -> None:
+        self.transactional_id = metadata.transactional_id
+        self.state = metadata.state
+        self.producer_id = metadata.producer_id
+        self.producer_epoch = metadata.producer_epoch
+        self.txn_timeout_ms = metadata.txn_timeout_ms
+        self.txn_start_timestamp = metadata.txn_start_timestamp
+        self.topic_partitions = sorted(metadata.topic_partitions)
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.config = TransactionConfig(
+            transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        )
+        self.num_partitions = config.transaction_state_log_num_partitions
+        self._states: dict[int, dict[str, TransactionMetadata]] = {}
+        self._block_path = Path(config.data_dir) / BLOCK_FILE_NAME
+        self._allocator: ProducerIdBlockAllocator | None = None
+        self._completions: dict[str, asyncio.Task] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._timer: asyncio.Task | None = None
+        self._stopping = False
+        self.offsets_marker_listeners: list[Callable[[int, int, bool], None]] = []
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Opens the producer id block file, loads ``__transaction_state`` and finishes what it says was
+        decided (markers and Complete records are written in the background)."""
+        data = self._block_path.read_bytes() if self._block_path.exists() else None
+        self._allocator = ProducerIdBlockAllocator(decode_block_file(data) if data is not None else 0)
+        for partition in self.broker.partitions.values():
+            self.attach_partition(partition)
+        loaded = 0
+        # Like Kafka, __transaction_state is created on first use (the first transactional request).
+        if self.broker.topics.get(TRANSACTION_STATE) is not None:
+            self._ensure_state_topic()
+            for index in range(self.num_partitions):
+                partition = self.broker.partition(TRANSACTION_STATE, index)
+                self._states[index] = load_state(_read_records(partition))
+                loaded += len(self._states[index])
+        actions = 0
+        for index, states in self._states.items():
+            for action in recovery_actions(states, now_ms()):
+                actions += 1
+                self._spawn_completion(action.markers, action.complete)
+        if loaded or actions:
+            log.info("transaction coordinator loaded %d transactional ids; finishing %d decided transactions",
+                     loaded, actions)
+        self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        tasks = [t for t in [self._timer, *self._tasks] if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                pass
+
+    def attach_partition(self, partition: Partition) -> None:
+        """Every partition checks transactional batches against this coordinator (KIP-890 part 1)."""
+        partition.transaction_verifier = self.verify_partition_in_transaction
+
+    # ---- producer ids -----------------------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A never-used producer id; a new block end is fsync'ed first (once per 1000 ids, on the loop:
+        one small file write is cheaper than a thread hop)."""
+        assert self._allocator is not None, "the coordinator is not started"
+        return self._allocator.allocate_with(self._persist_block)
+
+    def _persist_block(self, block_end: int) -> None:
+        write_atomically(self._block_path, encode_block_file(block_end))
+
+    # ---- the cache --------------------------------------------------------------------------------
+
+    def _ensure_state_topic(self) -> None:
+        if self._states:
+            return
+        info = self.broker.ensure_internal_topic(TRANSACTION_STATE)
+        self.num_partitions = info.partitions
+        self._states = {index: {} for index in range(info.partitions)}
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def _cache(self, transactional_id: str) -> dict[str, TransactionMetadata]:
+        self._ensure_state_topic()
+        return self._states[self.partition_for(transactional_id)]
+
+    def get(self, transactional_id: str) -> TransactionMetadata | None:
+        return self._cache(transactional_id).get(transactional_id)
+
+    def all_metadata(self) -> Iterator[TransactionMetadata]:
+        for states in self._states.values():
+            yield from states.values()
+
+    # ---- carrying out a Decision ------------------------------------------------------------------
+
+    async def _carry_out(self, transactional_id: str, metadata: TransactionMetadata | None,
+                         decision: Decision) -> TxnError:
+        """Steps 1-3 of decisions.py's docstring; returns the error to answer."""
+        if decision.transit is None:
+            return decision.error
+        cache = self._cache(transactional_id)
+        if decision.new_metadata is not None:
+            metadata = decision.new_metadata
+            cache[transactional_id] = metadata
+        assert metadata is not None
+        try:
+            await self._log_transit(metadata, decision.transit)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the client retries on a retriable coordinator error
+            log.warning("could not log %s for transactional id %r: %s", decision.transit.state.kafka_name,
+                        transactional_id, exc)
+            if decision.new_metadata is not None and cache.get(transactional_id) is metadata:
+                del cache[transactional_id]
+            return TxnError.COORDINATOR_NOT_AVAILABLE
+        if metadata.state is TransactionState.DEAD and cache.get(transactional_id) is metadata:
+            del cache[transactional_id]
+        if decision.write_markers is not None:
+            self._spawn_completion(decision.write_markers, None)
+        return decision.error
+
+    async def _log_transit(self, metadata: TransactionMetadata, transit: TxnTransitMetadata) -> None:
+        """Appends ``transit`` to the id's partition, waits until durable, applies it; on failure the
+        transit is aborted and the error raised."""
+        try:
+            partition = self.broker.partition(TRANSACTION_STATE, self.partition_for(transit.transactional_id))
+            batch = build_batch([SimpleRecord(encode_key(transit.transactional_id), encode_value(transit))])
+            info = partition.append_internal(batch)
+            await partition.wait_for_high_watermark(info.last_offset + 1)
+        except BaseException:
+            metadata.abort_transition()
+            raise
+        metadata.complete_transition(transit)
+
+    # ---- markers and completion -------------------------------------------------------------------
+
+    def _spawn_completion(self, markers: WriteTxnMarkers, complete: TxnTransitMetadata | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._complete_transaction(markers, complete))
+        self._completions[markers.transactional_id] = task
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if self._completions.get(markers.transactional_id) is t:
+                del self._completions[markers.transactional_id]
+
+        task.add_done_callback(done)
+
+    async def _complete_transaction(self, markers: WriteTxnMarkers, complete: TxnTransitMetadata | None) -> None:
+        """Markers on every partition, then the Complete record. ``complete`` is a transit recovery
+        already prepared (pending on the metadata); otherwise markers_written() prepares one."""
+        await self.write_markers(markers.producer_id, markers.producer_epoch, markers.result, markers.partitions)
+        delay = MARKER_RETRY_BACKOFF_S[0]
+        while not self._stopping:
+            metadata = self.get(markers.transactional_id)
+            if complete is not None:
+                transit, complete = complete, None
+                if metadata is None or metadata.pending_transit is not transit:
+                    return
+            else:
+                decision = d.markers_written(metadata, markers, now_ms())
+                if decision.transit is None:
+                    if decision.error is not TxnError.CONCURRENT_TRANSACTIONS:
+                        log.warning("markers of %r written, but the id moved on: %s", markers.transactional_id,
+                                    decision.error.value)
+                        return
+                    await asyncio.sleep(delay)
+                    continue
+                transit = decision.transit
+            assert metadata is not None
+            try:
+                await self._log_transit(metadata, transit)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - retried: the decision is durable and must complete
+                log.warning("could not log %s for %r, retrying: %s", transit.state.kafka_name,
+                            markers.transactional_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MARKER_RETRY_BACKOFF_S[1])
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, result: TransactionResult,
+                            partitions: Iterable[TopicPartition],
+                            coordinator_epoch: int = COORDINATOR_EPOCH) -> dict[TopicPartition, ErrorCode]:
+        """Writes a ``result`` marker on every partition and waits until each is durable. Storage errors
+        are retried; a partition that refuses the marker (a newer epoch or coordinator wrote there) or
+        no longer exists is reported and skipped. Also serves the WriteTxnMarkers API."""
+        tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+        outcomes = await asyncio.gather(*(self._write_marker(tp, producer_id, producer_epoch, result,
+                                                             coordinator_epoch) for tp in tps))
+        return dict(zip(tps, outcomes))
+
+    async def _write_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                            result: TransactionResult, coordinator_epoch: int) -> ErrorCode:
+        delay = MARKER_RETRY_BACKOFF_S[0]
+        while True:
+            partition = self.broker.partitions.get((tp.topic, tp.partition))
+            if partition is None and tp.topic == CONSUMER_OFFSETS:
+                self.broker.ensure_internal_topic(CONSUMER_OFFSETS)
+                partition = self.broker.partitions.get((tp.topic, tp.partition))
+            if partition is None:
+                log.warning("no marker for %s-%d (producer %d): the partition is gone", tp.topic, tp.partition,
+                            producer_id)
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            batch = build_control_batch(ControlType(result.value), producer_id, producer_epoch, coordinator_epoch)
+            try:
+                appended = partition.append_control(batch)
+                await partition.wait_for_high_watermark(appended.last_offset + 1)
+            except ProducerStateError as exc:
+                log.warning("%s-%d refused the %s marker of producer %d: %s", tp.topic, tp.partition,
+                            result.name, producer_id, exc)
+                return ErrorCode[exc.error_name]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self._stopping:
+                    raise
+                log.warning("marker for %s-%d failed, retrying: %s", tp.topic, tp.partition, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MARKER_RETRY_BACKOFF_S[1])
+                continue
+            if tp.topic == CONSUMER_OFFSETS:
+                for listener in self.offsets_marker_listeners:
+                    try:
+                        listener(tp.partition, producer_id, result is TransactionResult.COMMIT)
+                    except Exception:
+                        log.exception("offsets marker listener failed")
+            return ErrorCode.NONE
+
+    # ---- the APIs ---------------------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str | None, transaction_timeout_ms: int,
+                               producer_id: int, producer_epoch: int, api_version: int) -> tuple[ErrorCode, int, int]:
+        """InitProducerId: (error, producer id, epoch)."""
+        if transactional_id is None:
+            return ErrorCode.NONE, self.allocate_producer_id(), 0
+        metadata = self.get(transactional_id) if transactional_id else None
+        decision = d.init_producer_id(metadata, transactional_id, transaction_timeout_ms, now_ms(), self.config,
+                                      self.allocate_producer_id, producer_id=producer_id,
+                                      producer_epoch=producer_epoch)
+        error = await self._carry_out(transactional_id, metadata, decision)
+        if error is TxnError.CONCURRENT_TRANSACTIONS and decision.write_markers is not None:
+            # An open transaction was just aborted under a bumped epoch (a new instance fencing the old
+            # one). The abort completes locally in milliseconds: wait for it and decide again, sparing
+            # the client a retry round.
+            completion = self._completions.get(transactional_id)
+            if completion is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(completion), END_TXN_COMPLETION_WAIT_S)
+                except TimeoutError:
+                    pass
+                else:
+                    return await self.init_producer_id(transactional_id, transaction_timeout_ms, producer_id,
+                                                       producer_epoch, api_version)
+        code = _wire(error, API_INIT_PRODUCER_ID, api_version)
+        if code is not ErrorCode.NONE:
+            return code, -1, -1
+        return code, decision.producer_id, decision.producer_epoch
+
+    async def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: Iterable[TopicPartition], api_version: int
+                                    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v0-3: one error per partition. Unknown partitions fail the whole request
+        with UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the rest, as Kafka."""
+        tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+        unknown = [tp for tp in tps if (tp.topic, tp.partition) not in self.broker.partitions]
+        if unknown:
+            return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for tp in tps}
+        metadata = self.get(transactional_id) if transactional_id else None
+        decision = d.add_partitions_to_txn(metadata, transactional_id, producer_id, producer_epoch, tps, now_ms())
+        code = _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_PARTITIONS, api_version)
+        return {tp: code for tp in tps}
+
+    async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 group_id: str, api_version: int) -> ErrorCode:
+        metadata = self.get(transactional_id) if transactional_id else None
+        decision = d.add_offsets_to_txn(metadata, transactional_id, producer_id, producer_epoch, group_id,
+                                        now_ms(), self.config)
+        return _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_OFFSETS, api_version)
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
+                      api_version: int) -> ErrorCode:
+        metadata = self.get(transactional_id) if transactional_id else None
+        result = TransactionResult.COMMIT if committed else TransactionResult.ABORT
+        decision = d.end_txn(metadata, transactional_id, producer_id, producer_epoch, result, now_ms())
+        error = await self._carry_out(transactional_id, metadata, decision)
+        if error is TxnError.NONE and decision.write_markers is not None:
+            completion = self._completions.get(transactional_id)
+            if completion is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(completion), END_TXN_COMPLETION_WAIT_S)
+                except TimeoutError:
+                    log.warning("EndTxn of %r answered before its markers were all written", transactional_id)
+        return _wire(error, API_END_TXN, api_version)
+
+    def verify_partition_in_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                        topic: str, partition: int) -> None:
+        """KIP-890 part 1, for Partition.append: raises unless the partition is in the producer's ongoing
+        transaction. A transaction being widened (AddPartitionsToTxn pending) still accepts batches for
+        the partitions it already has."""
+        tp = TopicPartition(topic, partition)
+        metadata = self.get(transactional_id) if transactional_id else None
+        if (metadata is not None and metadata.state is TransactionState.ONGOING
+                and metadata.pending_state in (None, TransactionState.ONGOING)
+                and (metadata.producer_id, metadata.producer_epoch) == (producer_id, producer_epoch)
+                and tp in metadata.topic_partitions):
+            return
+        decision = d.verify_partitions_in_txn(metadata, transactional_id or "", producer_id, producer_epoch, [tp])
+        error = decision.partition_errors.get(tp, TxnError.INVALID_TXN_STATE)
+        if error is TxnError.NONE:
+            return
+        code = _PRODUCE_VERIFY_ERRORS.get(error, ErrorCode[error.value])
+        raise error_for_code(code)(
+            f"{topic}-{partition} is not in the ongoing transaction of {transactional_id!r} "
+            f"(producer {producer_id}, epoch {producer_epoch}): {error.value}")
+
+    # ---- admin: ListTransactions / DescribeTransactions --------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionDescription | None:
+        metadata = self.get(transactional_id)
+        if metadata is None or metadata.state is TransactionState.DEAD:
+            return None
+        return TransactionDescription(metadata)
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          min_duration_ms: int = -1, pattern: str | None = None) -> list[TransactionDescription]:
+        """ListTransactions' filters: Kafka state names, producer ids, running longer than
+        ``min_duration_ms`` (KIP-994), transactional id regex (full match)."""
+        wanted_states = set(states)
+        wanted_pids = set(producer_ids)
+        regex = re.compile(pattern) if pattern else None
+        now = now_ms()
+        out = []
+        for metadata in self.all_metadata():
+            if metadata.state is TransactionState.DEAD:
+                continue
+            if wanted_states and metadata.state.kafka_name not in wanted_states:
+                continue
+            if wanted_pids and metadata.producer_id not in wanted_pids:
+                continue
+            if min_duration_ms >= 0 and (metadata.state is not TransactionState.ONGOING
+                                         or now - metadata.txn_start_timestamp < min_duration_ms):
+                continue
+            if regex is not None and not regex.fullmatch(metadata.transactional_id):
+                continue
+            out.append(TransactionDescription(metadata))
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    # ---- timers -----------------------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        interval_ms = self.broker.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        # Kafka checks id expiration hourly; a shorter expiration setting (tests) is checked more often.
+        expiration_every_ms = min(3_600_000, max(interval_ms, self.config.transactional_id_expiration_ms // 10))
+        last_expiration = now_ms()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await self.abort_timed_out_transactions()
+                if now_ms() - last_expiration >= expiration_every_ms:
+                    last_expiration = now_ms()
+                    await self.expire_transactional_ids()
+                self._maintain_partitions()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transaction coordinator timer failed")
+
+    async def abort_timed_out_transactions(self) -> list[str]:
+        """Aborts (epoch + 1) every Ongoing transaction older than its timeout; returns the ids."""
+        aborted = []
+        for states in list(self._states.values()):
+            for transactional_id in d.expired_transactions(states, now_ms()):
+                metadata = states.get(transactional_id)
+                if metadata is None:
+                    continue
+                decision = d.abort_timed_out_transaction(metadata, now_ms())
+                if decision.transit is None:
+                    continue
+                log.info("aborting transaction of %r (producer %d): older than its timeout of %d ms",
+                         transactional_id, metadata.producer_id, metadata.txn_timeout_ms)
+                if await self._carry_out(transactional_id, metadata, decision) is TxnError.NONE:
+                    aborted.append(transactional_id)
+        return aborted
+
+    async def expire_transactional_ids(self) -> list[str]:
+        expired = []
+        for states in list(self._states.values()):
+            for transactional_id in d.expired_transactional_ids(states, now_ms(), self.config):
+                metadata = states.get(transactional_id)
+                if metadata is None:
+                    continue
+                decision = d.expire_transactional_id(metadata, now_ms(), self.config)
+                if decision.transit is not None and \
+                        await self._carry_out(transactional_id, metadata, decision) is TxnError.NONE:
+                    expired.append(transactional_id)
+        if expired:
+            log.info("expired %d idle transactional ids", len(expired))
+        return expired
+
+    def _maintain_partitions(self) -> None:
+        """Housekeeping on the partitions' transaction side: drop ``.txnindex`` files of deleted segments
+        and forget producers silent for producer.id.expiration.ms (Kafka's LogManager does both)."""
+        now = now_ms()
+        for partition in list(self.broker.partitions.values()):
+            partition.maintain_transaction_index()
+            partition.producer_state.remove_expired(now, self.broker.config.producer_id_expiration_ms)
+
+
+def _wire(error: TxnError, api_key: int, api_version: int) -> ErrorCode:
+    return ErrorCode[d.error_for_version(error, api_key, api_version).value]
+
+
+def _read_records(partition: Partition) -> Iterator[tuple[bytes, bytes | None]]:
+    """(key, value) of every record of a partition, in log order (control batches skipped)."""
+    partition_log = partition.log
+    offset = partition_log.log_start_offset
+    while offset < partition_log.log_end_offset:
+        result = partition_log.read(offset, LOAD_CHUNK, min_one_batch=True)
+        if not result.regions:
+            return
+        data = b"".join(os.pread(r.fd, r.length, r.position) for r in result.regions)
+        for batch in iter_batches(data):
+            header = batch.header
+            if header.next_offset <= offset:
+                continue
+            offset = header.next_offset
+            if header.is_control:
+                continue
+            for record in batch.records:
+                if record.key is not None:
+                    yield record.key, record.value

@@ -1,0 +1,597 @@
+"""`eoslog bench`: a load generator built on confluent-kafka that runs against any bootstrap address.
+
+It measures, per message size: produce throughput (msgs/s, MB/s, where MB is 10**6 bytes) until every
+delivery report is in, the produce-to-delivery-report latency of that run (mostly queueing, since the
+producer fills its queue as fast as it can), the same latency in a paced run (a fixed low rate, so it
+shows the broker's round trip instead), and consume throughput reading back what the throughput run
+wrote (assign from the beginning, no group membership).
+
+The ceiling to compare with is librdkafka's in-memory mock cluster (`test.mock.num.brokers`), a C
+broker that stores nothing on disk, driven by the very same client code: `--compare-mock` runs the same
+workload against both in one run and prints the ratios, because absolute figures on a shared machine
+swing between runs (docs/benchmarks.md).
+
+The clients run in a separate worker process (multiprocessing, spawn) so that the load generator never
+shares a GIL with an embedded broker, which lives in a thread of this process. Each message carries its
+8-byte sequence number as its key: the delivery callback reads it back to find the send time without a
+closure per message. Values come from a small pool of random payloads, so they do not compress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import struct
+import time
+import uuid
+from array import array
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+import click
+
+MOCK = "mock"
+_SEQUENCE = struct.Struct(">Q")
+_PAYLOAD_POOL = 64  # distinct random values per size; a power of two so `i & (pool - 1)` picks one
+_WARM_UP_TOPIC = "eoslog-bench-warm-up"
+
+
+class BenchError(Exception):
+    """The workload could not run (the broker refused the client, a topic never appeared, ...)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSettings:
+    """One workload; the same settings are used for every target of a run."""
+
+    sizes: tuple[int, ...] = (100, 1024)
+    messages: int = 500_000          # upper bound per throughput run
+    seconds: float = 10.0            # time bound per throughput run (whichever comes first)
+    acks: str = "all"
+    idempotent: bool = True
+    partitions: int = 4              # librdkafka's mock cluster always auto-creates 4
+    linger_ms: float = 5.0
+    batch_size: int = 1_000_000
+    compression: str = "none"
+    latency_rate: float = 1000.0     # msgs/s of the paced latency run (0 skips it)
+    latency_messages: int = 2000
+    latency_linger_ms: float = 0.0   # the paced run measures round trips, not linger
+    timeout: float = 120.0           # hard limit for any one step (flush, consume, topic creation)
+    repeat: int = 1                  # each figure is the median over this many runs
+    topic_configs: tuple[tuple[str, str], ...] = ()  # sent with CreateTopics (the mock ignores them)
+
+    def producer_config(self, bootstrap: str, linger_ms: float | None = None) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": bootstrap,
+            "acks": self.acks,
+            "enable.idempotence": self.idempotent,
+            "linger.ms": self.linger_ms if linger_ms is None else linger_ms,
+            "batch.size": self.batch_size,
+            "compression.type": self.compression,
+            "log_level": 3,
+        }
+
+
+@dataclasses.dataclass
+class LatencySummary:
+    count: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    mean_ms: float
+
+    @classmethod
+    def of(cls, seconds: array | list[float]) -> LatencySummary:
+        if not seconds:
+            return cls(0, 0.0, 0.0, 0.0, 0.0)
+        ordered = sorted(seconds)
+        n = len(ordered)
+
+        def rank(q: float) -> float:  # nearest-rank percentile: a value that was actually observed
+            return ordered[min(n - 1, max(0, int(q * n + 0.999999) - 1))] * 1000
+
+        return cls(n, rank(0.50), rank(0.99), ordered[-1] * 1000, sum(ordered) / n * 1000)
+
+
+@dataclasses.dataclass
+class ProduceResult:
+    messages: int            # delivered without error
+    bytes: int               # value bytes delivered
+    seconds: float           # first produce() to last delivery report
+    errors: int
+    undelivered: int         # still queued when flush gave up
+    latency: LatencySummary
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+
+@dataclasses.dataclass
+class ConsumeResult:
+    messages: int
+    bytes: int
+    seconds: float           # assign() to the last expected message
+    retained: int            # sum over partitions of high watermark - low watermark
+    passes: int              # reads of the retained range (more than one only when retained < produced)
+    errors: int
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+
+@dataclasses.dataclass
+class SizeResult:
+    size: int
+    partitions: int
+    produce: ProduceResult
+    paced: ProduceResult | None
+    consume: ConsumeResult
+
+
+@dataclasses.dataclass
+class TargetReport:
+    name: str                # "eoslog (embedded)", "mock", or the bootstrap address
+    bootstrap: str
+    results: list[SizeResult]
+
+    def for_size(self, size: int) -> SizeResult | None:
+        return next((r for r in self.results if r.size == size), None)
+
+
+@dataclasses.dataclass
+class BenchReport:
+    settings: BenchSettings
+    targets: list[TargetReport]
+
+    def ratios(self) -> list[dict[str, Any]]:
+        """Target / mock for each size, when the run had both (the mock is always the last target)."""
+        if len(self.targets) < 2 or self.targets[-1].name != MOCK:
+            return []
+        target, mock = self.targets[0], self.targets[-1]
+        rows = []
+        for result in target.results:
+            ceiling = mock.for_size(result.size)
+            if ceiling is None:
+                continue
+            rows.append({
+                "size": result.size,
+                "produce_mb_per_s": _ratio(result.produce.mb_per_s, ceiling.produce.mb_per_s),
+                "consume_mb_per_s": _ratio(result.consume.mb_per_s, ceiling.consume.mb_per_s),
+                "produce_p50_ms": _ratio(result.produce.latency.p50_ms, ceiling.produce.latency.p50_ms),
+                "paced_p50_ms": _ratio(result.paced.latency.p50_ms, ceiling.paced.latency.p50_ms)
+                if result.paced and ceiling.paced else None,
+            })
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        def target(t: TargetReport) -> dict[str, Any]:
+            return {"name": t.name, "bootstrap": t.bootstrap, "results": [
+                {"size": r.size, "partitions": r.partitions,
+                 "produce": _produce_json(r.produce),
+                 "paced": _produce_json(r.paced) if r.paced else None,
+                 "consume": {**dataclasses.asdict(r.consume), "msgs_per_s": r.consume.msgs_per_s,
+                             "mb_per_s": r.consume.mb_per_s}}
+                for r in t.results]}
+
+        return {"settings": dataclasses.asdict(self.settings), "targets": [target(t) for t in self.targets],
+                "ratios_vs_mock": self.ratios()}
+
+
+def _produce_json(result: ProduceResult) -> dict[str, Any]:
+    return {**dataclasses.asdict(result), "msgs_per_s": result.msgs_per_s, "mb_per_s": result.mb_per_s}
+
+
+def _ratio(value: float, ceiling: float) -> float | None:
+    return value / ceiling if ceiling > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Worker-process jobs. Top-level functions taking plain values, so the spawn context can pickle them.
+# ---------------------------------------------------------------------------------------------------
+
+def _job_prepare_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str],
+                       timeout: float) -> int:
+    """Creates the topic and returns its partition count.
+
+    A cluster whose metadata names no live controller (librdkafka's mock) cannot serve CreateTopics; it
+    creates the topic, with its own default partition count, on the first metadata request naming it.
+    """
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    client = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    cluster = client.list_topics(timeout=timeout)
+    if cluster.controller_id in cluster.brokers:  # the mock's old Metadata leaves it at 0, not a broker id
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        new_topic = NewTopic(topic, partitions, 1, config=configs)
+        future = admin.create_topics([new_topic], operation_timeout=timeout)[topic]
+        try:
+            future.result(timeout)
+        except confluent_kafka.KafkaException as exc:
+            if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+                raise BenchError(f"could not create topic {topic!r}: {exc.args[0].str()}") from None
+    deadline = time.monotonic() + timeout
+    while True:  # metadata may lag the creation by a moment
+        metadata = client.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
+        found = metadata.topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            return len(found.partitions)
+        if time.monotonic() > deadline:
+            raise BenchError(f"topic {topic!r} has no partitions after {timeout} s: {found and found.error}")
+        time.sleep(0.05)
+
+
+def _job_produce(bootstrap: str, topic: str, size: int, settings: BenchSettings,
+                 paced: bool) -> ProduceResult:
+    import confluent_kafka
+
+    if paced:
+        count, rate = settings.latency_messages, settings.latency_rate
+        config = settings.producer_config(bootstrap, linger_ms=settings.latency_linger_ms)
+        time_limit = count / rate + settings.timeout
+    else:
+        count, rate = settings.messages, 0.0
+        config = settings.producer_config(bootstrap)
+        time_limit = settings.seconds
+    sent = array("d", bytes(8 * count))
+    latencies = array("d")
+    errors = 0
+    first_error: list[str] = []
+    unpack = _SEQUENCE.unpack
+    clock = time.perf_counter
+
+    def on_delivery(err, msg) -> None:
+        nonlocal errors
+        now = clock()
+        if err is not None:
+            errors += 1
+            if not first_error:
+                first_error.append(err.str())
+        else:
+            latencies.append(now - sent[unpack(msg.key())[0]])
+
+    fatal: list[str] = []
+
+    def on_error(err) -> None:  # without an error callback a fatal error surfaces inside a delivery callback
+        if err.fatal():
+            fatal.append(err.str())
+
+    producer = confluent_kafka.Producer({**config, "on_delivery": on_delivery, "error_cb": on_error})
+    # Connection, InitProducerId and topic metadata happen before the clock starts.
+    try:
+        producer.produce(_WARM_UP_TOPIC, b"warm-up", _SEQUENCE.pack(0))
+        producer.list_topics(topic, timeout=settings.timeout)
+        unsent = producer.flush(settings.timeout)
+    except (confluent_kafka.KafkaException, SystemError) as exc:
+        # A fatal error (say, a broker that does not offer idempotence) can surface as an exception left
+        # pending while the next callback runs; confluent-kafka then reports it as a SystemError.
+        reason = fatal[0] if fatal else exc.__cause__ or exc
+        raise BenchError(f"the client failed during warm-up: {reason}") from None
+    if unsent != 0 or fatal or errors:
+        detail = fatal[0] if fatal else first_error[0] if first_error else "timed out"
+        raise BenchError(f"the warm-up message was not delivered: {detail}")
+    latencies = array("d")
+    errors = 0
+
+    payloads = [os.urandom(size) for _ in range(_PAYLOAD_POOL)]
+    mask = _PAYLOAD_POOL - 1
+    produce, poll, pack = producer.produce, producer.poll, _SEQUENCE.pack
+    started = clock()
+    deadline = started + time_limit
+    if paced:
+        interval = 1.0 / rate
+        due = started
+        for i in range(count):
+            while (wait := due - clock()) > 0:
+                poll(wait)  # serves delivery callbacks while waiting, so their timestamps are prompt
+            sent[i] = clock()
+            produce(topic, payloads[i & mask], pack(i))
+            due += interval
+            if clock() > deadline:
+                break
+    else:
+        for i in range(count):
+            if not i & 1023:
+                poll(0)
+                if clock() > deadline or fatal:
+                    break
+            key = pack(i)
+            while True:
+                sent[i] = clock()
+                try:
+                    produce(topic, payloads[i & mask], key)
+                    break
+                except BufferError:  # the local queue is full: wait for delivery reports
+                    poll(0.001)
+    undelivered = producer.flush(settings.timeout)
+    seconds = clock() - started
+    if fatal:
+        raise BenchError(f"producer failed: {fatal[0]}")
+    delivered = len(latencies)
+    return ProduceResult(messages=delivered, bytes=delivered * size, seconds=seconds, errors=errors,
+                         undelivered=undelivered, latency=LatencySummary.of(latencies))
+
+
+def _job_consume(bootstrap: str, topic: str, produced: int, settings: BenchSettings) -> ConsumeResult:
+    """Reads the topic from its log start offsets until `produced` messages have been read.
+
+    librdkafka's mock cluster keeps only the last 5 MiB (or 100,000 batches) of each partition, so a run
+    that produced more is re-read from the start, pass after pass, to read the same volume as a broker
+    that keeps everything (which needs exactly one pass).
+    """
+    import confluent_kafka
+    from confluent_kafka import TopicPartition
+
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "eoslog-bench", "enable.auto.commit": False,
+        # A long-poll Fetch left hanging at the end of a pass would delay the next pass by its full wait.
+        "fetch.wait.max.ms": 10, "log_level": 3,
+    })
+    try:
+        partitions = consumer.list_topics(topic, timeout=settings.timeout).topics[topic].partitions
+        starts, retained = [], 0
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=settings.timeout)
+            starts.append(TopicPartition(topic, p, low))
+            retained += high - low
+        wanted = produced if retained else 0
+        clock = time.perf_counter
+        messages = nbytes = errors = passes = 0
+        started = clock()
+        deadline = started + settings.timeout
+        consume = consumer.consume
+        while messages < wanted and clock() < deadline:
+            consumer.assign(starts)
+            passes += 1
+            pass_end = min(wanted, messages + retained)
+            while messages < pass_end and clock() < deadline:
+                for msg in consume(10_000, 0.2):
+                    if msg.error():
+                        errors += 1
+                        continue
+                    messages += 1
+                    nbytes += len(msg)  # the value's length
+        seconds = clock() - started
+    finally:
+        consumer.close()
+    return ConsumeResult(messages=messages, bytes=nbytes, seconds=seconds, retained=retained, passes=passes,
+                         errors=errors)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Orchestration (this process): targets, the worker pool, the report.
+# ---------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def mock_cluster(timeout: float = 30.0) -> Iterator[str]:
+    """librdkafka's in-memory mock cluster with one broker; yields its "127.0.0.1:PORT" address.
+
+    The cluster lives inside the handle that asked for it (C threads, no GIL), and listens on a loopback
+    port that clients in other processes can reach. Its broker address comes from that handle's metadata.
+    """
+    import confluent_kafka
+
+    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 3})
+    try:
+        brokers = list(owner.list_topics(timeout=timeout).brokers.values())
+        yield f"{brokers[0].host}:{brokers[0].port}"
+    finally:
+        owner.flush(1)
+        del owner
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    name: str
+    bootstrap: str
+
+
+def _bench_once(pool: ProcessPoolExecutor, target: _Target, size: int, settings: BenchSettings,
+                progress) -> SizeResult:
+    """One run of the workload for one size: fresh topics, produce, paced produce, consume."""
+    limit = settings.timeout * 3 + settings.seconds
+
+    def call(fn, *args):
+        return pool.submit(fn, *args).result(timeout=limit)
+
+    topic = f"eoslog-bench-{size}-{uuid.uuid4().hex[:8]}"
+    name = f"{target.name}, {size} B"
+    configs = dict(settings.topic_configs)
+    partitions = call(_job_prepare_topic, target.bootstrap, topic, settings.partitions, configs,
+                      settings.timeout)
+    progress(f"{name}: produce throughput")
+    produce = call(_job_produce, target.bootstrap, topic, size, settings, False)
+    paced = None
+    if settings.latency_rate > 0 and settings.latency_messages > 0:
+        progress(f"{name}: paced latency at {settings.latency_rate:g} msgs/s")
+        call(_job_prepare_topic, target.bootstrap, topic + "-paced", settings.partitions, configs,
+             settings.timeout)
+        paced = call(_job_produce, target.bootstrap, topic + "-paced", size, settings, True)
+    progress(f"{name}: consume throughput")
+    consume = call(_job_consume, target.bootstrap, topic, produce.messages, settings)
+    return SizeResult(size, partitions, produce, paced, consume)
+
+
+def _median_run(runs: list[SizeResult]) -> SizeResult:
+    """Each figure from its own median run (by throughput, or by p50 for the paced run)."""
+    def median(items, key):
+        return sorted(items, key=key)[(len(items) - 1) // 2]
+
+    paced = [r.paced for r in runs if r.paced is not None]
+    return SizeResult(size=runs[0].size, partitions=runs[0].partitions,
+                      produce=median([r.produce for r in runs], lambda p: p.msgs_per_s),
+                      paced=median(paced, lambda p: p.latency.p50_ms) if paced else None,
+                      consume=median([r.consume for r in runs], lambda c: c.msgs_per_s))
+
+
+def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool = False,
+              progress=lambda message: None) -> BenchReport:
+    """Runs the workload against `bootstrap` ("HOST:PORT", "mock", or None for an embedded eoslog broker),
+    and against librdkafka's mock cluster too when `compare_mock` is set.
+
+    Targets take turns for every size and repetition, so that noise from other work on a shared machine
+    falls on both sides of a ratio alike.
+    """
+    if any(size < _SEQUENCE.size for size in settings.sizes):
+        raise ValueError(f"message sizes must be at least {_SEQUENCE.size} bytes")
+    targets: list[_Target] = []
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")))
+        if bootstrap is None:
+            from eoslog.testing.embedded import EmbeddedBroker
+
+            progress("starting an embedded eoslog broker")
+            broker = stack.enter_context(EmbeddedBroker())
+            targets.append(_Target("eoslog (embedded)", broker.bootstrap))
+        elif bootstrap != MOCK:
+            targets.append(_Target(bootstrap, bootstrap))
+        if bootstrap == MOCK or compare_mock:
+            targets.append(_Target(MOCK, stack.enter_context(mock_cluster())))
+        runs: dict[tuple[str, int], list[SizeResult]] = {}
+        for size in settings.sizes:
+            for _ in range(max(1, settings.repeat)):
+                for target in targets:
+                    runs.setdefault((target.name, size), []).append(
+                        _bench_once(pool, target, size, settings, progress))
+    return BenchReport(settings, [
+        TargetReport(t.name, t.bootstrap, [_median_run(runs[(t.name, size)]) for size in settings.sizes])
+        for t in targets])
+
+
+def render(report: BenchReport, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # piped into a file: do not squeeze the columns into 80
+    s = report.settings
+    produce_table = Table(title=f"produce: acks={s.acks} idempotent={s.idempotent} linger.ms={s.linger_ms:g} "
+                                f"batch.size={s.batch_size} compression={s.compression}; paced run "
+                                f"{s.latency_rate:g} msgs/s, linger.ms={s.latency_linger_ms:g}; "
+                                f"median of {s.repeat}"
+                                + "".join(f"; {name}={value}" for name, value in s.topic_configs))
+    consume_table = Table(title="consume (assign from the log start offsets, no group)")
+    for column in ("target", "size B", "partitions", "msgs/s", "MB/s", "p50 ms", "p99 ms", "max ms",
+                   "paced p50", "paced p99", "paced max", "errors"):
+        produce_table.add_column(column, justify="left" if column == "target" else "right")
+    for column in ("target", "size B", "msgs/s", "MB/s", "consumed", "produced", "passes", "errors"):
+        consume_table.add_column(column, justify="left" if column == "target" else "right")
+    for target in report.targets:
+        for r in target.results:
+            p, c, q = r.produce, r.consume, r.paced
+            produce_table.add_row(
+                target.name, str(r.size), str(r.partitions), f"{p.msgs_per_s:,.0f}", f"{p.mb_per_s:.1f}",
+                f"{p.latency.p50_ms:.2f}", f"{p.latency.p99_ms:.2f}", f"{p.latency.max_ms:.1f}",
+                *((f"{q.latency.p50_ms:.2f}", f"{q.latency.p99_ms:.2f}", f"{q.latency.max_ms:.1f}") if q
+                  else ("-", "-", "-")),
+                _flag(p.errors + p.undelivered + (q.errors + q.undelivered if q else 0)))
+            consume_table.add_row(target.name, str(r.size), f"{c.msgs_per_s:,.0f}", f"{c.mb_per_s:.1f}",
+                                  f"{c.messages:,}", f"{p.messages:,}", str(c.passes), _flag(c.errors))
+    console.print(produce_table)
+    console.print(consume_table)
+    ratios = report.ratios()
+    if ratios:
+        ratio_table = Table(
+            title=f"{report.targets[0].name} / mock (throughput: higher is better; latency: lower)")
+        for column in ("size B", "produce MB/s", "consume MB/s", "produce p50", "paced p50"):
+            ratio_table.add_column(column, justify="right")
+        for row in ratios:
+            ratio_table.add_row(str(row["size"]), *(_times(row[key]) for key in
+                                ("produce_mb_per_s", "consume_mb_per_s", "produce_p50_ms", "paced_p50_ms")))
+        console.print(ratio_table)
+
+
+def _flag(errors: int) -> str:
+    return f"[red]{errors}[/red]" if errors else "0"
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}×"
+
+
+def _parse_sizes(ctx, param, value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter("expected comma-separated byte counts, e.g. 100,1024") from None
+    if not sizes or any(size < _SEQUENCE.size for size in sizes):
+        raise click.BadParameter(f"each size must be at least {_SEQUENCE.size} bytes")
+    return sizes
+
+
+def _parse_pairs(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME=VALUE, got {item!r}")
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)
+
+
+@click.command("bench")
+@click.option("--bootstrap", default=None, metavar="HOST:PORT|mock",
+              help="Broker to load (default: an embedded eoslog broker; 'mock': librdkafka's mock cluster).")
+@click.option("--compare-mock", is_flag=True,
+              help="Also run the same workload against librdkafka's mock cluster.")
+@click.option("--sizes", default="100,1024", show_default=True, callback=_parse_sizes,
+              help="Message sizes in bytes.")
+@click.option("--messages", default=500_000, show_default=True,
+              help="Messages per throughput run (upper bound).")
+@click.option("--seconds", default=10.0, show_default=True, help="Time limit per throughput run.")
+@click.option("--acks", default="all", show_default=True, type=click.Choice(["0", "1", "all"]))
+@click.option("--idempotent/--no-idempotent", default=True, show_default=True)
+@click.option("--partitions", default=4, show_default=True,
+              help="Partitions of each bench topic (the mock: always 4).")
+@click.option("--linger-ms", default=5.0, show_default=True)
+@click.option("--batch-size", default=1_000_000, show_default=True)
+@click.option("--compression", default="none", show_default=True,
+              type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]))
+@click.option("--latency-rate", default=1000.0, show_default=True,
+              help="Msgs/s of the paced latency run (0: skip).")
+@click.option("--latency-messages", default=2000, show_default=True,
+              help="Messages in the paced latency run.")
+@click.option("--topic-config", "topic_configs", multiple=True, metavar="NAME=VALUE", callback=_parse_pairs,
+              help="A config of the bench topics (repeatable), e.g. eoslog.fsync.on.ack=false.")
+@click.option("--repeat", default=1, show_default=True, help="Runs per figure (the median is reported).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
+def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idempotent, partitions, linger_ms,
+                  batch_size, compression, latency_rate, latency_messages, topic_configs, repeat,
+                  as_json) -> None:
+    """Measure produce/consume throughput and produce latency with confluent-kafka (loopback only)."""
+    if acks != "all" and idempotent:
+        raise click.UsageError("an idempotent producer needs --acks all (or pass --no-idempotent)")
+    settings = BenchSettings(sizes=sizes, messages=messages, seconds=seconds, acks=acks,
+                             idempotent=idempotent,
+                             partitions=partitions, linger_ms=linger_ms, batch_size=batch_size,
+                             compression=compression, latency_rate=latency_rate,
+                             latency_messages=latency_messages,
+                             topic_configs=topic_configs, repeat=repeat)
+    from rich.console import Console
+
+    status = Console(stderr=True)
+    try:
+        report = run_bench(bootstrap, settings, compare_mock=compare_mock,
+                           progress=lambda text: status.print(f"[dim]{time.strftime('%X')}[/dim] {text}"))
+    except (BenchError, TimeoutError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        render(report)

@@ -1,0 +1,266 @@
+"""Kafka's JSON message specs, parsed into plain values.
+
+The specs (``ProduceRequest.json`` ...) are Kafka's source of truth for the wire format: api key, valid
+and flexible versions, and per field its type and the versions it exists / is nullable / is tagged in.
+They ship inside the installed ``kafka`` package (kafka-python 3.0.x, Apache-2.0) under
+``kafka/protocol/schemas/resources``; we read them from there with importlib.resources and use none of
+kafka-python's code. Comment lines (``//``) are stripped before ``json.loads``.
+
+Header versions (Kafka's rule, not in the specs): a request uses header v2 (v1 + tagged fields) when its
+API version is flexible, else v1 (api_key, api_version, correlation_id, nullable client_id); a response
+uses header v1 (v0 + tagged fields) when flexible, else v0 (correlation_id) -- except ApiVersions
+responses, which always use v0 so that a client can read the reply whatever version it asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+
+SPEC_PACKAGE = "kafka.protocol.schemas.resources"
+API_VERSIONS_KEY = 18
+
+_COMMENT_LINE = re.compile(r"(?m)^\s*//.*$")
+_MAX_VERSION = 0x7FFF
+
+PRIMITIVES = frozenset({
+    "bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+    "string", "bytes", "records", "uuid",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """An inclusive range of versions; ``"3+"``, ``"0-12"``, ``"5"`` or ``"none"`` in the specs."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> VersionRange:
+        if text is None or text == "none":
+            return NO_VERSIONS
+        text = text.strip()
+        if text.endswith("+"):
+            return cls(int(text[:-1]), _MAX_VERSION)
+        low, sep, high = text.partition("-")
+        return cls(int(low), int(high) if sep else int(low))
+
+    def __contains__(self, version: int) -> bool:
+        return self.low <= version <= self.high
+
+    def __str__(self) -> str:
+        if self.low > self.high:
+            return "none"
+        return f"{self.low}+" if self.high == _MAX_VERSION else f"{self.low}-{self.high}"
+
+
+NO_VERSIONS = VersionRange(0, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One field of a message or struct.
+
+    ``type`` is the spec's type string: a primitive, ``"[]int32"``, ``"[]Foo"`` or ``"Foo"``. For struct
+    types ``fields`` holds the struct's fields (common structs already resolved) and ``struct_name`` its
+    name. ``attr`` is the Python attribute name (snake_case of ``name``).
+    """
+
+    name: str
+    attr: str
+    type: str
+    versions: VersionRange
+    nullable_versions: VersionRange
+    tagged_versions: VersionRange
+    tag: int | None
+    flexible_versions: VersionRange | None  # a per-field override (only the request header's ClientId)
+    default: object
+    ignorable: bool
+    map_key: bool
+    fields: tuple[FieldSpec, ...] | None
+    struct_name: str | None
+
+    @property
+    def is_array(self) -> bool:
+        return self.type.startswith("[]")
+
+    @property
+    def element_type(self) -> str:
+        """The element type of an array, or the type itself."""
+        return self.type[2:] if self.is_array else self.type
+
+    @property
+    def is_struct(self) -> bool:
+        return self.fields is not None
+
+    def present_in(self, version: int) -> bool:
+        return version in self.versions
+
+    def tagged_in(self, version: int) -> bool:
+        return version in self.versions and version in self.tagged_versions
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSpec:
+    """A whole spec file: a request, a response, a header or a ``data`` structure."""
+
+    name: str
+    kind: str  # "request", "response", "header" or "data"
+    api_key: int | None
+    valid_versions: VersionRange
+    flexible_versions: VersionRange
+    fields: tuple[FieldSpec, ...]
+    structs: dict[str, tuple[FieldSpec, ...]] = field(default_factory=dict)  # every nested struct by name
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.flexible_versions
+
+
+def snake_case(name: str) -> str:
+    """``TopicData`` -> ``topic_data``, ``ProducerId`` -> ``producer_id``, ``timeoutMs`` -> ``timeout_ms``."""
+    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    name = re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", name)
+    return name.lower()
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _parse_default(text: object, type_: str) -> object:
+    """The Python value of a field's default: Kafka's defaults are 0 / "" / false / empty unless stated.
+    Specs write defaults as strings ("-1", "0x7fffffff", "null") and sometimes as bare JSON values."""
+    if isinstance(text, bool):
+        text = "true" if text else "false"
+    elif isinstance(text, (int, float)):
+        text = str(text)
+    if type_.startswith("[]"):
+        return None if text == "null" else ()  # () marks "a fresh empty list"
+    if text == "null":
+        return None
+    if type_ in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+        return (int(text, 16) if text.lower().startswith(("0x", "-0x")) else int(text)) if text else 0
+    if type_ == "float64":
+        return float(text) if text else 0.0
+    if type_ == "bool":
+        return text == "true"
+    if type_ == "string":
+        return text or ""
+    if type_ == "uuid":
+        return ZERO_UUID
+    if type_ == "records":
+        return None  # as in Kafka's generated Java: record data defaults to null
+    if type_ == "bytes":
+        return b""
+    return ()  # a struct: a fresh default instance, marked like arrays
+
+
+def _parse_fields(raw_fields: list[dict], common: dict[str, list[dict]],
+                  structs: dict[str, tuple[FieldSpec, ...]]) -> tuple[FieldSpec, ...]:
+    out = []
+    for raw in raw_fields:
+        type_ = raw["type"]
+        element = type_.removeprefix("[]")
+        sub_fields = None
+        struct_name = None
+        if element not in PRIMITIVES:
+            struct_name = element
+            raw_sub = raw.get("fields", common.get(element))
+            if raw_sub is None:
+                raise ValueError(f"struct {element} has no fields and is not a common struct")
+            sub_fields = _parse_fields(raw_sub, common, structs)
+            previous = structs.setdefault(struct_name, sub_fields)
+            if previous != sub_fields:
+                raise ValueError(f"struct {struct_name} defined twice with different fields")
+        nullable = VersionRange.parse(raw.get("nullableVersions"))
+        out.append(FieldSpec(
+            name=raw["name"],
+            attr=snake_case(raw["name"]),
+            type=type_,
+            versions=VersionRange.parse(raw.get("versions")),
+            nullable_versions=nullable,
+            tagged_versions=VersionRange.parse(raw.get("taggedVersions")),
+            tag=raw.get("tag"),
+            flexible_versions=VersionRange.parse(raw["flexibleVersions"]) if "flexibleVersions" in raw else None,
+            default=_parse_default(raw.get("default"), type_),
+            ignorable=bool(raw.get("ignorable", False)),
+            map_key=bool(raw.get("mapKey", False)),
+            fields=sub_fields,
+            struct_name=struct_name,
+        ))
+    return tuple(out)
+
+
+def parse_spec(text: str) -> MessageSpec:
+    """Parse one spec file's text."""
+    data = json.loads(_COMMENT_LINE.sub("", text))
+    common = {s["name"]: s["fields"] for s in data.get("commonStructs", ())}
+    structs: dict[str, tuple[FieldSpec, ...]] = {}
+    fields = _parse_fields(data["fields"], common, structs)
+    return MessageSpec(
+        name=data["name"],
+        kind=data["type"],
+        api_key=data.get("apiKey"),
+        valid_versions=VersionRange.parse(data["validVersions"]),
+        flexible_versions=VersionRange.parse(data.get("flexibleVersions", "none")),
+        fields=fields,
+        structs=structs,
+    )
+
+
+@functools.cache
+def spec_names() -> tuple[str, ...]:
+    """Every spec file's name (without ``.json``), sorted."""
+    root = importlib.resources.files(SPEC_PACKAGE)
+    return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json")))
+
+
+@functools.cache
+def load_spec(name: str) -> MessageSpec:
+    """The parsed spec ``name`` (e.g. ``"ProduceRequest"``); KeyError if there is none."""
+    if name not in spec_names():
+        raise KeyError(name)
+    text = importlib.resources.files(SPEC_PACKAGE).joinpath(name + ".json").read_text("utf-8")
+    return parse_spec(text)
+
+
+@functools.cache
+def _specs_by_key() -> dict[tuple[str, int], str]:
+    """(kind, api_key) -> spec name. Reads every spec once (about 100 small files)."""
+    out = {}
+    for name in spec_names():
+        spec = load_spec(name)
+        if spec.api_key is not None:
+            out[(spec.kind, spec.api_key)] = name
+    return out
+
+
+def request_spec(api_key: int) -> MessageSpec | None:
+    name = _specs_by_key().get(("request", api_key))
+    return load_spec(name) if name else None
+
+
+def response_spec(api_key: int) -> MessageSpec | None:
+    name = _specs_by_key().get(("response", api_key))
+    return load_spec(name) if name else None
+
+
+def api_keys() -> dict[int, str]:
+    """api_key -> API name without the Request suffix, e.g. ``{0: "Produce", ...}``."""
+    return {key: name[: -len("Request")] for (kind, key), name in _specs_by_key().items() if kind == "request"}
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    spec = request_spec(api_key)
+    return 2 if spec is not None and spec.is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    spec = response_spec(api_key)
+    return 1 if spec is not None and spec.is_flexible(api_version) else 0

@@ -1,0 +1,61 @@
+"""``format("eoslog")`` for PySpark 4.3: a Kafka-compatible source and an exactly-once sink.
+
+    import eoslog.spark
+    eoslog.spark.register(spark)
+    spark.readStream.format("eoslog").option("kafka.bootstrap.servers", ...).option("subscribe", "t").load()
+
+Options and columns are those of Spark's Kafka connector; see docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+
+FORMAT = "eoslog"
+
+
+class EoslogDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self):
+        from eoslog.spark.options import _bool, _lower
+        from eoslog.spark.schema import source_schema
+
+        return source_schema(_bool(_lower(self.options), "includeHeaders", False))
+
+    def reader(self, schema):
+        from eoslog.spark.options import SourceOptions
+        from eoslog.spark.source import EoslogBatchReader
+
+        return EoslogBatchReader(SourceOptions.parse_batch(self.options))
+
+    def streamReader(self, schema):
+        from eoslog.spark.options import SourceOptions
+        from eoslog.spark.source import EoslogStreamReader
+
+        return EoslogStreamReader(SourceOptions.parse(self.options))
+
+    def writer(self, schema, overwrite: bool):
+        from eoslog.spark.options import OptionError, SinkOptions
+        from eoslog.spark.sink import EoslogBatchWriter
+
+        if overwrite:
+            raise OptionError("the eoslog sink only appends (mode 'append'), as Spark's Kafka sink")
+        return EoslogBatchWriter(SinkOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from eoslog.spark.options import SinkOptions, _lower
+        from eoslog.spark.sink import EoslogStreamWriter
+
+        return EoslogStreamWriter(SinkOptions.parse(self.options), schema,
+                                  checkpoint_location=_lower(self.options).get("checkpointlocation"))
+
+
+def register(spark) -> None:
+    """Makes ``format("eoslog")`` available in ``spark`` (a SparkSession)."""
+    spark.dataSource.register(EoslogDataSource)
+
+
+__all__ = ["EoslogDataSource", "FORMAT", "register"]

@@ -1,0 +1,133 @@
+"""The options of ``format("eoslog")``, named as in Spark's Kafka connector, parsed once.
+
+Spark hands options over case-insensitively (the sink even sees ``checkpointlocation`` in lower case), so
+every lookup here is by lower-cased name. ``kafka.*`` options go to the confluent-kafka client with the
+prefix removed, except the Java client's own settings (deserializers and the like) that librdkafka does
+not know; the connector sets those itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from eoslog.spark import offsets
+
+# Java-client settings a Spark Kafka job may carry that mean nothing to librdkafka (or that the
+# connector must own: offsets are tracked by Spark, never by a consumer group).
+_JAVA_ONLY = frozenset({
+    "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
+    "auto.offset.reset", "enable.auto.commit", "interceptor.classes", "group.id",
+    "isolation.level", "transactional.id", "enable.idempotence",
+})
+
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
+
+
+class OptionError(ValueError):
+    """An option the user gave that cannot work; the message names it."""
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    text = opts.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() in ("true", "1", "yes"):
+        return True
+    if text.strip().lower() in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {name} must be true or false, not {text!r}")
+
+
+def client_config(opts: dict[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options as a confluent-kafka configuration (bootstrap included)."""
+    config = {}
+    for name, value in opts.items():
+        if name.startswith("kafka.") and name[6:] not in _JAVA_ONLY:
+            config[name[6:]] = value
+    if "bootstrap.servers" not in config:
+        raise OptionError("option kafka.bootstrap.servers is required")
+    return config
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    client: dict[str, str]
+    topics: tuple[str, ...]
+    starting: str | offsets.PartitionOffsets
+    ending: str | offsets.PartitionOffsets
+    max_offsets_per_trigger: int | None
+    isolation_level: str
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_ms: int = 120_000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+        opts = _lower(options)
+        for unsupported in ("assign", "subscribepattern"):
+            if unsupported in opts:
+                raise OptionError(f"option {unsupported} is not supported by format('eoslog'); use subscribe")
+        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+        if not topics:
+            raise OptionError("option subscribe (a comma-separated list of topics) is required")
+        isolation = opts.get("kafka.isolation.level", READ_COMMITTED).strip().lower()
+        if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
+            raise OptionError(f"kafka.isolation.level must be read_committed or read_uncommitted, not {isolation!r}")
+        limit = opts.get("maxoffsetspertrigger")
+        max_rows = None
+        if limit is not None:
+            max_rows = int(limit)
+            if max_rows <= 0:
+                raise OptionError(f"maxOffsetsPerTrigger must be positive, not {limit}")
+        ending = offsets.parse_offset_option(opts.get("endingoffsets"), "endingOffsets", "latest")
+        if ending == "earliest":
+            raise OptionError("endingOffsets cannot be 'earliest'")
+        return cls(
+            client=client_config(opts),
+            topics=topics,
+            starting=offsets.parse_offset_option(opts.get("startingoffsets"), "startingOffsets", "latest"),
+            ending=ending,
+            max_offsets_per_trigger=max_rows,
+            isolation_level=isolation,
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+            include_headers=_bool(opts, "includeHeaders", False),
+            poll_timeout_ms=int(opts.get("kafkaconsumer.polltimeoutms", "120000")),
+        )
+
+    @classmethod
+    def parse_batch(cls, options: Mapping[str, str]) -> "SourceOptions":
+        """Batch queries default to startingOffsets=earliest, as Spark's Kafka source does."""
+        opts = _lower(options)
+        opts.setdefault("startingoffsets", "earliest")
+        parsed = cls.parse(opts)
+        if parsed.starting == "latest":
+            raise OptionError("startingOffsets cannot be 'latest' for a batch query")
+        return parsed
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    client: dict[str, str]
+    topic: str | None
+    sink_id: str
+    transaction_timeout_ms: int
+    require_exactly_once: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+        opts = _lower(options)
+        client = client_config(opts)
+        timeout = int(client.pop("transaction.timeout.ms", "300000"))
+        sink_id = opts.get("sinkid", "0")
+        if not sink_id.replace("_", "").replace(".", "").isalnum():
+            raise OptionError(f"sinkId must be letters, digits, '_' or '.', not {sink_id!r}")
+        return cls(client=client, topic=opts.get("topic"), sink_id=sink_id,
+                   transaction_timeout_ms=timeout,
+                   require_exactly_once=_bool(opts, "requireExactlyOnce", True))

@@ -1,0 +1,171 @@
+"""The sink of ``format("eoslog")``: exactly-once micro-batches through transaction groups.
+
+Tasks (executors) prepare one Kafka transaction each (:mod:`task_writer`); the driver's
+``commit(messages, batchId)`` asks the broker, in one atomic CommitTransactionGroup, to commit them all
+unless batch ``batchId`` of this (sink, query) is already committed — then they are aborted. A replayed
+batch is therefore never published twice, and a micro-batch becomes visible all at once. Everything
+else under the query's transactional-id prefix is aborted by name in the same request; ``abort()``
+aborts the batch's prefix by name (Spark may hand it ``None`` messages). See docs/spark.md.
+
+Where things run: ``write()`` in executor tasks on a pickled writer; ``commit``/``abort`` in a fresh
+driver-side process with a freshly built streaming writer, so nothing may be remembered between them
+except through the commit messages and the broker. The query id is taken from the messages, or from
+the checkpoint's ``metadata`` file when no task wrote anything.
+
+Without the broker extension the sink refuses to commit (``requireExactlyOnce``, default true). With
+``requireExactlyOnce=false`` it commits each task's transaction on its own with EndTxn: every task's
+rows appear all-or-nothing, but a batch replayed after its commit is written again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+
+from eoslog.spark.options import OptionError, SinkOptions
+from eoslog.spark.task_writer import SinkCommitMessage, group_name, transactional_id, write_transaction
+from eoslog.spark.txn_group_client import TxnGroupClient, Unsupported
+from eoslog.spark.txn_group_protocol import TxnMember
+
+log = logging.getLogger(__name__)
+
+
+def _check_schema(schema, options: SinkOptions) -> None:
+    names = {f.name for f in schema.fields}
+    if "value" not in names:
+        raise OptionError("the eoslog sink needs a 'value' column (binary or string)")
+    if options.topic is None and "topic" not in names:
+        raise OptionError("the eoslog sink needs a 'topic' option or a 'topic' column")
+
+
+def _members(messages) -> list[TxnMember]:
+    return [TxnMember(m.transactional_id, m.producer_id, m.producer_epoch)
+            for m in messages if isinstance(m, SinkCommitMessage) and m.transactional_id is not None]
+
+
+def _groups(messages) -> set[str]:
+    return {m.group_name for m in messages if isinstance(m, SinkCommitMessage)}
+
+
+def query_id_from_checkpoint(checkpoint_location: str | None) -> str | None:
+    """The query id Spark keeps in ``<checkpoint>/metadata`` (a local or file: checkpoint only)."""
+    if not checkpoint_location:
+        return None
+    parsed = urlparse(checkpoint_location)
+    path = Path(parsed.path if parsed.scheme in ("file", "") else "")
+    try:
+        first = (path / "metadata").read_text().splitlines()[0]
+        return json.loads(first)["id"]
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+class _Committer:
+    """The driver half, shared by batch and streaming writers."""
+
+    options: SinkOptions
+
+    def _client(self) -> TxnGroupClient:
+        return TxnGroupClient(self.options.client["bootstrap.servers"])
+
+    def _commit(self, group: str | None, sequence: int, messages) -> None:
+        members = _members(messages)
+        if len(_groups(messages)) > 1:
+            raise RuntimeError(f"commit messages of several queries: {_groups(messages)}")
+        if group is None:
+            return  # no task ran to completion with data, and no query id to clean up under
+        with self._client() as client:
+            if client.supported():
+                response = client.commit(group, sequence, members, abort_prefix=f"{group}-")
+                log.info("eoslog sink: %s batch %d: %s (%d members, %d aborted by prefix)", group, sequence,
+                         "already committed" if response.already_committed else "committed",
+                         len(members), response.aborted_by_prefix)
+                return
+            if self.options.require_exactly_once:
+                raise Unsupported(f"the broker at {client.bootstrap} lacks the transaction-group APIs "
+                                  "(docs/spark.md); set requireExactlyOnce=false for per-task commits",
+                                  35)
+        from eoslog.spark.end_txn import end_transaction
+
+        for member in members:
+            end_transaction(self.options.client["bootstrap.servers"], member, commit=True)
+
+    def _abort(self, prefix: str | None, messages) -> None:
+        with self._client() as client:
+            if client.supported():
+                if prefix is not None:
+                    client.abort_by_prefix(prefix)
+                return
+        from eoslog.spark.end_txn import end_transaction
+
+        for member in _members(messages):
+            try:
+                end_transaction(self.options.client["bootstrap.servers"], member, commit=False)
+            except Exception:  # noqa: BLE001 - best effort; the transaction timeout is the backstop
+                log.warning("eoslog sink: could not abort %s", member.transactional_id, exc_info=True)
+
+
+class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions, schema, checkpoint_location: str | None = None) -> None:
+        _check_schema(schema, options)
+        self.options = options
+        self.checkpoint_location = checkpoint_location
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch_id = int(ctx.getLocalProperty("streaming.sql.batchId"))
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        o = self.options
+        return write_transaction(
+            iterator, client=o.client, topic_option=o.topic,
+            txn_id=transactional_id(o.sink_id, query_id, batch_id, ctx.partitionId()),
+            group=group_name(o.sink_id, query_id), partition_id=ctx.partitionId(),
+            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms)
+
+    def _group(self, messages) -> str | None:
+        groups = _groups(messages)
+        if groups:
+            return next(iter(groups))
+        query_id = query_id_from_checkpoint(self.checkpoint_location)
+        return group_name(self.options.sink_id, query_id) if query_id else None
+
+    def commit(self, messages, batchId: int) -> None:
+        self._commit(self._group(messages), batchId, messages)
+
+    def abort(self, messages, batchId: int) -> None:
+        group = self._group(messages)
+        self._abort(f"{group}-{batchId}-" if group else None, messages)
+
+
+class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
+    """``df.write.format("eoslog")``: one transaction group per write job, sequence 0."""
+
+    def __init__(self, options: SinkOptions, schema) -> None:
+        _check_schema(schema, options)
+        self.options = options
+        # Created on the driver and pickled into the tasks and into commit(): one id per job.
+        self.job_id = uuid.uuid4().hex
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        o = self.options
+        return write_transaction(
+            iterator, client=o.client, topic_option=o.topic,
+            txn_id=transactional_id(o.sink_id, self.job_id, 0, ctx.partitionId()),
+            group=group_name(o.sink_id, self.job_id), partition_id=ctx.partitionId(),
+            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms)
+
+    def commit(self, messages) -> None:
+        self._commit(group_name(self.options.sink_id, self.job_id), 0, messages)
+
+    def abort(self, messages) -> None:
+        self._abort(f"{group_name(self.options.sink_id, self.job_id)}-", messages)

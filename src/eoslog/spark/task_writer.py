@@ -1,0 +1,159 @@
+"""Executor side of the sink: write one task's rows inside one Kafka transaction, and leave it open.
+
+The transaction is *prepared*, not committed: the task flushes every record to the broker (so nothing
+is lost if the task's process dies after reporting success) and returns the transaction's identity —
+(transactional_id, producer_id, producer_epoch) — to the driver, whose commit makes the whole
+micro-batch visible at once (docs/spark.md).
+
+The producer is never closed or committed here: ``close()`` aborts an open transaction in recent
+confluent-kafka releases, and that would throw the prepared work away. The handle is dropped without
+ending the transaction; the coordinator keeps it Ongoing until the driver's commit, an abort by name,
+or ``transaction.timeout.ms``.
+
+librdkafka does not expose the producer id and epoch through an API, but its statistics JSON carries
+them (``eos.producer_id``, ``eos.producer_epoch``), so the task enables statistics at a short interval
+and reads the first report emitted after the flush. That report comes from this very producer, so the
+identity cannot be a later attempt's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+FLUSH_TIMEOUT_S = 120.0
+STATS_INTERVAL_MS = 20
+PRODUCER_DEFAULTS = {
+    # Java's default partitioner (murmur2 of the key; null keys spread at random), so rows land on
+    # the same partitions as with Spark's Kafka sink.
+    "partitioner": "murmur2_random",
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "delivery.report.only.error": True,
+}
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task tells the driver. ``transactional_id`` is None when the task wrote nothing."""
+
+    group_name: str
+    transactional_id: str | None
+    producer_id: int
+    producer_epoch: int
+    rows: int
+    partition_id: int
+    attempt: int
+
+
+def transactional_id(sink_id: str, query_id: str, batch_id: int, partition_id: int) -> str:
+    """Deterministic, so a retried attempt of a task re-uses it and fences the failed one."""
+    return f"{group_name(sink_id, query_id)}-{batch_id}-{partition_id}"
+
+
+def group_name(sink_id: str, query_id: str) -> str:
+    return f"eoslog-sink-{sink_id}-{query_id}"
+
+
+class _Rows:
+    """Turns Arrow record batches into (topic, key, value, partition, headers) columns."""
+
+    def __init__(self, topic_option: str | None) -> None:
+        self.topic_option = topic_option
+
+    @staticmethod
+    def _bytes_column(batch, name: str) -> list | None:
+        import pyarrow as pa
+
+        if name not in batch.schema.names:
+            return None
+        column = batch.column(batch.schema.get_field_index(name))
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            return [None if v is None else v.encode("utf-8") for v in column.to_pylist()]
+        return column.to_pylist()
+
+    def columns(self, batch):
+        n = batch.num_rows
+        values = self._bytes_column(batch, "value")
+        if values is None:
+            raise ValueError("the sink needs a 'value' column (binary or string)")
+        keys = self._bytes_column(batch, "key") or [None] * n
+        names = batch.schema.names
+        if self.topic_option is not None:
+            topics = [self.topic_option] * n
+        elif "topic" in names:
+            topics = batch.column(names.index("topic")).to_pylist()
+        else:
+            raise ValueError("no 'topic' option and no 'topic' column")
+        partitions = (batch.column(names.index("partition")).to_pylist() if "partition" in names else [None] * n)
+        headers = None
+        if "headers" in names:
+            headers = [None if h is None else [(e["key"], e["value"]) for e in h]
+                       for h in batch.column(names.index("headers")).to_pylist()]
+        return topics, keys, values, partitions, headers
+
+
+def write_transaction(iterator, *, client: dict[str, str], topic_option: str | None, txn_id: str, group: str,
+                      partition_id: int, attempt: int, transaction_timeout_ms: int) -> SinkCommitMessage:
+    """Writes every row of ``iterator`` (Arrow record batches) in the transaction ``txn_id``; never commits."""
+    from confluent_kafka import KafkaException, Producer
+
+    rows = _Rows(topic_option)
+    producer = None
+    errors: list = []
+    stats: list[tuple[float, dict]] = []
+    written = 0
+    for batch in iterator:
+        if batch.num_rows == 0:
+            continue
+        topics, keys, values, partitions, headers = rows.columns(batch)
+        if producer is None:
+            producer = Producer({
+                **PRODUCER_DEFAULTS, **client,
+                "transactional.id": txn_id,
+                "transaction.timeout.ms": transaction_timeout_ms,
+                "statistics.interval.ms": STATS_INTERVAL_MS,
+                "stats_cb": lambda text: stats.append((time.monotonic(), json.loads(text).get("eos") or {})),
+                "on_delivery": lambda err, msg: errors.append(err) if err is not None else None,
+            })
+            producer.init_transactions(FLUSH_TIMEOUT_S)
+            producer.begin_transaction()
+        produce = producer.produce
+        for i in range(len(values)):
+            partition = partitions[i]
+            kwargs = {"headers": headers[i]} if headers is not None and headers[i] else {}
+            while True:
+                try:
+                    if partition is None:
+                        produce(topics[i], values[i], keys[i], **kwargs)
+                    else:
+                        produce(topics[i], values[i], keys[i], partition, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)  # the local queue is full: let deliveries drain it
+        written += len(values)
+        producer.poll(0)
+        if errors:
+            raise RuntimeError(f"transaction {txn_id}: delivery failed: {errors[0]}")
+    if producer is None:
+        return SinkCommitMessage(group, None, -1, -1, 0, partition_id, attempt)
+    left = producer.flush(FLUSH_TIMEOUT_S)
+    if left or errors:
+        raise RuntimeError(f"transaction {txn_id}: {left} records not delivered; errors: {errors[:3]}")
+    flushed_at = time.monotonic()
+    deadline = flushed_at + 30
+    identity = None
+    while identity is None:
+        producer.poll(STATS_INTERVAL_MS / 1000)
+        for at, eos in stats:
+            if at >= flushed_at and eos.get("producer_id", -1) >= 0:
+                identity = (eos["producer_id"], eos["producer_epoch"])
+        if identity is None and time.monotonic() > deadline:
+            raise KafkaException(f"transaction {txn_id}: librdkafka reported no producer id")
+    # Keep the handle alive until here, then let it go without ending the transaction (see above).
+    return SinkCommitMessage(group, txn_id, identity[0], identity[1], written, partition_id, attempt)

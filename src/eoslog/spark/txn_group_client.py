@@ -1,0 +1,241 @@
+"""Client side of the transaction-group APIs (docs/spark.md, "Broker extension: transaction groups").
+
+A small blocking client: one TCP connection to the coordinator, Kafka framing (int32 size prefix),
+request header v1, response header v0. Spec APIs (ApiVersions, FindCoordinator) go through
+``eoslog.protocol.codec``; the three private APIs through :mod:`txn_group_protocol`.
+
+Retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE) and lost connections are retried until a deadline. Retrying a commit is safe:
+a commit that did happen answers "already committed" the second time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+
+from eoslog.protocol import codec, messages
+from eoslog.protocol.codec import RequestHeader
+from eoslog.protocol.errors import ErrorCode
+from eoslog.spark import txn_group_protocol as proto
+from eoslog.spark.txn_group_protocol import CommitRequest, CommitResponse, TxnMember
+
+API_VERSIONS = 18
+FIND_COORDINATOR = 10
+FIND_COORDINATOR_VERSION = 1  # non-flexible: key, key_type
+COORDINATOR_TYPE_TRANSACTION = 1
+CLIENT_ID = "eoslog-spark-sink"
+
+_RETRIABLE = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+})
+_SIZE = struct.Struct(">i")
+
+
+class TxnGroupError(RuntimeError):
+    """The broker refused a transaction-group request with a non-retriable error."""
+
+    def __init__(self, what: str, code: int, response: object = None) -> None:
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        super().__init__(f"{what}: {name}")
+        self.code = code
+        self.response = response
+
+
+class Unsupported(TxnGroupError):
+    """The broker does not advertise the transaction-group APIs."""
+
+
+def _split_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, _, port = item.rpartition(":")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._ids = itertools.count(1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = self.sock.recv(left)
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _exchange(self, frame: bytes, correlation_id: int) -> bytes:
+        self.sock.sendall(frame)
+        size = _SIZE.unpack(self._read_exact(4))[0]
+        body = self._read_exact(size)
+        got = _SIZE.unpack_from(body)[0]
+        if got != correlation_id:
+            raise ConnectionError(f"response for correlation id {got}, expected {correlation_id}")
+        return body
+
+    def spec_request(self, api_key: int, version: int, request):
+        correlation_id = next(self._ids)
+        frame = codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request)
+        return codec.decode_response(api_key, version, self._exchange(frame, correlation_id))
+
+    def private_request(self, api_key: int, body: bytes) -> bytes:
+        """Request header v1 + body; returns the response body after the correlation id."""
+        correlation_id = next(self._ids)
+        client_id = CLIENT_ID.encode()
+        header = struct.pack(">hhih", api_key, proto.VERSION, correlation_id, len(client_id)) + client_id
+        payload = header + body
+        return self._exchange(_SIZE.pack(len(payload)) + payload, correlation_id)[4:]
+
+
+class TxnGroupClient:
+    """Talks to the transaction coordinator of a group. Not thread-safe; cheap to create."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 60.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self._conn: _Connection | None = None
+        self._versions: dict[int, tuple[int, int]] | None = None
+
+    # ---- connection management ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "TxnGroupClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _bootstrap_connection(self) -> _Connection:
+        last: Exception | None = None
+        for host, port in _split_bootstrap(self.bootstrap):
+            try:
+                return _Connection(host, port, min(self.timeout_s, 30.0))
+            except OSError as exc:
+                last = exc
+        raise ConnectionError(f"cannot reach any of {self.bootstrap}: {last}")
+
+    def _coordinator(self, key: str) -> _Connection:
+        if self._conn is not None:
+            return self._conn
+        conn = self._bootstrap_connection()
+        try:
+            if self._versions is None:
+                response = conn.spec_request(API_VERSIONS, 0, messages.ApiVersionsRequest())
+                self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            found = conn.spec_request(FIND_COORDINATOR, FIND_COORDINATOR_VERSION, messages.FindCoordinatorRequest(
+                key=key, key_type=COORDINATOR_TYPE_TRANSACTION))
+            if found.error_code != 0:
+                raise _Retry(found.error_code)
+            if (found.host, found.port) not in _split_bootstrap(self.bootstrap):
+                conn.close()
+                conn = _Connection(found.host, found.port, min(self.timeout_s, 30.0))
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def supported(self) -> bool:
+        """Whether the broker advertises all three transaction-group APIs at version 0."""
+        if self._versions is None:
+            conn = self._bootstrap_connection()
+            try:
+                response = conn.spec_request(API_VERSIONS, 0, messages.ApiVersionsRequest())
+                self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            finally:
+                conn.close()
+        return all(self._versions.get(key, (1, 0))[0] <= proto.VERSION <= self._versions.get(key, (1, 0))[1]
+                   for key in (proto.COMMIT_TRANSACTION_GROUP, proto.DESCRIBE_TRANSACTION_GROUPS,
+                               proto.ABORT_TRANSACTIONS_BY_PREFIX))
+
+    def _call(self, key: str, api_key: int, body: bytes, decode, error_of):
+        """Send, decode, retry retriable errors and lost connections until the deadline."""
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.01
+        while True:
+            try:
+                conn = self._coordinator(key)
+                response = decode(conn.private_request(api_key, body))
+                code = error_of(response)
+                if code in _RETRIABLE:
+                    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                        self.close()
+                    raise _Retry(code)
+                return response
+            except (_Retry, OSError, ConnectionError) as exc:
+                self.close()
+                if time.monotonic() + delay > deadline:
+                    raise TimeoutError(f"transaction-group request 0x{api_key:X} did not succeed within "
+                                       f"{self.timeout_s} s: {exc!r}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    # ---- the three APIs ------------------------------------------------------------------------------
+
+    def commit(self, group_name: str, sequence: int, members: list[TxnMember] | tuple[TxnMember, ...],
+               abort_prefix: str | None = None) -> CommitResponse:
+        """CommitTransactionGroup; raises TxnGroupError unless it committed or was already committed."""
+        if not self.supported():
+            raise Unsupported("CommitTransactionGroup", ErrorCode.UNSUPPORTED_VERSION)
+        body = proto.encode_commit_request(CommitRequest(group_name, sequence, abort_prefix, tuple(members)))
+        response = self._call(group_name, proto.COMMIT_TRANSACTION_GROUP, body, proto.decode_commit_response,
+                              lambda r: r.error_code)
+        if response.error_code != 0:
+            raise TxnGroupError(f"committing sequence {sequence} of {group_name}", response.error_code, response)
+        return response
+
+    def last_committed(self, group_name: str) -> int:
+        """The group's last committed sequence, -1 when the broker does not know the group."""
+        if not self.supported():
+            raise Unsupported("DescribeTransactionGroups", ErrorCode.UNSUPPORTED_VERSION)
+        body = proto.encode_describe_request([group_name])
+        groups = self._call(group_name, proto.DESCRIBE_TRANSACTION_GROUPS, body, proto.decode_describe_response,
+                            lambda gs: gs[0].error_code if gs else ErrorCode.UNKNOWN_SERVER_ERROR)
+        if groups[0].error_code != 0:
+            raise TxnGroupError(f"describing {group_name}", groups[0].error_code)
+        return groups[0].last_committed_sequence
+
+    def abort_by_prefix(self, prefix: str) -> tuple[str, ...]:
+        if len(prefix) < proto.MIN_ABORT_PREFIX:
+            raise ValueError(f"refusing to abort by the short prefix {prefix!r}")
+        if not self.supported():
+            raise Unsupported("AbortTransactionsByPrefix", ErrorCode.UNSUPPORTED_VERSION)
+        response = self._call(prefix, proto.ABORT_TRANSACTIONS_BY_PREFIX, proto.encode_abort_request(prefix),
+                              proto.decode_abort_response, lambda r: r.error_code)
+        if response.error_code != 0:
+            raise TxnGroupError(f"aborting transactions under {prefix!r}", response.error_code)
+        return response.aborted
+
+
+class _Retry(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code))
+        self.code = code
+
+
+def broker_supports_txn_groups(bootstrap: str) -> bool:
+    """True when the broker at ``bootstrap`` advertises CommitTransactionGroup and its siblings."""
+    try:
+        with TxnGroupClient(bootstrap, timeout_s=10) as client:
+            return client.supported()
+    except (OSError, ConnectionError):
+        return False

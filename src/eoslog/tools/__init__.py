@@ -1,0 +1,1 @@
+"""Operator tools of the `eoslog` CLI, one module per command group."""

@@ -1,0 +1,239 @@
+"""`eoslog groups list` and `eoslog groups describe GROUP`: consumer groups as the broker sees them.
+
+Talks to a running broker over the Kafka protocol (ListGroups, DescribeGroups, OffsetFetch,
+ListOffsets) with eoslog's own codec, so it needs no client library. Lag is measured to the last
+stable offset (ListOffsets with read_committed): what a read_committed consumer can still read,
+which for topics without transactions is the high watermark. The lead registers ``groups_group``
+on the main CLI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import struct
+from dataclasses import asdict, dataclass, field
+
+import click
+
+from eoslog.protocol import codec, messages
+from eoslog.protocol.codec import RequestHeader
+from eoslog.protocol.errors import ErrorCode
+
+CLIENT_ID = "eoslog-groups"
+LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 2, 9, 15, 16
+LATEST = -1
+READ_COMMITTED = 1
+_SIZE = struct.Struct(">i")
+
+
+class GroupsToolError(click.ClickException):
+    pass
+
+
+class BrokerConnection:
+    """One blocking connection, one request at a time (a single node coordinates every group)."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+        try:
+            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        except OSError as exc:
+            raise GroupsToolError(f"cannot reach {bootstrap}: {exc}") from exc
+        self._ids = itertools.count(1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "BrokerConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise GroupsToolError("the broker closed the connection")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def request(self, api_key: int, version: int, request):
+        correlation_id = next(self._ids)
+        self.sock.sendall(codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request))
+        body = self._read_exact(_SIZE.unpack(self._read_exact(4))[0])
+        return codec.decode_response(api_key, version, body)
+
+
+def _check(code: int, what: str) -> None:
+    if code:
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        raise GroupsToolError(f"{what}: {name}")
+
+
+# ---- the views ------------------------------------------------------------------------------------
+
+@dataclass
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass
+class MemberView:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: dict[str, list[int]]
+
+
+@dataclass
+class PartitionView:
+    topic: str
+    partition: int
+    committed_offset: int  # -1: nothing committed
+    last_stable_offset: int
+    lag: int | None  # None when nothing is committed
+    member_id: str | None
+    metadata: str
+
+
+@dataclass
+class GroupView:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberView] = field(default_factory=list)
+    partitions: list[PartitionView] = field(default_factory=list)
+
+
+def list_groups(conn: BrokerConnection) -> list[GroupListing]:
+    resp = conn.request(LIST_GROUPS, 4, messages.ListGroupsRequest(states_filter=[]))
+    _check(resp.error_code, "ListGroups")
+    return sorted((GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups),
+                  key=lambda g: g.group_id)
+
+
+def _decode_assignment(data: bytes) -> dict[str, list[int]]:
+    if len(data) < 2:
+        return {}
+    version = struct.unpack_from(">h", data)[0]
+    try:
+        assignment = codec.decode_data("ConsumerProtocolAssignment", min(version, 3), memoryview(data)[2:])
+    except ValueError:
+        return {}
+    return {tp.topic: sorted(tp.partitions) for tp in assignment.assigned_partitions}
+
+
+def describe_group(conn: BrokerConnection, group_id: str) -> GroupView:
+    resp = conn.request(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=[group_id]))
+    [described] = resp.groups
+    _check(described.error_code, f"DescribeGroups {group_id}")
+    view = GroupView(group_id, described.group_state, described.protocol_type, described.protocol_data)
+    owner: dict[tuple[str, int], str] = {}
+    for m in described.members:
+        assignment = _decode_assignment(bytes(m.member_assignment)) if view.protocol_type == "consumer" else {}
+        view.members.append(MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment))
+        for topic, partitions in assignment.items():
+            for p in partitions:
+                owner[(topic, p)] = m.member_id
+    fetched = conn.request(OFFSET_FETCH, 7, messages.OffsetFetchRequest(group_id=group_id, topics=None))
+    _check(fetched.error_code, f"OffsetFetch {group_id}")
+    committed = {(t.name, p.partition_index): (p.committed_offset, p.metadata or "")
+                 for t in fetched.topics for p in t.partitions}
+    tps = sorted(set(committed) | set(owner))
+    stable = _last_stable_offsets(conn, tps)
+    for tp in tps:
+        offset, metadata = committed.get(tp, (-1, ""))
+        lso = stable.get(tp, -1)
+        lag = max(lso - offset, 0) if offset >= 0 and lso >= 0 else None
+        view.partitions.append(PartitionView(tp[0], tp[1], offset, lso, lag, owner.get(tp), metadata))
+    return view
+
+
+def _last_stable_offsets(conn: BrokerConnection, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    if not tps:
+        return {}
+    Topic, Partition = messages.ListOffsetsRequest.ListOffsetsTopic, messages.ListOffsetsRequest.ListOffsetsPartition
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in tps:
+        by_topic.setdefault(topic, []).append(p)
+    resp = conn.request(LIST_OFFSETS, 2, messages.ListOffsetsRequest(
+        replica_id=-1, isolation_level=READ_COMMITTED, topics=[
+            Topic(name=topic, partitions=[Partition(partition_index=p, timestamp=LATEST) for p in ps])
+            for topic, ps in by_topic.items()]))
+    return {(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions if p.error_code == 0}
+
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+_bootstrap_option = click.option("--bootstrap-server", "-b", default="127.0.0.1:9092", show_default=True,
+                                 help="HOST:PORT of the broker.")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@click.group("groups")
+def groups_group() -> None:
+    """Consumer groups: members, assignments, committed offsets and lag."""
+
+
+@groups_group.command("list")
+@_bootstrap_option
+@_json_option
+def list_command(bootstrap_server: str, as_json: bool) -> None:
+    """Every group the broker coordinates, with its state."""
+    with BrokerConnection(bootstrap_server) as conn:
+        groups = list_groups(conn)
+    if as_json:
+        click.echo(json.dumps([asdict(g) for g in groups]))
+    elif groups:
+        click.echo(_table([[g.group_id, g.protocol_type, g.state] for g in groups], ["GROUP", "TYPE", "STATE"]))
+    else:
+        click.echo("no groups")
+
+
+@groups_group.command("describe")
+@click.argument("group_id")
+@_bootstrap_option
+@_json_option
+def describe_command(group_id: str, bootstrap_server: str, as_json: bool) -> None:
+    """Members with their assignments, and per partition the committed offset and the lag to the
+    last stable offset."""
+    with BrokerConnection(bootstrap_server) as conn:
+        view = describe_group(conn, group_id)
+    if as_json:
+        click.echo(json.dumps(asdict(view)))
+        return
+    click.echo(f"group {view.group_id}: {view.state}"
+               + (f", protocol {view.protocol_type}/{view.protocol}" if view.protocol else "")
+               + f", {len(view.members)} members")
+    if view.members:
+        click.echo("")
+        click.echo(_table([[m.member_id, m.group_instance_id or "-", m.client_id, m.client_host,
+                            " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(m.assignment.items())) or "-"]
+                           for m in view.members],
+                          ["MEMBER", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT"]))
+    click.echo("")
+    if view.partitions:
+        click.echo(_table([[p.topic, p.partition, p.committed_offset if p.committed_offset >= 0 else "-",
+                            p.last_stable_offset, "-" if p.lag is None else p.lag, p.member_id or "-"]
+                           for p in view.partitions],
+                          ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"]))
+        total = sum(p.lag for p in view.partitions if p.lag is not None)
+        click.echo(f"\ntotal lag: {total}")
+    else:
+        click.echo("no committed offsets")

@@ -1,0 +1,66 @@
+"""``eoslog verify``: a fault-injecting exactly-once verification run (see run.py and
+docs/reliability.md, "Verify runs"). Exits 1 when the checker finds an anomaly or the run could not
+heal its faults, 0 when the history is valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from eoslog.verify.faults import ALL_KINDS
+
+
+def _kinds(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    kinds = tuple(kind.strip() for kind in value.split(",") if kind.strip())
+    unknown = [kind for kind in kinds if kind not in ALL_KINDS]
+    if unknown:
+        raise click.BadParameter(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(ALL_KINDS)}")
+    return kinds
+
+
+@click.command()
+@click.option("--duration", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
+              help="Seconds of workload under faults (healing and the final read come after).")
+@click.option("--bootstrap", default=None, metavar="HOST:PORT",
+              help="Test this running broker instead of starting one; only client-side faults apply.")
+@click.option("--seed", type=int, default=None, help="Seed for the workload and the fault schedule.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the history, report and plot go (default: a new temporary directory).")
+@click.option("--workers", type=click.IntRange(1, 16), default=3, show_default=True,
+              help="Transactional client processes.")
+@click.option("--partitions", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Partitions of the test topic (each one is a key).")
+@click.option("--faults", callback=_kinds, default=None, metavar="KIND,...",
+              help=f"Fault kinds to inject (default: all that apply): {', '.join(ALL_KINDS)}.")
+@click.option("--abort-rate", type=click.FloatRange(0.0, 1.0), default=0.15, show_default=True,
+              help="Share of transactions the clients abort on purpose.")
+@click.option("--broker-set", "broker_set", multiple=True, metavar="NAME=VALUE",
+              help="A property for the broker the verifier starts (repeatable).")
+@click.option("--quiet", is_flag=True, help="Print only the report.")
+def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, abort_rate, broker_set, quiet):
+    """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
+    client crashes, dropped responses, cut connections), then check the history for exactly-once
+    anomalies. Exits non-zero when any is found."""
+    from eoslog.verify.run import VerifyOptions, run_verify
+
+    properties = {}
+    for item in broker_set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint="--broker-set")
+        properties[name.strip()] = value.strip()
+    if bootstrap is not None and properties:
+        raise click.BadParameter("--broker-set applies only to the broker the verifier starts",
+                                 param_hint="--broker-set")
+    options = VerifyOptions(duration=duration, bootstrap=bootstrap, seed=seed, out=out, workers=workers,
+                            partitions=partitions, abort_rate=abort_rate, faults=faults,
+                            broker_properties=properties)
+    log = None if quiet else (lambda message: click.echo(message, err=True))
+    result = run_verify(options, log=log)
+    click.echo(result.render_text())
+    click.echo(f"output: {result.out} (history.jsonl, report.txt, summary.json"
+               + (", plot.png" if result.plot_path else "") + ")")
+    raise SystemExit(0 if result.valid else 1)

@@ -1,0 +1,189 @@
+"""The nemesis: injects one fault at a time, on a seeded schedule, and records when each one held.
+
+Kinds (docs/reliability.md, "Verify runs"):
+
+| kind | what it does | needs |
+|---|---|---|
+| ``broker-kill`` | SIGKILL the broker, wait, start it again on the same data directory | our broker process |
+| ``broker-pause`` | SIGSTOP the broker for a while, then SIGCONT | our broker process |
+| ``client-kill`` | SIGKILL one worker process; the runner replaces it (same transactional id) | - |
+| ``proxy-drop`` | the proxy drops (and delays) some responses: executed requests whose answer is lost | the proxy |
+| ``proxy-cut`` | the proxy cuts connections at random frames, sometimes mid-frame | the proxy |
+| ``proxy-pause`` | the proxy holds every frame for a while (a short network partition) | the proxy |
+
+The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
+short run sees each kind several times. Between faults there is a quiet gap so work can complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+BROKER_KINDS = ("broker-kill", "broker-pause")
+PROXY_KINDS = ("proxy-drop", "proxy-cut", "proxy-pause")
+CLIENT_KINDS = ("client-kill",)
+ALL_KINDS = BROKER_KINDS + CLIENT_KINDS + PROXY_KINDS
+
+DROP_RATE = 0.05  # per response frame while proxy-drop holds
+DELAY_RATE = 0.05
+CUT_RATE = 0.01  # per frame, either direction, while proxy-cut holds
+BROKER_RESTART_ATTEMPTS = 3
+
+
+class NemesisError(RuntimeError):
+    """The nemesis could not heal what it broke (the broker would not start again)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultWindow:
+    """One fault, from when it was injected to when it was healed (equal for instant faults), in
+    ``time.time()`` seconds: the history's time base."""
+
+    start: float
+    end: float
+    kind: str
+    detail: str = ""
+
+    def as_tuple(self) -> tuple[float, float, str]:
+        return (self.start, self.end, self.kind)
+
+
+class Nemesis:
+    """Runs the fault schedule in a thread until :meth:`stop`; then :meth:`heal` has undone every fault.
+
+    ``broker`` is a BrokerProcess (or None), ``proxy`` a FaultProxy (or None), ``kill_client`` a
+    callable that SIGKILLs one worker and returns a description (or None when none is running).
+    """
+
+    def __init__(self, kinds: Sequence[str], *, seed: int, broker=None, proxy=None,
+                 kill_client: Callable[[], str | None] | None = None,
+                 fault_seconds: tuple[float, float] = (1.0, 4.0),
+                 quiet_seconds: tuple[float, float] = (1.0, 3.0),
+                 log: Callable[[str], None] | None = None) -> None:
+        unknown = set(kinds) - set(ALL_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(ALL_KINDS)}")
+        if broker is None and set(kinds) & set(BROKER_KINDS):
+            raise ValueError("broker faults need a broker process the verifier started")
+        if proxy is None and set(kinds) & set(PROXY_KINDS):
+            raise ValueError("proxy faults need the fault proxy")
+        if kill_client is None and "client-kill" in kinds:
+            raise ValueError("client-kill needs a way to kill a client")
+        self.kinds = tuple(kinds)
+        self.random = random.Random(seed)
+        self.broker = broker
+        self.proxy = proxy
+        self.kill_client = kill_client
+        self.fault_seconds = fault_seconds
+        self.quiet_seconds = quiet_seconds
+        self.log = log or (lambda message: None)
+        self.windows: list[FaultWindow] = []
+        self.counts: Counter[str] = Counter()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._broker_paused = False
+
+    # ------------------------------------------------------------------------------------ control
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="eoslog-nemesis", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Ends the schedule (a fault in progress is cut short) and heals everything."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.heal()
+
+    def heal(self) -> None:
+        if self.proxy is not None:
+            self.proxy.set_faults(drop_response_rate=0.0, delay_response_rate=0.0, cut_rate=0.0)
+            if self.proxy.paused:
+                self.proxy.resume()
+        if self.broker is not None:
+            if self._broker_paused:
+                self.broker.resume()
+                self._broker_paused = False
+            if self.broker.process is None or self.broker.process.poll() is not None:
+                self._start_broker()
+
+    # ------------------------------------------------------------------------------------ schedule
+
+    def _run(self) -> None:
+        if not self.kinds:  # a run without faults: nothing to schedule
+            self._stop.wait()
+            return
+        try:
+            while not self._stop.is_set():
+                round_ = list(self.kinds)
+                self.random.shuffle(round_)
+                for kind in round_:
+                    if self._wait(self.random.uniform(*self.quiet_seconds)):
+                        return
+                    self._inject(kind)
+                    if self._stop.is_set():
+                        return
+        except BaseException as exc:  # noqa: BLE001 - reported by the runner, which then fails the run
+            self.error = exc
+            self.log(f"nemesis stopped: {exc}")
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleeps unless stopped; True when stopped."""
+        return self._stop.wait(seconds)
+
+    def _inject(self, kind: str) -> None:
+        hold = self.random.uniform(*self.fault_seconds)
+        start = time.time()
+        detail = ""
+        if kind == "broker-kill":
+            self.broker.kill()
+            self._wait(self.random.uniform(0.2, 1.0))
+            took = self._start_broker()
+            detail = f"restarted in {took:.2f} s"
+        elif kind == "broker-pause":
+            self.broker.pause()
+            self._broker_paused = True
+            self._wait(hold)
+            self.broker.resume()
+            self._broker_paused = False
+            detail = f"{hold:.1f} s"
+        elif kind == "client-kill":
+            detail = self.kill_client() or "no client running"
+        elif kind == "proxy-drop":
+            self.proxy.set_faults(drop_response_rate=DROP_RATE, delay_response_rate=DELAY_RATE)
+            self._wait(hold)
+            self.proxy.set_faults(drop_response_rate=0.0, delay_response_rate=0.0)
+            detail = f"drop={DROP_RATE:g} delay={DELAY_RATE:g} for {hold:.1f} s"
+        elif kind == "proxy-cut":
+            self.proxy.set_faults(cut_rate=CUT_RATE)
+            self._wait(hold)
+            self.proxy.set_faults(cut_rate=0.0)
+            detail = f"cut={CUT_RATE:g} for {hold:.1f} s"
+        elif kind == "proxy-pause":
+            self.proxy.pause()
+            self._wait(hold)
+            self.proxy.resume()
+            detail = f"{hold:.1f} s"
+        window = FaultWindow(start, time.time(), kind, detail)
+        self.windows.append(window)
+        self.counts[kind] += 1
+        self.log(f"{kind}: {detail}")
+
+    def _start_broker(self) -> float:
+        started = time.monotonic()
+        for attempt in range(1, BROKER_RESTART_ATTEMPTS + 1):
+            try:
+                self.broker.start()
+                return time.monotonic() - started
+            except (RuntimeError, TimeoutError) as exc:
+                if attempt == BROKER_RESTART_ATTEMPTS:
+                    raise NemesisError(f"the broker did not restart: {exc}") from exc
+                time.sleep(0.5)
+        raise AssertionError("unreachable")

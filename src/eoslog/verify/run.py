@@ -1,0 +1,362 @@
+"""One verify run: start a broker behind the fault proxy, run worker processes (workload.py) while the
+nemesis (faults.py) injects faults, heal, fence every transactional id, read every partition from the
+start, check the history and plot it.
+
+Everything lands in ``out``: ``history.jsonl``, ``report.txt``, ``summary.json``, ``plot.png``,
+``broker.log`` and ``clients.log`` (librdkafka's own logging), and the broker's data directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoslog.verify.checker import Report, check
+from eoslog.verify.faults import ALL_KINDS, CLIENT_KINDS, FaultWindow, Nemesis
+from eoslog.verify.history import HistoryWriter
+from eoslog.verify.workload import CLIENT_TUNING, WATCHDOG_EXIT, decode_value, producer_config
+
+FINAL_READ_TIMEOUT_S = 60.0
+WORKER_STOP_TIMEOUT_S = 45.0
+
+
+@dataclasses.dataclass
+class VerifyOptions:
+    duration: float = 60.0
+    bootstrap: str | None = None  # an external broker: only client-side faults apply
+    seed: int | None = None
+    out: Path | None = None
+    workers: int = 3
+    partitions: int = 4
+    abort_rate: float = 0.15
+    think_ms: float = 5.0
+    faults: tuple[str, ...] | None = None  # None: every kind that applies
+    broker_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    fault_seconds: tuple[float, float] = (1.0, 4.0)
+    quiet_seconds: tuple[float, float] = (1.0, 3.0)
+
+
+@dataclasses.dataclass
+class VerifyResult:
+    report: Report
+    out: Path
+    seed: int
+    duration: float
+    faults: dict[str, int]
+    windows: list[FaultWindow]
+    workers_started: int
+    worker_exits: dict[str, int]
+    final_read_complete: bool
+    problems: list[str]  # what went wrong outside the history (nemesis, final read)
+    plot_path: Path | None
+
+    @property
+    def valid(self) -> bool:
+        return self.report.valid and not self.problems
+
+    @property
+    def history_path(self) -> Path:
+        return self.out / "history.jsonl"
+
+    def summary(self) -> dict:
+        stats = self.report.stats
+        return {
+            "valid": self.valid, "seed": self.seed, "duration_s": round(self.duration, 1),
+            "operations": stats["ops"], "committed": stats["committed"], "aborted": stats["aborted"],
+            "indefinite": stats["indefinite"], "indefinite_seen_committed": stats["indefinite_visible"],
+            "sends": stats["sends"], "values_read": stats["values_read"], "faults": self.faults,
+            "faults_total": sum(self.faults.values()), "workers_started": self.workers_started,
+            "worker_exits": self.worker_exits,
+            "anomalies": self.report.anomalies, "errors": self.report.errors, "problems": self.problems,
+            "final_read_complete": self.final_read_complete,
+        }
+
+    def render_text(self) -> str:
+        faults = ", ".join(f"{kind} {count}" for kind, count in sorted(self.faults.items())) or "none"
+        lines = [self.report.render_text(),
+                 f"run: {self.duration:.0f} s, seed {self.seed}, faults {sum(self.faults.values())} ({faults})",
+                 f"worker processes: started {self.workers_started}, ended "
+                 + (", ".join(f"{how} {n}" for how, n in sorted(self.worker_exits.items())) or "-")]
+        lines += [f"PROBLEM: {problem}" for problem in self.problems]
+        lines.append(f"verdict: {'VALID' if self.valid else 'INVALID'}")
+        return "\n".join(lines)
+
+
+class WorkerPool:
+    """The worker processes, one per slot, each reporting history lines on its stdout. A worker that
+    dies is recorded as a crash (its transaction in flight becomes indefinite) and replaced, under a new
+    process number, with the same slot and so the same transactional id."""
+
+    def __init__(self, history: HistoryWriter, bootstrap: str, topic: str, options: VerifyOptions,
+                 seed: int, clients_log: Path) -> None:
+        self.history = history
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.options = options
+        self.random = random.Random(seed)
+        self.clients_log = clients_log
+        self.next_process = 1
+        self.slots: dict[int, tuple[int, subprocess.Popen, threading.Thread]] = {}
+        self.stopping = False
+        self.lock = threading.Lock()
+        # How worker processes ended: "killed" (the nemesis), "watchdog" (a client call hung), "stopped"
+        # (at the end of the run), "exit N" (anything else: a bug in the worker, see clients.log).
+        self.exits: Counter[str] = Counter()
+
+    @property
+    def started(self) -> int:
+        return self.next_process - 1
+
+    def spawn(self, slot: int) -> None:
+        process = self.next_process
+        self.next_process += 1
+        command = [sys.executable, "-m", "eoslog.verify.workload", "--bootstrap", self.bootstrap,
+                   "--process", str(process), "--slot", str(slot), "--topic", self.topic,
+                   "--partitions", str(self.options.partitions), "--seed", str(self.random.getrandbits(32)),
+                   "--abort-rate", str(self.options.abort_rate), "--think-ms", str(self.options.think_ms)]
+        with open(self.clients_log, "ab") as log:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
+                                  name=f"eoslog-verify-worker-{process}")
+        reader.start()
+        self.slots[slot] = (process, child, reader)
+
+    def _read(self, process: int, child: subprocess.Popen) -> None:
+        assert child.stdout is not None
+        for raw in child.stdout:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # a line torn by SIGKILL: the worker had not acted on it yet
+            self.history.record(process, line["type"], line["f"], line.get("value"), time=line.get("time"))
+        code = child.wait()
+        self.exits[{0: "stopped", -signal.SIGKILL: "killed", WATCHDOG_EXIT: "watchdog"}.get(code, f"exit {code}")] += 1
+        if code != 0:
+            self.history.record(process, "info", "crash")
+
+    def supervise(self) -> None:
+        """Replaces dead workers (called from the runner's loop)."""
+        with self.lock:
+            if self.stopping:
+                return
+            for slot in range(self.options.workers):
+                entry = self.slots.get(slot)
+                if entry is None:
+                    self.spawn(slot)
+                elif entry[1].poll() is not None:
+                    entry[2].join(5)  # the crash line goes before the replacement's first line
+                    self.spawn(slot)
+
+    def kill_one(self) -> str | None:
+        with self.lock:
+            alive = [(slot, entry) for slot, entry in sorted(self.slots.items()) if entry[1].poll() is None]
+            if not alive:
+                return None
+            slot, (process, child, _) = self.random.choice(alive)
+            child.send_signal(signal.SIGKILL)
+            return f"killed worker process {process} (slot {slot})"
+
+    def stop(self, timeout: float = WORKER_STOP_TIMEOUT_S) -> int:
+        """SIGTERM (finish the transaction in flight), then SIGKILL what is left; returns how many had
+        to be killed."""
+        with self.lock:
+            self.stopping = True
+        for _, child, _ in self.slots.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        killed = 0
+        for _, child, reader in self.slots.values():
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+                killed += 1
+            reader.join(10)
+        return killed
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_TUNING})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        metadata = admin.list_topics(topic, timeout=10)
+        entry = metadata.topics.get(topic)
+        if entry is not None and entry.error is None and len(entry.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} not visible in metadata")
+
+
+def fence_slots(bootstrap: str, slots: int, timeout: float = 60.0) -> list[str]:
+    """InitProducerId for every worker's transactional id: aborts whatever transaction a killed worker
+    left open, so the last stable offset reaches the high watermark before the final read."""
+    problems = []
+    for slot in range(slots):
+        deadline = time.monotonic() + timeout
+        while True:
+            producer = Producer(producer_config(bootstrap, slot))
+            try:
+                producer.init_transactions(15)
+                break
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    problems.append(f"could not fence transactional id of slot {slot}: {exc}")
+                    break
+                time.sleep(0.5)
+            finally:
+                producer.flush(0)
+    return problems
+
+
+def final_read(bootstrap: str, topic: str, partitions: int, history: HistoryWriter,
+               timeout: float = FINAL_READ_TIMEOUT_S) -> tuple[bool, str]:
+    """A fresh read_committed consumer reads every partition from offset 0 to its high watermark and
+    records it as the final read. Returns (complete, description)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eoslog-verify-final-{uuid.uuid4()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", **CLIENT_TUNING})
+    try:
+        ends = {}
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
+            ends[p] = high
+        history.record("final", "invoke", "txn", [["poll"]], final=True)
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        results: dict[str, list[list]] = {f"{topic}-{p}": [] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        pending = {p for p, end in ends.items() if end > 0}
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.2):
+                if message.error() is None:
+                    results[f"{topic}-{message.partition()}"].append(
+                        [message.offset(), decode_value(message.value())])
+            positions = consumer.position([TopicPartition(topic, p) for p in sorted(pending)])
+            pending -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
+        history.record("final", "ok", "txn", [["poll", results]], final=True)
+        read = sum(len(pairs) for pairs in results.values())
+        if pending:
+            return False, (f"final read stopped short of the high watermark on partitions {sorted(pending)} "
+                           f"after {timeout:.0f} s (ends {ends}); {read} records read")
+        return True, f"final read: {read} records up to high watermarks {ends}"
+    finally:
+        consumer.close()
+
+
+def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None) -> VerifyResult:
+    log = log or (lambda message: None)
+    seed = options.seed if options.seed is not None else random.randrange(1 << 31)
+    out = Path(options.out) if options.out is not None else Path(tempfile.mkdtemp(prefix="eoslog-verify-"))
+    out.mkdir(parents=True, exist_ok=True)
+    history_path = out / "history.jsonl"
+    history_path.unlink(missing_ok=True)
+    # A reused --out directory starts from scratch: the data directory and logs belong to earlier runs.
+    shutil.rmtree(out / "data", ignore_errors=True)
+    for stale in ("broker.log", "clients.log", "plot.png", "report.txt", "summary.json", "faults.json"):
+        (out / stale).unlink(missing_ok=True)
+    rng = random.Random(seed)
+    began = time.monotonic()
+
+    def say(message: str) -> None:
+        log(f"[{time.monotonic() - began:7.1f}s] {message}")
+
+    broker = proxy = None
+    if options.bootstrap is None:
+        from eoslog.testing.faultproxy import FaultProxy
+        from eoslog.testing.process import BrokerProcess, free_port
+
+        broker_port, proxy_port = free_port(), free_port()
+        proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))
+        proxy.start_in_thread()
+        broker = BrokerProcess(out / "data", broker_port, options.broker_properties,
+                               advertised=f"127.0.0.1:{proxy_port}", log_path=out / "broker.log")
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        kinds = options.faults if options.faults is not None else ALL_KINDS
+        topic = "t"
+    else:
+        bootstrap = options.bootstrap
+        kinds = options.faults if options.faults is not None else CLIENT_KINDS
+        topic = f"eoslog-verify-{seed}-{int(time.time())}"
+    problems: list[str] = []
+    history = HistoryWriter(history_path)
+    pool: WorkerPool | None = None
+    nemesis: Nemesis | None = None
+    final_complete = False
+    try:
+        if broker is not None:
+            broker.start()
+            say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
+        _create_topic(bootstrap, topic, options.partitions)
+        pool = WorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log")
+        nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, kill_client=pool.kill_one,
+                          fault_seconds=options.fault_seconds, quiet_seconds=options.quiet_seconds, log=say)
+        pool.supervise()
+        say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
+            f"{', '.join(kinds) or 'none'}")
+        nemesis.start()
+        deadline = time.monotonic() + options.duration
+        while time.monotonic() < deadline and nemesis.error is None:
+            pool.supervise()
+            time.sleep(0.1)
+        say("healing and stopping workers")
+        nemesis.stop(timeout=120)
+        if nemesis.error is not None:
+            problems.append(f"nemesis: {nemesis.error}")
+        killed = pool.stop()
+        if killed:
+            say(f"{killed} worker(s) did not stop within {WORKER_STOP_TIMEOUT_S:.0f} s and were killed")
+        problems += fence_slots(bootstrap, options.workers)
+        final_complete, description = final_read(bootstrap, topic, options.partitions, history)
+        say(description)
+        if not final_complete:
+            problems.append(description)
+    finally:
+        if pool is not None and not pool.stopping:
+            pool.stop(timeout=5)
+        history.close()
+        if broker is not None:
+            try:
+                broker.__exit__(None, None, None)
+            except Exception as exc:  # noqa: BLE001 - the run's result matters more than a slow shutdown
+                problems.append(f"broker shutdown: {exc}")
+        if proxy is not None:
+            proxy.stop()
+    duration = time.monotonic() - began
+    report = check(history_path)
+    windows = list(nemesis.windows) if nemesis is not None else []
+    plot_path: Path | None = out / "plot.png"
+    try:
+        from eoslog.verify.plot import plot
+
+        plot(history_path, [w.as_tuple() for w in windows], plot_path,
+             title=f"eoslog verify: seed {seed}, {duration:.0f} s")
+    except ImportError:
+        plot_path = None
+        say("matplotlib is not installed: no plot")
+    result = VerifyResult(report, out, seed, duration, dict(nemesis.counts) if nemesis else {}, windows,
+                          pool.started if pool else 0, dict(pool.exits) if pool else {}, final_complete, problems, plot_path)
+    (out / "report.txt").write_text(result.render_text() + "\n")
+    (out / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str) + "\n")
+    (out / "faults.json").write_text(json.dumps([dataclasses.asdict(w) for w in windows], indent=1) + "\n")
+    return result
+
+
+__all__ = ["VerifyOptions", "VerifyResult", "run_verify"]

@@ -1,0 +1,92 @@
+"""Parsing Kafka's JSON specs: version ranges, names, defaults, structs, header versions."""
+
+from __future__ import annotations
+
+import pytest
+
+from eoslog.protocol import schema
+from eoslog.protocol.schema import VersionRange
+
+
+@pytest.mark.parametrize("text,low,high,inside,outside", [
+    ("3+", 3, 0x7FFF, [3, 4, 100], [0, 2]),
+    ("0-12", 0, 12, [0, 12], [13, -1]),
+    ("5", 5, 5, [5], [4, 6]),
+    ("none", 0, -1, [], [0, 1]),
+    (None, 0, -1, [], [0]),
+])
+def test_version_range(text, low, high, inside, outside):
+    r = VersionRange.parse(text)
+    assert (r.low, r.high) == (low, high)
+    assert all(v in r for v in inside) and not any(v in r for v in outside)
+
+
+@pytest.mark.parametrize("name,snake", [
+    ("TopicData", "topic_data"), ("ProducerId", "producer_id"), ("ThrottleTimeMs", "throttle_time_ms"),
+    ("timeoutMs", "timeout_ms"), ("validateOnly", "validate_only"), ("Isr", "isr"),
+    ("SASLHandshake", "sasl_handshake"), ("V2Field", "v2_field"),
+])
+def test_snake_case(name, snake):
+    assert schema.snake_case(name) == snake
+
+
+def test_every_spec_loads_and_every_api_has_both_directions():
+    names = schema.spec_names()
+    assert len(names) >= 100
+    keys = schema.api_keys()
+    assert keys[0] == "Produce" and keys[1] == "Fetch" and keys[18] == "ApiVersions" and keys[22] == "InitProducerId"
+    for key in keys:
+        assert schema.request_spec(key).kind == "request"
+        assert schema.response_spec(key).kind == "response"
+
+
+def test_produce_request_spec_details():
+    spec = schema.load_spec("ProduceRequest")
+    assert (spec.api_key, spec.kind, str(spec.valid_versions), str(spec.flexible_versions)) == (0, "request", "3-13", "9+")
+    transactional_id, _acks, _timeout, topic_data = spec.fields
+    assert transactional_id.attr == "transactional_id" and transactional_id.default is None
+    assert 3 in transactional_id.nullable_versions
+    assert topic_data.is_array and topic_data.is_struct and topic_data.struct_name == "TopicProduceData"
+    name, topic_id, partition_data = topic_data.fields
+    assert name.versions == VersionRange(0, 12) and topic_id.type == "uuid" and name.map_key
+    assert partition_data.fields[1].type == "records"
+    assert set(spec.structs) == {"TopicProduceData", "PartitionProduceData"}
+
+
+def test_tagged_fields_and_defaults():
+    spec = schema.load_spec("FetchResponse")
+    partition = spec.structs["PartitionData"]
+    by_name = {f.name: f for f in partition}
+    assert by_name["DivergingEpoch"].tag == 0 and by_name["DivergingEpoch"].tagged_in(12)
+    assert not by_name["DivergingEpoch"].tagged_in(11)
+    assert by_name["LastStableOffset"].default == -1 and by_name["Records"].default is None
+    assert by_name["AbortedTransactions"].default == ()  # a fresh empty list
+    assert by_name["PreferredReadReplica"].ignorable is False
+
+
+def test_common_structs_are_resolved():
+    spec = schema.load_spec("AddPartitionsToTxnRequest")
+    assert "AddPartitionsToTxnTopic" in spec.structs
+    topic = spec.structs["AddPartitionsToTxnTopic"]
+    assert [f.name for f in topic] == ["Name", "Partitions"]
+
+
+def test_defaults_in_every_notation():
+    assert schema._parse_default("0x7fffffff", "int32") == 0x7FFFFFFF
+    assert schema._parse_default(-1, "int64") == -1
+    assert schema._parse_default(False, "bool") is False
+    assert schema._parse_default("true", "bool") is True
+    assert schema._parse_default("null", "string") is None
+    assert schema._parse_default(None, "string") == ""
+    assert schema._parse_default(None, "uuid") == schema.ZERO_UUID
+    assert schema._parse_default("null", "[]int32") is None
+
+
+def test_header_versions_and_the_api_versions_exception():
+    assert schema.request_header_version(0, 8) == 1 and schema.request_header_version(0, 9) == 2
+    assert schema.response_header_version(0, 8) == 0 and schema.response_header_version(0, 9) == 1
+    assert schema.request_header_version(18, 3) == 2
+    assert all(schema.response_header_version(18, v) == 0 for v in range(10))
+    header = schema.load_spec("RequestHeader")
+    client_id = header.fields[-1]
+    assert client_id.flexible_versions == VersionRange.parse("none")  # never a compact string

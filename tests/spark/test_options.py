@@ -1,0 +1,45 @@
+"""Option parsing: Spark's Kafka connector names, case-insensitive."""
+
+import pytest
+
+from eoslog.spark.options import OptionError, SinkOptions, SourceOptions
+
+
+def test_source_options_like_sparks_kafka_connector():
+    o = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a, b", "maxOffsetsPerTrigger": "1000",
+                             "failOnDataLoss": "false", "includeHeaders": "true",
+                             "kafka.key.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+                             "kafka.client.id": "me"})
+    assert o.topics == ("a", "b")
+    assert o.client == {"bootstrap.servers": "h:1", "client.id": "me"}  # Java-only settings dropped
+    assert o.max_offsets_per_trigger == 1000
+    assert o.isolation_level == "read_committed"  # the default, unlike Kafka's
+    assert (o.fail_on_data_loss, o.include_headers) == (False, True)
+    assert o.starting == "latest" and o.ending == "latest"
+
+
+def test_batch_defaults_to_earliest_and_refuses_latest_start():
+    assert SourceOptions.parse_batch({"kafka.bootstrap.servers": "h:1", "subscribe": "a"}).starting == "earliest"
+    with pytest.raises(OptionError):
+        SourceOptions.parse_batch({"kafka.bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": "latest"})
+
+
+@pytest.mark.parametrize("bad", [
+    {"subscribe": "a"},
+    {"kafka.bootstrap.servers": "h:1"},
+    {"kafka.bootstrap.servers": "h:1", "subscribe": "a", "maxOffsetsPerTrigger": "0"},
+    {"kafka.bootstrap.servers": "h:1", "subscribe": "a", "kafka.isolation.level": "dirty"},
+    {"kafka.bootstrap.servers": "h:1", "subscribePattern": "a.*"},
+    {"kafka.bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "earliest"},
+])
+def test_source_option_errors(bad):
+    with pytest.raises(OptionError):
+        SourceOptions.parse(bad)
+
+
+def test_sink_options():
+    o = SinkOptions.parse({"KAFKA.BOOTSTRAP.SERVERS": "h:1", "topic": "out", "kafka.transaction.timeout.ms": "9000"})
+    assert o.client == {"bootstrap.servers": "h:1"}
+    assert (o.topic, o.transaction_timeout_ms, o.sink_id, o.require_exactly_once) == ("out", 9000, "0", True)
+    with pytest.raises(OptionError):
+        SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "sinkId": "a-b"})

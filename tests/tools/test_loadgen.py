@@ -1,0 +1,110 @@
+"""`eoslog bench` end to end against librdkafka's mock cluster, with tiny message counts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from eoslog.loadgen import MOCK, BenchSettings, LatencySummary, bench_command, mock_cluster, run_bench
+
+TINY = BenchSettings(sizes=(100, 1024), messages=3000, seconds=30, latency_rate=2000, latency_messages=100,
+                     timeout=30)
+
+
+def assert_sane(result, settings: BenchSettings) -> None:
+    produce, paced, consume = result.produce, result.paced, result.consume
+    assert (produce.messages, produce.errors, produce.undelivered) == (settings.messages, 0, 0)
+    assert produce.bytes == settings.messages * result.size
+    assert produce.msgs_per_s > 0 and produce.mb_per_s > 0
+    latency = produce.latency
+    assert latency.count == settings.messages
+    assert 0 < latency.p50_ms <= latency.p99_ms <= latency.max_ms
+    assert (paced.messages, paced.errors) == (settings.latency_messages, 0)
+    # 100 messages at 2000/s cannot take less than 99 intervals of 0.5 ms
+    assert paced.seconds >= (settings.latency_messages - 1) / settings.latency_rate
+    assert 0 < paced.latency.p50_ms <= paced.latency.max_ms
+    assert consume.errors == 0
+    assert consume.messages == produce.messages == consume.retained
+    assert consume.bytes == produce.bytes
+    assert consume.passes == 1
+    assert consume.msgs_per_s > 0
+
+
+def test_bench_against_the_mock_cluster_reads_back_what_it_wrote():
+    report = run_bench(MOCK, TINY)
+    [target] = report.targets
+    assert target.name == MOCK
+    assert [r.size for r in target.results] == [100, 1024]
+    for result in target.results:
+        assert result.partitions == 4  # the mock always creates 4
+        assert_sane(result, TINY)
+    assert report.ratios() == []
+    encoded = json.loads(json.dumps(report.to_json()))
+    assert encoded["targets"][0]["results"][1]["consume"]["messages"] == TINY.messages
+
+
+def test_compare_mock_runs_both_targets_and_reports_ratios():
+    settings = BenchSettings(sizes=(100,), messages=2000, latency_rate=2000, latency_messages=50, timeout=30,
+                             repeat=2)
+    with mock_cluster() as other:  # a second mock stands in for the broker under test
+        report = run_bench(other, settings, compare_mock=True)
+    assert [t.name for t in report.targets] == [other, MOCK]
+    for target in report.targets:
+        assert_sane(target.results[0], settings)
+    [row] = report.ratios()
+    assert row["size"] == 100
+    for key in ("produce_mb_per_s", "consume_mb_per_s", "produce_p50_ms", "paced_p50_ms"):
+        assert row[key] > 0
+
+
+def test_consume_rereads_when_the_mock_trimmed_its_log():
+    # The mock keeps the last 5 MiB of each partition: 160 × 200 kB = 32 MB cannot all stay in 4 partitions.
+    settings = BenchSettings(sizes=(200_000,), messages=160, latency_messages=0, timeout=30)
+    [result] = run_bench(MOCK, settings).targets[0].results
+    assert result.produce.messages == 160
+    assert 0 < result.consume.retained < 160
+    assert result.consume.passes >= 2
+    assert result.consume.messages >= 160
+    assert result.paced is None
+
+
+def test_cli_prints_json():
+    arguments = ["--bootstrap", "mock", "--sizes", "100", "--messages", "500", "--latency-messages", "20",
+                 "--latency-rate", "1000", "--json"]
+    result = CliRunner().invoke(bench_command, arguments)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    [entry] = report["targets"][0]["results"]
+    assert entry["size"] == 100
+    assert entry["produce"]["messages"] == entry["consume"]["messages"] == 500
+    assert entry["paced"]["messages"] == 20
+    assert report["settings"]["acks"] == "all" and report["settings"]["idempotent"] is True
+
+
+@pytest.mark.parametrize("arguments", [["--acks", "1"], ["--sizes", "4"], ["--sizes", "100,x"],
+                                       ["--topic-config", "novalue"]])
+def test_cli_rejects_bad_options(arguments):
+    result = CliRunner().invoke(bench_command, ["--bootstrap", "mock", *arguments])
+    assert result.exit_code == 2, result.output
+
+
+def test_latency_summary_uses_nearest_rank():
+    summary = LatencySummary.of([i / 1000 for i in range(1, 101)])  # 1..100 ms
+    assert summary.count == 100
+    assert summary.p50_ms == pytest.approx(50)
+    assert summary.p99_ms == pytest.approx(99)
+    assert summary.max_ms == pytest.approx(100)
+    assert summary.mean_ms == pytest.approx(50.5)
+    assert LatencySummary.of([]).count == 0
+
+
+def test_bench_against_an_embedded_eoslog_broker():
+    settings = BenchSettings(sizes=(1024,), messages=2000, latency_rate=2000, latency_messages=50, timeout=30)
+    report = run_bench(None, settings)  # None: an embedded eoslog broker, idempotent acks=all producer
+    [target] = report.targets
+    assert target.name == "eoslog (embedded)"
+    [result] = target.results
+    assert result.partitions == settings.partitions  # created with CreateTopics, not auto-created
+    assert_sane(result, settings)
