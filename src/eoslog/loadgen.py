@@ -120,6 +120,7 @@ class ConsumeResult:
     messages: int
     bytes: int
     seconds: float           # assign() to the last expected message
+    produced: int            # what the produce run of the same repetition delivered
     retained: int            # sum over partitions of high watermark - low watermark
     passes: int              # reads of the retained range (more than one only when retained < produced)
     errors: int
@@ -368,8 +369,8 @@ def _job_consume(bootstrap: str, topic: str, produced: int, settings: BenchSetti
         seconds = clock() - started
     finally:
         consumer.close()
-    return ConsumeResult(messages=messages, bytes=nbytes, seconds=seconds, retained=retained, passes=passes,
-                         errors=errors)
+    return ConsumeResult(messages=messages, bytes=nbytes, seconds=seconds, produced=produced,
+                         retained=retained, passes=passes, errors=errors)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -502,7 +503,7 @@ def render(report: BenchReport, console=None) -> None:
                   else ("-", "-", "-")),
                 _flag(p.errors + p.undelivered + (q.errors + q.undelivered if q else 0)))
             consume_table.add_row(target.name, str(r.size), f"{c.msgs_per_s:,.0f}", f"{c.mb_per_s:.1f}",
-                                  f"{c.messages:,}", f"{p.messages:,}", str(c.passes), _flag(c.errors))
+                                  f"{c.messages:,}", f"{c.produced:,}", str(c.passes), _flag(c.errors))
     console.print(produce_table)
     console.print(consume_table)
     ratios = report.ratios()
@@ -574,7 +575,7 @@ def _parse_pairs(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], 
 def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idempotent, partitions, linger_ms,
                   batch_size, compression, latency_rate, latency_messages, topic_configs, repeat,
                   as_json) -> None:
-    """Measure produce/consume throughput and produce latency with confluent-kafka (loopback only)."""
+    """Measure produce/consume throughput and produce latency with confluent-kafka."""
     if acks != "all" and idempotent:
         raise click.UsageError("an idempotent producer needs --acks all (or pass --no-idempotent)")
     settings = BenchSettings(sizes=sizes, messages=messages, seconds=seconds, acks=acks,
