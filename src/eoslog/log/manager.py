@@ -222,16 +222,19 @@ class LogDirectory:
         next_checkpoint = next_retention = self._clock()
         while not self._closed:
             now = self._clock()
+            retention_due = now >= next_retention
             for log in list(self.logs.values()):
-                if log.flush_due(now):
-                    await self.group_commit.flush(log)
-            if now >= next_retention:
-                for log in list(self.logs.values()):
-                    log.apply_retention(now)
+                # One log's failure (offline after a write error, say) must not stop the others' upkeep.
+                try:
+                    if log.flush_due(now):
+                        await self.group_commit.flush(log)
+                    deleted = log.apply_retention(now) if retention_due else log.delete_expired_files(now)
+                    if retention_due and deleted:
+                        logger.info("%s: retention removed %d segments", log.directory, deleted)
+                except Exception:  # noqa: BLE001
+                    logger.exception("%s: maintenance failed; will retry", log.directory)
+            if retention_due:
                 next_retention = now + retention_check_interval_ms
-            else:
-                for log in list(self.logs.values()):
-                    log.delete_expired_files(now)
             if now >= next_checkpoint:
                 await loop.run_in_executor(None, self._write_checkpoints, *self._snapshot())
                 next_checkpoint = now + checkpoint_interval_ms

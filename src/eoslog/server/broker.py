@@ -129,19 +129,11 @@ class Broker:
         return cluster_id
 
     async def _housekeeping(self) -> None:
-        """Retention and checkpoints, on Kafka's schedule."""
-        interval = min(self.config.log_retention_check_interval_ms, 60_000) / 1000
-        while True:
-            await asyncio.sleep(interval)
-            now_ms = int(time.time() * 1000)
-            for partition in list(self.partitions.values()):
-                try:
-                    deleted = partition.log.apply_retention(now_ms)
-                    if deleted:
-                        log.info("retention deleted %d segments of %s", deleted, partition.name)
-                except Exception:  # noqa: BLE001
-                    log.exception("retention of %s failed", partition.name)
-            self.log_directory.checkpoint()
+        """Flushes due by flush.messages / flush.ms, retention, deferred file deletion and checkpoints,
+        each on Kafka's schedule (the log directory owns the details)."""
+        await self.log_directory.run_maintenance(
+            retention_check_interval_ms=self.config.log_retention_check_interval_ms
+        )
 
     def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:
