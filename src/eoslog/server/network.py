@@ -76,14 +76,25 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._set_reading(True)
+        if self._buffer:
+            self._process_buffer()
 
     def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        self._process_buffer()
+
+    def _process_buffer(self) -> None:
+        """Dispatches every whole frame in the buffer, unless the client stopped reading our responses.
+
+        Pausing the transport's reads is not enough on its own: one read can carry hundreds of small
+        requests (300 Fetches fit in 30 KB), so we also stop taking frames out of our own buffer while
+        the socket's write side is over its high-water mark, and pick up again in resume_writing.
+        """
         buffer = self._buffer
-        buffer += data
         offset = 0
         size_total = len(buffer)
         try:
-            while size_total - offset >= 4:
+            while size_total - offset >= 4 and not self._writing_paused:
                 (size,) = SIZE_PREFIX.unpack_from(buffer, offset)
                 if size < 0 or size > self._max_request_bytes:
                     log.warning(
