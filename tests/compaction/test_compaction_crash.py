@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from compaction_clients import (  # noqa: E402
+from compaction_clients import (
     BROKER_PROPERTIES,
     consume_all,
     create_compacted_topic,
@@ -20,7 +20,7 @@ from compaction_clients import (  # noqa: E402
     wait_for,
 )
 
-from eoslog.testing.process import BrokerProcess  # noqa: E402
+from eoslog.testing.process import BrokerProcess
 
 pytestmark = pytest.mark.interop
 

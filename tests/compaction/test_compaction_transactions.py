@@ -12,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from compaction_clients import BROKER_PROPERTIES, consume_all, create_compacted_topic, wait_for  # noqa: E402
+from compaction_clients import BROKER_PROPERTIES, consume_all, create_compacted_topic, wait_for
 
-from eoslog.testing.process import BrokerProcess  # noqa: E402
+from eoslog.testing.process import BrokerProcess
 
 pytestmark = pytest.mark.interop
 

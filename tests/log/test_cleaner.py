@@ -5,13 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from cleaner_helpers import T0, Clock, clean_once, latest_by_key, open_log, put, read_all, records, target_for
 
 from eoslog.log.cleaner import CleanerTarget, LogCleaner, cleanable_range
 from eoslog.log.cleaner_offset_map import ENTRY_OVERHEAD, OffsetMap, measured_bytes_per_entry
 from eoslog.records import CompressionType, SimpleRecord, build_batch, decode_batches
 from eoslog.records.header import DELETE_HORIZON_BIT
-
-from cleaner_helpers import T0, Clock, clean_once, latest_by_key, open_log, put, read_all, records, target_for
 
 
 def _random_updates(log, rounds=300, keys=40, per_batch=5, tombstones=0.1, seed=1):
@@ -92,6 +91,21 @@ def test_never_cleans_at_or_past_the_last_stable_offset_or_the_active_segment(tm
     clean_once(tmp_path, log, clock, target=target_for(log, lso=lso))
     tail_after = [r for r in records(log) if r[0] >= tail_before[0][0]]
     assert tail_after == tail_before  # the segment holding the LSO and everything after: untouched
+
+
+def test_a_last_stable_offset_inside_a_segment_leaves_no_duplicate_behind(tmp_path):
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock)
+    _random_updates(log, rounds=100, tombstones=0)
+    log.roll()
+    put(log, [("solo", "1"), ("solo", "2")])  # a key written twice just below the LSO, never again
+    lso = log.log_end_offset
+    _random_updates(log, rounds=100, tombstones=0, seed=5)
+    clean_once(tmp_path, log, clock, target=target_for(log, lso=lso))
+    log.roll()
+    clean_once(tmp_path, log, clock)
+    keys = [key for _, key, _ in records(log)]
+    assert len(keys) == len(set(keys))
 
 
 def test_min_compaction_lag_protects_recent_segments(tmp_path):
@@ -182,7 +196,7 @@ def test_a_full_offset_map_cleans_in_several_passes_and_loses_no_key(tmp_path):
     budget = 300 * (ENTRY_OVERHEAD + 9)  # room for 300 of the 1000 keys
     passes = 0
     while True:
-        result, cleaner = clean_once(tmp_path, log, clock, map_budget=budget)
+        result, _ = clean_once(tmp_path, log, clock, map_budget=budget)
         passes += 1
         assert result.stats.map_bytes <= budget
         assert latest_by_key(records(log)) == expected

@@ -6,10 +6,9 @@ import os
 import random
 
 import pytest
+from cleaner_helpers import Clock, clean_once, latest_by_key, open_log, put, records
 
 from eoslog.log.cleaner_pass import cleaned_paths
-
-from cleaner_helpers import Clock, clean_once, latest_by_key, open_log, put, records
 
 
 class SimulatedCrash(BaseException):
@@ -54,11 +53,11 @@ def _crash_at_every_operation(tmp_path, prepare_passes):
         count = 0
         real_rename, real_unlink, real_fsync = os.rename, os.unlink, os.fsync
 
-        def counted(real):
+        def counted(real, crash_at=operation):
             def operation_(*args, **kwargs):
                 nonlocal count
-                if count == operation:
-                    raise SimulatedCrash(f"crash before file operation {operation}")
+                if count == crash_at:
+                    raise SimulatedCrash(f"crash before file operation {crash_at}")
                 count += 1
                 return real(*args, **kwargs)
             return operation_

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 
+from cleaner_helpers import Clock, clean_once, marker, open_log, read_all, target_for
+
 from eoslog.records import SimpleRecord, build_batch
 from eoslog.records.control import ControlType, parse_control_batch
 from eoslog.records.header import DELETE_HORIZON_BIT
-
-from cleaner_helpers import Clock, clean_once, marker, open_log, read_all, target_for
 
 
 def _txn(log, producer_id, items, epoch=0):

@@ -242,14 +242,14 @@ class LogCleaner:
         plan = self._plan(target, found, now)
         size_before = log.size
         epoch = log.truncation_epoch
-        stopping = lambda: self._stopping  # noqa: E731
+        stopping = lambda: self._stopping
         swapped = 0
         try:
             state: PassState = await loop.run_in_executor(self._executor, prepare, plan, stopping)
             for group in state.groups:
                 cleaned = await loop.run_in_executor(self._executor, clean_group, state, group, stopping)
                 try:
-                    swap_in(log, cleaned, epoch)
+                    await swap_in(log, cleaned, epoch)
                 except SwapRejected as exc:
                     logger.info("%s: cleaning abandoned: %s", log.directory, exc)
                     return None
@@ -331,7 +331,7 @@ class LogCleaner:
                     await self.clean(*chosen)
             except LogError as exc:
                 logger.error("log cleaner: %s", exc)
-            except Exception:  # noqa: BLE001 - one bad log must not stop the cleaner for all others
+            except Exception:
                 logger.exception("log cleaner failed; backing off")
                 if chosen is not None:
                     self._skip_until[chosen[0].topic_partition] = self._clock() + self.backoff_ms
@@ -340,7 +340,7 @@ class LogCleaner:
                 self._wakeup.clear()
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), self.backoff_ms / 1000)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     def wakeup(self) -> None:
@@ -359,7 +359,7 @@ class LogCleaner:
         if self._task is not None:
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
-                pass
+            except (asyncio.CancelledError, Exception) as exc:  # noqa: BLE001 - stopping anyway
+                logger.debug("log cleaner task ended with %r", exc)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._executor.shutdown, True)

@@ -27,7 +27,7 @@ DEFAULT_BUFFER_SIZE = 128 * 1024 * 1024  # Kafka's log.cleaner.dedupe.buffer.siz
 class OffsetMap:
     """Exact map from record key to the offset of its latest version, within a memory budget."""
 
-    __slots__ = ("_offsets", "_budget", "_used", "latest_offset")
+    __slots__ = ("_budget", "_offsets", "_used", "latest_offset")
 
     def __init__(self, budget_bytes: int = DEFAULT_BUFFER_SIZE) -> None:
         if budget_bytes <= 0:
@@ -65,8 +65,7 @@ class OffsetMap:
         if key not in offsets:
             self._used += ENTRY_OVERHEAD + len(key)
         offsets[key] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
+        self.latest_offset = max(self.latest_offset, offset)
 
     def get(self, key: bytes) -> int | None:
         return self._offsets.get(key)

@@ -20,12 +20,20 @@ makes the renames durable before step 7 removes the index entries those old segm
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from eoslog.log.cleaner_pass import CleanedGroup, cleaned_paths, remove_cleaned
 from eoslog.log.flush_task import fsync_directory
 from eoslog.log.log import Log
-from eoslog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
+from eoslog.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
 
 
 class SwapRejected(Exception):
@@ -46,21 +54,33 @@ def current_group(log: Log, bases: tuple[int, ...], truncation_epoch: int) -> li
     return [segments[i] for i in slots]
 
 
-def swap_in(log: Log, cleaned: CleanedGroup, truncation_epoch: int) -> LogSegment:
-    """Steps 1-6 above; returns the new segment. Raises SwapRejected (nothing changed, output deleted)."""
+async def swap_in(log: Log, cleaned: CleanedGroup, truncation_epoch: int) -> LogSegment:
+    """Steps 1-6 above; returns the new segment. Raises SwapRejected (nothing changed, output deleted).
+
+    The two directory fsyncs run in a worker thread (one can take tens of ms while the disk is busy), so
+    the loop keeps serving; the group is checked again after the first, since retention or truncation
+    may have run meanwhile. The renames themselves are on the loop, where nothing else can interleave."""
+    loop = asyncio.get_running_loop()
     directory = log.directory
     base = cleaned.base_offset
     try:
-        old = current_group(log, cleaned.replaced_bases, truncation_epoch)
+        current_group(log, cleaned.replaced_bases, truncation_epoch)
     except SwapRejected:
         remove_cleaned(directory, base)
         raise
-    following = log.segments[log.segments.index(old[-1]) + 1].base_offset
     log_cleaned, index_cleaned, time_index_cleaned = cleaned_paths(directory, base)
     stem = os.path.join(directory, segment_file_name(base))
     swap_path = stem + LOG_SUFFIX + SWAP_SUFFIX
     os.rename(log_cleaned, swap_path)
-    fsync_directory(directory)
+    await loop.run_in_executor(None, fsync_directory, directory)
+    try:
+        old = current_group(log, cleaned.replaced_bases, truncation_epoch)
+    except SwapRejected:
+        # Committed on disk but no longer wanted: back to .cleaned (which recovery discards), then gone.
+        os.rename(swap_path, log_cleaned)
+        remove_cleaned(directory, base)
+        raise
+    following = log.segments[log.segments.index(old[-1]) + 1].base_offset
 
     def install() -> LogSegment:
         os.rename(index_cleaned, stem + INDEX_SUFFIX)
@@ -72,5 +92,5 @@ def swap_in(log: Log, cleaned: CleanedGroup, truncation_epoch: int) -> LogSegmen
         return segment
 
     segment = log.replace_segments(old, install)
-    fsync_directory(directory)
+    await loop.run_in_executor(None, fsync_directory, directory)
     return segment

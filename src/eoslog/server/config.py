@@ -44,6 +44,12 @@ TEST_FAULT_PROPERTIES = {
     # read_committed fetches read up to the high watermark, open transactions included
     "eoslog.test.read.committed.past.lso": "test_read_committed_past_lso",
 }
+# Test-only crash points, read from config.test_faults by their owner (same guard as above).
+TEST_CRASH_PROPERTIES = frozenset({
+    # SIGKILL right after a transaction group's commit point is durable, before any member moves
+    # (coordinator/transaction/groups.py; tests/transactions/test_transaction_groups.py)
+    "eoslog.test.crash.after.group.commit.record",
+})
 # Hours/minutes spellings Kafka also accepts, converted to the millisecond property.
 _TIME_ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3_600_000),
@@ -185,10 +191,13 @@ class BrokerConfig:
     def _set_test_fault(self, name: str, value: str) -> None:
         if os.environ.get(TEST_FAULTS_ENV) != "1":
             raise ConfigError(f"{name} is a test-only fault switch, refused unless {TEST_FAULTS_ENV}=1")
-        if name not in TEST_FAULT_PROPERTIES:
-            raise ConfigError(f"unknown test fault switch {name!r}; known: {', '.join(TEST_FAULT_PROPERTIES)}")
+        if name not in TEST_FAULT_PROPERTIES and name not in TEST_CRASH_PROPERTIES:
+            known = ", ".join([*TEST_FAULT_PROPERTIES, *sorted(TEST_CRASH_PROPERTIES)])
+            raise ConfigError(f"unknown test fault switch {name!r}; known: {known}")
         enabled = _bool(name, value)
         self.test_faults[name] = enabled
+        if name in TEST_CRASH_PROPERTIES:
+            return
         # Process-wide on purpose: the switches are Partition class attributes, so a test-only setting
         # needs no parameter threaded through the broker. Only `eoslog serve` subprocesses set them.
         from eoslog.cluster.partition import Partition

@@ -33,6 +33,7 @@ WRITE_HIGH_WATER = 8 * 1024 * 1024
 WRITE_LOW_WATER = 1 * 1024 * 1024
 # Bigger file regions are sent in slices so a huge fetch does not allocate it all at once.
 READ_CHUNK = 4 * 1024 * 1024
+SENDFILE = hasattr(os, "sendfile") and os.environ.get("EOSLOG_SENDFILE", "1") != "0"
 
 
 class CloseConnection(Exception):
@@ -51,12 +52,15 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self.peer = "?"
         self.closed = False
+        self._socket_fd: int | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        self._socket_fd = sock.fileno() if sock is not None and SENDFILE else None
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
         self._dispatcher.connection_opened(self)
 
@@ -169,11 +173,22 @@ class KafkaConnection(asyncio.Protocol):
             log.error("closing connection to %s: could not send a response: %s", self.peer, exc)
             self.close()
 
-    @staticmethod
-    def _write_region(transport: asyncio.Transport, region: FileRegion) -> None:
-        # Over loopback, sendfile measured no gain over pread + write (shared/research/machine.md), and
-        # the asyncio transport keeps ordering with its own buffer, so we read the region and write it.
+    def _write_region(self, transport: asyncio.Transport, region: FileRegion) -> None:
         position, remaining = region.position, region.length
+        # Zero-copy first: when nothing is queued in the transport, the kernel may move file pages
+        # straight to the socket; whatever it does not take now is read and queued behind it, which
+        # keeps the bytes in order. (Over loopback this measured no faster than pread + write, but it
+        # spares a copy and an allocation per region.)
+        if self._socket_fd is not None and transport.get_write_buffer_size() == 0:
+            try:
+                sent = os.sendfile(self._socket_fd, region.fd, position, remaining)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._socket_fd = None  # sendfile not possible on this socket: copy from now on
+                sent = 0
+            position += sent
+            remaining -= sent
         while remaining > 0:
             chunk = os.pread(region.fd, min(remaining, READ_CHUNK), position)
             if not chunk:
