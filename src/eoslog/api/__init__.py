@@ -43,6 +43,10 @@ _MODULES = (
     "write_txn_markers",
     "list_transactions",
     "describe_transactions",
+    # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
+    "commit_transaction_group",
+    "describe_transaction_groups",
+    "abort_transactions_by_prefix",
 )
 
 

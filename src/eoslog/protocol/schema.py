@@ -6,6 +6,11 @@ They ship inside the installed ``kafka`` package (kafka-python 3.0.x, Apache-2.0
 ``kafka/protocol/schemas/resources``; we read them from there with importlib.resources and use none of
 kafka-python's code. Comment lines (``//``) are stripped before ``json.loads``.
 
+eoslog's private APIs (api keys from 0x7E00) are specs in the same format in our own package
+``eoslog.protocol.extensions``; they load beside Kafka's, so the codec and ``messages`` serve them too.
+``spec_names()`` lists Kafka's specs only (what kafka-python can cross-check), ``extension_spec_names()``
+ours, and ``load_spec`` / ``request_spec`` / ``api_keys`` see both.
+
 Header versions (Kafka's rule, not in the specs): a request uses header v2 (v1 + tagged fields) when its
 API version is flexible, else v1 (api_key, api_version, correlation_id, nullable client_id); a response
 uses header v1 (v0 + tagged fields) when flexible, else v0 (correlation_id) -- except ApiVersions
@@ -22,6 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 
 SPEC_PACKAGE = "kafka.protocol.schemas.resources"
+EXTENSION_PACKAGE = "eoslog.protocol.extensions"
 API_VERSIONS_KEY = 18
 
 _COMMENT_LINE = re.compile(r"(?m)^\s*//.*$")
@@ -212,19 +218,33 @@ def parse_spec(text: str) -> MessageSpec:
     )
 
 
+def _json_names(package: str) -> tuple[str, ...]:
+    root = importlib.resources.files(package)
+    return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json")))
+
+
 @functools.cache
 def spec_names() -> tuple[str, ...]:
-    """Every spec file's name (without ``.json``), sorted."""
-    root = importlib.resources.files(SPEC_PACKAGE)
-    return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json")))
+    """Every Kafka spec file's name (without ``.json``), sorted."""
+    return _json_names(SPEC_PACKAGE)
+
+
+@functools.cache
+def extension_spec_names() -> tuple[str, ...]:
+    """eoslog's private API specs (``CommitTransactionGroupRequest`` ...), sorted."""
+    return _json_names(EXTENSION_PACKAGE)
 
 
 @functools.cache
 def load_spec(name: str) -> MessageSpec:
     """The parsed spec ``name`` (e.g. ``"ProduceRequest"``); KeyError if there is none."""
-    if name not in spec_names():
+    if name in spec_names():
+        package = SPEC_PACKAGE
+    elif name in extension_spec_names():
+        package = EXTENSION_PACKAGE
+    else:
         raise KeyError(name)
-    text = importlib.resources.files(SPEC_PACKAGE).joinpath(name + ".json").read_text("utf-8")
+    text = importlib.resources.files(package).joinpath(name + ".json").read_text("utf-8")
     return parse_spec(text)
 
 
@@ -232,7 +252,7 @@ def load_spec(name: str) -> MessageSpec:
 def _specs_by_key() -> dict[tuple[str, int], str]:
     """(kind, api_key) -> spec name. Reads every spec once (about 100 small files)."""
     out = {}
-    for name in spec_names():
+    for name in spec_names() + extension_spec_names():
         spec = load_spec(name)
         if spec.api_key is not None:
             out[(spec.kind, spec.api_key)] = name

@@ -16,6 +16,9 @@ Contract
   that producer's pending transactional offsets there.
 - The coordinator epoch is 0: one node, never a second coordinator, so markers never need to fence an
   older one. It is carried in every marker, as Kafka's brokers expect.
+- Transaction groups (eoslog's CommitTransactionGroup and siblings) live in ``groups.py``
+  (``self.groups``): a transactional id it has *pinned* gets CONCURRENT_TRANSACTIONS from every API here
+  and is passed by the timeout, until its group commit is complete.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
 from eoslog.coordinator.transaction import decisions as d
 from eoslog.coordinator.transaction.decisions import Decision, TransactionConfig, TxnError
+from eoslog.coordinator.transaction.groups import TransactionGroups
 from eoslog.coordinator.transaction.log_format import (
     encode_key,
     encode_value,
@@ -120,6 +124,7 @@ class TransactionCoordinator:
         self._timer: asyncio.Task | None = None
         self._stopping = False
         self.offsets_marker_listeners: list[Callable[[int, int, bool], None]] = []
+        self.groups = TransactionGroups(self)
 
     # ---- lifecycle --------------------------------------------------------------------------------
 
@@ -136,13 +141,17 @@ class TransactionCoordinator:
             self._ensure_state_topic()
             for index in range(self.num_partitions):
                 partition = self.broker.partition(TRANSACTION_STATE, index)
-                self._states[index] = load_state(_read_records(partition))
+                records = list(_read_records(partition))
+                self._states[index] = load_state(records)
+                self.groups.load(records)
                 loaded += len(self._states[index])
         actions = 0
         for index, states in self._states.items():
             for action in recovery_actions(states, now_ms()):
                 actions += 1
                 self._spawn_completion(action.markers, action.complete)
+        # After every partition is loaded: a group's members live in other partitions than the group.
+        actions += self.groups.recover()
         if loaded or actions:
             log.info("transaction coordinator loaded %d transactional ids; finishing %d decided transactions",
                      loaded, actions)
@@ -340,6 +349,8 @@ class TransactionCoordinator:
         """InitProducerId: (error, producer id, epoch)."""
         if transactional_id is None:
             return ErrorCode.NONE, self.allocate_producer_id(), 0
+        if self.groups.is_pinned(transactional_id):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         metadata = self.get(transactional_id) if transactional_id else None
         decision = d.init_producer_id(metadata, transactional_id, transaction_timeout_ms, now_ms(), self.config,
                                       self.allocate_producer_id, producer_id=producer_id,
@@ -373,6 +384,8 @@ class TransactionCoordinator:
         if unknown:
             return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                     for tp in tps}
+        if self.groups.is_pinned(transactional_id):
+            return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in tps}
         metadata = self.get(transactional_id) if transactional_id else None
         decision = d.add_partitions_to_txn(metadata, transactional_id, producer_id, producer_epoch, tps, now_ms())
         code = _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_PARTITIONS, api_version)
@@ -380,6 +393,8 @@ class TransactionCoordinator:
 
     async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                  group_id: str, api_version: int) -> ErrorCode:
+        if self.groups.is_pinned(transactional_id):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
         decision = d.add_offsets_to_txn(metadata, transactional_id, producer_id, producer_epoch, group_id,
                                         now_ms(), self.config)
@@ -387,6 +402,8 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       api_version: int) -> ErrorCode:
+        if self.groups.is_pinned(transactional_id):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
         result = TransactionResult.COMMIT if committed else TransactionResult.ABORT
         decision = d.end_txn(metadata, transactional_id, producer_id, producer_epoch, result, now_ms())
@@ -406,6 +423,10 @@ class TransactionCoordinator:
         transaction. A transaction being widened (AddPartitionsToTxn pending) still accepts batches for
         the partitions it already has."""
         tp = TopicPartition(topic, partition)
+        if self.groups.is_pinned(transactional_id):
+            # A group commit holds this transaction: a write now would race its markers.
+            raise error_for_code(_PRODUCE_VERIFY_ERRORS[TxnError.CONCURRENT_TRANSACTIONS])(
+                f"the transaction of {transactional_id!r} is being committed by its transaction group")
         metadata = self.get(transactional_id) if transactional_id else None
         if (metadata is not None and metadata.state is TransactionState.ONGOING
                 and metadata.pending_state in (None, TransactionState.ONGOING)
@@ -479,7 +500,7 @@ class TransactionCoordinator:
         for states in list(self._states.values()):
             for transactional_id in d.expired_transactions(states, now_ms()):
                 metadata = states.get(transactional_id)
-                if metadata is None:
+                if metadata is None or self.groups.is_pinned(transactional_id):
                     continue
                 decision = d.abort_timed_out_transaction(metadata, now_ms())
                 if decision.transit is None:
@@ -495,7 +516,7 @@ class TransactionCoordinator:
         for states in list(self._states.values()):
             for transactional_id in d.expired_transactional_ids(states, now_ms(), self.config):
                 metadata = states.get(transactional_id)
-                if metadata is None:
+                if metadata is None or self.groups.is_pinned(transactional_id):
                     continue
                 decision = d.expire_transactional_id(metadata, now_ms(), self.config)
                 if decision.transit is not None and \
@@ -503,6 +524,10 @@ class TransactionCoordinator:
                     expired.append(transactional_id)
         if expired:
             log.info("expired %d idle transactional ids", len(expired))
+        if self._states:
+            groups = await self.groups.expire(now_ms(), self.config.transactional_id_expiration_ms)
+            if groups:
+                log.info("expired %d idle transaction groups", len(groups))
         return expired
 
     def _maintain_partitions(self) -> None:

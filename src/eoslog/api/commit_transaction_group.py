@@ -1,0 +1,37 @@
+"""CommitTransactionGroup (eoslog's private key 32256 = 0x7E00), v0: commit several ongoing transactions
+as one decision of a named group, remembered under a sequence number (docs/spark.md, "Broker extension:
+transaction groups"). The answer comes once every member's markers are written."""
+
+from __future__ import annotations
+
+from eoslog.protocol.messages import CommitTransactionGroupResponse
+
+API_KEY = 0x7E00
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+MemberResult = CommitTransactionGroupResponse.MemberResult
+
+
+async def _handle(context, request):
+    members = [(m.transactional_id, m.producer_id, m.producer_epoch) for m in request.transactions]
+    result = await context.broker.transaction_coordinator.groups.commit(
+        request.group_name, request.sequence, request.abort_prefix, members)
+    return CommitTransactionGroupResponse(
+        throttle_time_ms=0, error_code=int(result.error), already_committed=result.already_committed,
+        last_committed_sequence=result.last_committed_sequence,
+        transactions=[MemberResult(transactional_id=m.transactional_id, error_code=int(code))
+                      for m, code in zip(request.transactions, result.member_errors)],
+        aborted_by_prefix=result.aborted_by_prefix)
+
+
+def handle(context, request):
+    return _handle(context, request)
+
+
+def error_response(context, request, code):
+    return CommitTransactionGroupResponse(
+        throttle_time_ms=0, error_code=int(code), already_committed=False, last_committed_sequence=-1,
+        transactions=[MemberResult(transactional_id=m.transactional_id, error_code=int(code))
+                      for m in request.transactions],
+        aborted_by_prefix=0)
