@@ -21,6 +21,7 @@ import fcntl
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -87,6 +88,9 @@ class LogDirectory:
         self._log_start_offsets = OffsetCheckpointFile(os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT))
         self._clean_shutdown = False
         self._closed = False
+        self._checkpoint_lock = threading.Lock()
+        self._snapshots_taken = 0
+        self._snapshot_written = 0
 
     @classmethod
     def open(
@@ -193,12 +197,23 @@ class LogDirectory:
 
     # ---- checkpoints and background work --------------------------------------------------------
 
-    def _snapshot(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    def _snapshot(self) -> tuple[int, dict[TopicPartition, int], dict[TopicPartition, int]]:
+        self._snapshots_taken += 1
         recovery = {key: log.recovery_point for key, log in self.logs.items()}
         starts = {key: log.log_start_offset for key, log in self.logs.items()}
-        return recovery, starts
+        return self._snapshots_taken, recovery, starts
 
-    def _write_checkpoints(
+    def _write_checkpoints(self, sequence: int, recovery: dict, starts: dict) -> None:
+        # The maintenance loop writes from a worker thread while close() may write from the loop's
+        # thread: both use the same temp files, so one writer at a time, and a snapshot older than the
+        # one already written is dropped (a late worker must not roll the checkpoints back).
+        with self._checkpoint_lock:
+            if sequence <= self._snapshot_written:
+                return
+            self._write_checkpoints_unlocked(recovery, starts)
+            self._snapshot_written = sequence
+
+    def _write_checkpoints_unlocked(
         self, recovery: dict[TopicPartition, int], starts: dict[TopicPartition, int]
     ) -> None:
         self._recovery_points.write(recovery)

@@ -30,6 +30,7 @@ LOG_DEFAULTS = {
     "message.max.bytes": "max.message.bytes",
     "log.cleanup.policy": "cleanup.policy",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "eoslog.fsync.on.ack": "eoslog.fsync.on.ack",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",

@@ -10,6 +10,8 @@ Contract
   client until it drains, so a client that stops reading cannot make the broker buffer without bound.
 - A frame larger than ``socket.request.max.bytes`` closes the connection: we cannot skip it without
   reading it, and Kafka does the same.
+- Bytes come in through ``asyncio.BufferedProtocol`` into buffers the frame reader (server/framing.py)
+  hands out, so a large Produce request is received straight into the buffer the log writes from.
 """
 
 from __future__ import annotations
@@ -17,18 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from eoslog.log.region import FileRegion
+from eoslog.server.framing import FrameReader, FrameTooLarge
 
 if TYPE_CHECKING:
     from eoslog.server.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
-SIZE_PREFIX = struct.Struct(">i")
 WRITE_HIGH_WATER = 8 * 1024 * 1024
 WRITE_LOW_WATER = 1 * 1024 * 1024
 # Bigger file regions are sent in slices so a huge fetch does not allocate it all at once.
@@ -40,11 +41,11 @@ class CloseConnection(Exception):
     """Raised by the dispatcher when the only safe answer to a request is to hang up."""
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int) -> None:
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
-        self._buffer = bytearray()
+        self._frames = FrameReader(max_request_bytes)
         # Each entry: [pieces or None, future or None]; written strictly from the left.
         self._pending: deque[list[Any]] = deque()
         self._transport: asyncio.Transport | None = None
@@ -80,47 +81,35 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._set_reading(True)
-        if self._buffer:
-            self._process_buffer()
+        self._process_frames()
 
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        self._process_buffer()
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
 
-    def _process_buffer(self) -> None:
-        """Dispatches every whole frame in the buffer, unless the client stopped reading our responses.
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.buffer_updated(nbytes)
+        self._process_frames()
+
+    def _process_frames(self) -> None:
+        """Dispatches every whole frame received, unless the client stopped reading our responses.
 
         Pausing the transport's reads is not enough on its own: one read can carry hundreds of small
-        requests (300 Fetches fit in 30 KB), so we also stop taking frames out of our own buffer while
-        the socket's write side is over its high-water mark, and pick up again in resume_writing.
+        requests (300 Fetches fit in 30 KB), so we also stop taking frames out of the reader while the
+        socket's write side is over its high-water mark, and pick up again in resume_writing.
         """
-        buffer = self._buffer
-        offset = 0
-        size_total = len(buffer)
-        try:
-            while size_total - offset >= 4 and not self._writing_paused:
-                (size,) = SIZE_PREFIX.unpack_from(buffer, offset)
-                if size < 0 or size > self._max_request_bytes:
-                    log.warning(
-                        "closing connection from %s: request frame of %d bytes exceeds socket.request.max.bytes=%d",
-                        self.peer, size, self._max_request_bytes,
-                    )
-                    self.close()
-                    return
-                end = offset + 4 + size
-                if end > size_total:
-                    break
-                frame = bytes(buffer[offset + 4 : end])
-                offset = end
-                self._on_frame(frame)
-                if self.closed:
-                    return
-        finally:
-            if offset:
-                del buffer[:offset]
+        while not self._writing_paused and not self.closed:
+            try:
+                frame = self._frames.next_frame()
+            except FrameTooLarge as exc:
+                log.warning("closing connection from %s: %s", self.peer, exc)
+                self.close()
+                return
+            if frame is None:
+                return
+            self._on_frame(frame)
 
     # --- requests and responses ---------------------------------------------------------------
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: bytes | bytearray) -> None:
         try:
             outcome = self._dispatcher.dispatch(self, frame)
         except CloseConnection:
