@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from . import kafka_helpers  # noqa: E402
+from . import kafka_helpers
 
 
 @pytest.fixture(scope="session")

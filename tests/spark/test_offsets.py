@@ -68,8 +68,8 @@ def test_admit_respects_the_limit_and_makes_progress(ranges, limit):
     admitted = sum(ends[tp] - start[tp] for tp in start)
     waiting = sum(latest[tp] - start[tp] for tp in start)
     assert admitted == min(limit, waiting)  # exactly the limit when there is enough, so batches progress
-    for tp in start:
-        assert start[tp] <= ends[tp] <= latest[tp]
+    for tp, first in start.items():
+        assert first <= ends[tp] <= latest[tp]
     assert offsets.admit(start, latest, limit) == ends  # deterministic: a replanned batch is the same
 
 

@@ -27,7 +27,7 @@ class Topics:
     rejected: str = REJECTED
 
     @classmethod
-    def with_prefix(cls, prefix: str) -> "Topics":
+    def with_prefix(cls, prefix: str) -> Topics:
         return cls(prefix + PAYMENTS, prefix + LEDGER, prefix + REJECTED)
 
 NEGATIVE_AMOUNT = "negative_amount"

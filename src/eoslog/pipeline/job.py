@@ -15,8 +15,10 @@ TRANSFER_SCHEMA = "id string, `from` string, `to` string, amount long, ts long"
 
 def build_query(spark, bootstrap: str, checkpoint: str, max_offsets_per_trigger: int | None = 50_000,
                 require_exactly_once: bool = True, trigger: dict | None = None, query_name: str = "payments",
-                topics: Topics = Topics()):
+                topics: Topics | None = None):
     from pyspark.sql import functions as F
+
+    topics = topics or Topics()
 
     reader = (spark.readStream.format("eoslog").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topics.payments).option("startingOffsets", "earliest"))

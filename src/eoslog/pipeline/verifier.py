@@ -76,7 +76,8 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[byte
         consumer.close()
 
 
-def verify(bootstrap: str, count: int, accounts: int, seed: int, topics: Topics = Topics()) -> Report:
+def verify(bootstrap: str, count: int, accounts: int, seed: int, topics: Topics | None = None) -> Report:
+    topics = topics or Topics()
     ledger = [json.loads(v) for v in read_topic(bootstrap, topics.ledger)]
     rejects = [json.loads(v) for v in read_topic(bootstrap, topics.rejected)]
     return check(list(transfers(count, accounts, seed)), ledger, rejects)

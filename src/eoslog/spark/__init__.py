@@ -58,4 +58,4 @@ def register(spark) -> None:
     spark.dataSource.register(EoslogDataSource)
 
 
-__all__ = ["EoslogDataSource", "FORMAT", "register"]
+__all__ = ["FORMAT", "EoslogDataSource", "register"]

@@ -69,7 +69,7 @@ class SourceOptions:
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = _lower(options)
         for unsupported in ("assign", "subscribepattern"):
             if unsupported in opts:
@@ -102,7 +102,7 @@ class SourceOptions:
         )
 
     @classmethod
-    def parse_batch(cls, options: Mapping[str, str]) -> "SourceOptions":
+    def parse_batch(cls, options: Mapping[str, str]) -> SourceOptions:
         """Batch queries default to startingOffsets=earliest, as Spark's Kafka source does."""
         opts = _lower(options)
         opts.setdefault("startingoffsets", "earliest")
@@ -121,7 +121,7 @@ class SinkOptions:
     require_exactly_once: bool
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         opts = _lower(options)
         client = client_config(opts)
         timeout = int(client.pop("transaction.timeout.ms", "300000"))

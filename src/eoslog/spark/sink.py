@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
+from eoslog.spark import faults
 from eoslog.spark.options import OptionError, SinkOptions
 from eoslog.spark.task_writer import SinkCommitMessage, group_name, transactional_id, write_transaction
 from eoslog.spark.txn_group_client import TxnGroupClient, Unsupported
@@ -81,7 +82,9 @@ class _Committer:
             return  # no task ran to completion with data, and no query id to clean up under
         with self._client() as client:
             if client.supported():
+                faults.reached("commit-before", sequence)
                 response = client.commit(group, sequence, members, abort_prefix=f"{group}-")
+                faults.reached("commit-after", sequence)
                 log.info("eoslog sink: %s batch %d: %s (%d members, %d aborted by prefix)", group, sequence,
                          "already committed" if response.already_committed else "committed",
                          len(members), response.aborted_by_prefix)
@@ -92,8 +95,10 @@ class _Committer:
                                   35)
         from eoslog.spark.end_txn import end_transaction
 
+        faults.reached("commit-before", sequence)
         for member in members:
             end_transaction(self.options.client["bootstrap.servers"], member, commit=True)
+        faults.reached("commit-after", sequence)
 
     def _abort(self, prefix: str | None, messages) -> None:
         with self._client() as client:
@@ -106,7 +111,7 @@ class _Committer:
         for member in _members(messages):
             try:
                 end_transaction(self.options.client["bootstrap.servers"], member, commit=False)
-            except Exception:  # noqa: BLE001 - best effort; the transaction timeout is the backstop
+            except Exception:
                 log.warning("eoslog sink: could not abort %s", member.transactional_id, exc_info=True)
 
 
@@ -127,7 +132,7 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
             iterator, client=o.client, topic_option=o.topic,
             txn_id=transactional_id(o.sink_id, query_id, batch_id, ctx.partitionId()),
             group=group_name(o.sink_id, query_id), partition_id=ctx.partitionId(),
-            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms)
+            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms, batch_id=batch_id)
 
     def _group(self, messages) -> str | None:
         groups = _groups(messages)

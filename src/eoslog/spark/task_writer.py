@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from eoslog.spark import faults
+
 FLUSH_TIMEOUT_S = 120.0
 STATS_INTERVAL_MS = 20
 PRODUCER_DEFAULTS = {
@@ -99,7 +101,8 @@ class _Rows:
 
 
 def write_transaction(iterator, *, client: dict[str, str], topic_option: str | None, txn_id: str, group: str,
-                      partition_id: int, attempt: int, transaction_timeout_ms: int) -> SinkCommitMessage:
+                      partition_id: int, attempt: int, transaction_timeout_ms: int,
+                      batch_id: int = 0) -> SinkCommitMessage:
     """Writes every row of ``iterator`` (Arrow record batches) in the transaction ``txn_id``; never commits."""
     from confluent_kafka import KafkaException, Producer
 
@@ -138,6 +141,9 @@ def write_transaction(iterator, *, client: dict[str, str], topic_option: str | N
                     producer.poll(0.05)  # the local queue is full: let deliveries drain it
         written += len(values)
         producer.poll(0)
+        if written == len(values) and faults.active():
+            producer.flush(FLUSH_TIMEOUT_S)  # so the crash test finds this attempt's first rows in the log
+            faults.reached("task-write", batch_id)
         if errors:
             raise RuntimeError(f"transaction {txn_id}: delivery failed: {errors[0]}")
     if producer is None:

@@ -118,7 +118,7 @@ class TxnGroupClient:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> "TxnGroupClient":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,0 +1,104 @@
+"""End-to-end Spark throughput and micro-batch latency through format("eoslog") on both sides.
+
+    .venv/bin/python bench/pipeline_bench.py [--records 300000] [--sizes 100,1024] [--per-trigger 50000]
+
+For each record size: a broker subprocess, RECORDS records pre-produced into a 2-partition topic, then a
+streaming copy (eoslog source -> eoslog sink, exactly-once when the broker has transaction groups,
+per-task transactions otherwise) run with trigger availableNow and maxOffsetsPerTrigger. A small
+warm-up query runs first so Python worker start-up is not counted. Reports records/s over the whole
+query (start to termination, commits included) and the p50/p99 of Spark's per-batch triggerExecution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def _produce(bootstrap: str, topic: str, count: int, size: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": 1_000_000})
+    value = b"v" * size
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, value, str(i).encode())
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+
+
+def _copy(spark, bootstrap, source, target, per_trigger, require):
+    checkpoint = tempfile.mkdtemp(prefix="bench-ck-")
+    query = (spark.readStream.format("eoslog").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", source).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", str(per_trigger)).load().selectExpr("key", "value")
+             .writeStream.format("eoslog").option("kafka.bootstrap.servers", bootstrap).option("topic", target)
+             .option("requireExactlyOnce", require).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True))
+    started = time.monotonic()
+    q = query.start()
+    q.awaitTermination()
+    elapsed = time.monotonic() - started
+    batches = [p for p in q.recentProgress if p["numInputRows"]]
+    return elapsed, batches
+
+
+def run(records: int, size: int, per_trigger: int) -> dict:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from eoslog.pipeline.runner import spark_session
+    from eoslog.spark.txn_group_client import broker_supports_txn_groups
+    from eoslog.testing.process import BrokerProcess
+
+    with BrokerProcess() as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for topic in ("warm-in", "warm-out", "in", "out"):
+            admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        groups = broker_supports_txn_groups(broker.bootstrap)
+        require = "true" if groups else "false"
+        spark = spark_session("local[2]")
+        _produce(broker.bootstrap, "warm-in", 20_000, size)
+        _copy(spark, broker.bootstrap, "warm-in", "warm-out", per_trigger, require)
+        _produce(broker.bootstrap, "in", records, size)
+        elapsed, batches = _copy(spark, broker.bootstrap, "in", "out", per_trigger, require)
+        spark.stop()
+    rows = sum(b["numInputRows"] for b in batches)
+    durations = sorted(b["durationMs"]["triggerExecution"] for b in batches)
+    q = statistics.quantiles(durations, n=100, method="inclusive") if len(durations) > 1 else durations * 99
+    return {"record_bytes": size, "records": rows, "seconds": round(elapsed, 2),
+            "records_per_s": round(rows / elapsed), "mb_per_s": round(rows * size / elapsed / 1e6, 1),
+            "batches": len(batches), "batch_p50_ms": round(q[49]), "batch_p99_ms": round(q[98]),
+            "sink_mode": "transaction groups" if groups else "per-task transactions"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--per-trigger", type=int, default=50_000)
+    args = parser.parse_args()
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        result = run(args.records, size, args.per_trigger)
+        results.append(result)
+        print(json.dumps(result), flush=True)
+    print("\n| record | records | records/s | MB/s | batches | batch p50 | batch p99 | sink |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in results:
+        print(f"| {r['record_bytes']} B | {r['records']:,} | {r['records_per_s']:,} | {r['mb_per_s']} | "
+              f"{r['batches']} | {r['batch_p50_ms']} ms | {r['batch_p99_ms']} ms | {r['sink_mode']} |")
+
+
+if __name__ == "__main__":
+    main()
