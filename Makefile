@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 .PHONY: demo test test-fast bench system-packages clean
 
 demo: $(STAMP) system-packages
-	$(PY) -m eoslog demo
+	$(PY) -m eoslog pipeline
 
 test: $(STAMP) system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
