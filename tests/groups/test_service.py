@@ -199,8 +199,8 @@ def test_the_join_barrier_timer_fires_without_any_request():
         broker.config.group_min_session_timeout_ms = 100
         service = GroupService(broker)
         await service.start()
-        kwargs = dict(protocol_type="consumer", protocols=(("range", b""),), session_timeout_ms=200,
-                      rebalance_timeout_ms=200, require_known_member_id=False)
+        kwargs = {"protocol_type": "consumer", "protocols": (("range", b""),), "session_timeout_ms": 200,
+                  "rebalance_timeout_ms": 200, "require_known_member_id": False}
         joined = await resolve(service.call("join_group", "g", "", **kwargs))
         assert joined.error is Errors.NONE and joined.generation_id == 1
         synced = service.call("sync_group", "g", joined.member_id, 1, {joined.member_id: b"A"})
