@@ -16,7 +16,7 @@ from eoslog.verify.history import read_history
 from eoslog.verify.run import VerifyOptions, run_verify
 
 # Short fault holds and gaps so that about 70 s see every kind of fault several times.
-DENSE = dict(fault_seconds=(0.5, 2.5), quiet_seconds=(0.5, 2.0))
+DENSE = {"fault_seconds": (0.5, 2.5), "quiet_seconds": (0.5, 2.0)}
 
 
 def test_short_verify_run_under_every_fault_finds_no_anomalies(tmp_path):
@@ -82,12 +82,12 @@ def test_disabled_duplicate_detection_is_reported_as_duplicates(tmp_path, monkey
     monkeypatch.setenv("EOSLOG_ALLOW_TEST_FAULTS", "1")
     # Dropped responses make clients retry batches the broker already appended.
     result = run_verify(VerifyOptions(
-        duration=20, seed=3, out=tmp_path, faults=("proxy-drop",), fault_seconds=(2.0, 4.0),
-        quiet_seconds=(0.3, 0.8), broker_properties={"eoslog.test.disable.duplicate.detection": "true"}))
+        duration=20, seed=3, out=tmp_path, faults=("proxy-drop",), fault_seconds=(3.0, 5.0),
+        quiet_seconds=(0.2, 0.5), drop_rate=0.2, broker_properties={"eoslog.test.disable.duplicate.detection": "true"}))
     assert not result.valid
     assert result.report.errors.get("duplicate", 0) >= 1, result.render_text()
     example = result.report.examples["duplicate"][0]
-    assert len(example["offsets"]) == 2
+    assert len(example["offsets"]) >= 2  # a batch retried twice sits at three offsets
 
 
 def test_read_committed_past_the_lso_is_reported_as_aborted_and_precommitted_reads(tmp_path, monkeypatch):

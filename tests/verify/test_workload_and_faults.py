@@ -143,7 +143,7 @@ def test_outcome_classification(failing_call, failure, expected):
 
 def test_retriable_commit_error_is_retried_and_commits():
     producer = FakeProducer({"commit_transaction": [error(KafkaError._TIMED_OUT, retriable=True)]})
-    worker, lines = make_worker(producer)
+    worker, _ = make_worker(producer)
     assert worker.transaction([["send", "t-3", 30000003]]) == "ok"
     assert producer.calls.count("commit_transaction") == 2
 

@@ -64,6 +64,7 @@ class Nemesis:
                  kill_client: Callable[[], str | None] | None = None,
                  fault_seconds: tuple[float, float] = (1.0, 4.0),
                  quiet_seconds: tuple[float, float] = (1.0, 3.0),
+                 drop_rate: float = DROP_RATE,
                  log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(ALL_KINDS)
         if unknown:
@@ -81,6 +82,7 @@ class Nemesis:
         self.kill_client = kill_client
         self.fault_seconds = fault_seconds
         self.quiet_seconds = quiet_seconds
+        self.drop_rate = drop_rate
         self.log = log or (lambda message: None)
         self.windows: list[FaultWindow] = []
         self.counts: Counter[str] = Counter()
@@ -157,10 +159,10 @@ class Nemesis:
         elif kind == "client-kill":
             detail = self.kill_client() or "no client running"
         elif kind == "proxy-drop":
-            self.proxy.set_faults(drop_response_rate=DROP_RATE, delay_response_rate=DELAY_RATE)
+            self.proxy.set_faults(drop_response_rate=self.drop_rate, delay_response_rate=DELAY_RATE)
             self._wait(hold)
             self.proxy.set_faults(drop_response_rate=0.0, delay_response_rate=0.0)
-            detail = f"drop={DROP_RATE:g} delay={DELAY_RATE:g} for {hold:.1f} s"
+            detail = f"drop={self.drop_rate:g} delay={DELAY_RATE:g} for {hold:.1f} s"
         elif kind == "proxy-cut":
             self.proxy.set_faults(cut_rate=CUT_RATE)
             self._wait(hold)

@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.verify.checker import Report, check
-from eoslog.verify.faults import ALL_KINDS, CLIENT_KINDS, FaultWindow, Nemesis
+from eoslog.verify.faults import ALL_KINDS, CLIENT_KINDS, DROP_RATE, FaultWindow, Nemesis
 from eoslog.verify.history import HistoryWriter
 from eoslog.verify.workload import CLIENT_TUNING, WATCHDOG_EXIT, decode_value, producer_config
 
@@ -49,6 +49,7 @@ class VerifyOptions:
     broker_properties: dict[str, str] = dataclasses.field(default_factory=dict)
     fault_seconds: tuple[float, float] = (1.0, 4.0)
     quiet_seconds: tuple[float, float] = (1.0, 3.0)
+    drop_rate: float = DROP_RATE  # share of responses the proxy drops while proxy-drop holds
 
 
 @dataclasses.dataclass
@@ -307,7 +308,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         _create_topic(bootstrap, topic, options.partitions)
         pool = WorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log")
         nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, kill_client=pool.kill_one,
-                          fault_seconds=options.fault_seconds, quiet_seconds=options.quiet_seconds, log=say)
+                          fault_seconds=options.fault_seconds, quiet_seconds=options.quiet_seconds,
+                          drop_rate=options.drop_rate, log=say)
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
