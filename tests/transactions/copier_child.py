@@ -1,38 +1,86 @@
-"""A consume-transform-produce copier: read_committed from the input topic, each record copied to the same
-partition of the output topic inside a transaction that also commits the consumer's offsets
-(send_offsets_to_transaction). About one transaction in ten is aborted on purpose and its input re-read."""
+"""A consume-transform-produce copier, as in Kafka's own exactly-once system test.
+
+read_committed from the input topic; each record goes to output partition (input partition % N) inside
+a transaction that also commits the consumer's offsets (send_offsets_to_transaction); a third of the
+transactions are aborted on purpose and their input re-read. Errors are handled as librdkafka documents:
+retriable -> retry, abortable -> abort and rewind to the committed offsets, fatal -> exit (the test's
+supervisor starts a replacement with the same transactional id, which fences this one).
+
+`metadata.recovery.strategy=none`: librdkafka 2.16's default re-bootstrap drops the cached group
+coordinator when every broker is briefly unreachable (a broker restart), after which
+send_offsets_to_transaction blocks past its timeout (librdkafka issues 5456 and 5511)."""
 
 import random
 import sys
 
 import confluent_kafka
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
-bootstrap, group, transactional_id, source, target = sys.argv[1:6]
-rng = random.Random(transactional_id)
+bootstrap, group, transactional_id, source, target, output_partitions = sys.argv[1:7]
+output_partitions = int(output_partitions)
+rng = random.Random()
 consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                      "isolation.level": "read_committed", "enable.auto.commit": False,
-                                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+                                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                                     "metadata.recovery.strategy": "none"})
 producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                                     "linger.ms": 5})
+                                     "linger.ms": 5, "transaction.timeout.ms": 30000,
+                                     "metadata.recovery.strategy": "none"})
 producer.init_transactions(60)
 consumer.subscribe([source])
+
+
+def rewind() -> None:
+    """Back to the last committed offsets: everything after them is to be copied again."""
+    assignment = consumer.assignment()
+    if not assignment:
+        return
+    for tp in consumer.committed(assignment, 30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING))
+
+
+def abort_and_rewind() -> None:
+    producer.abort_transaction(60)
+    rewind()
+
+
+def commit() -> bool:
+    while True:
+        try:
+            producer.commit_transaction(60)
+            return True
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.retriable():
+                continue
+            if error.txn_requires_abort():
+                return False
+            raise
+
+
 while True:
     messages = [m for m in consumer.consume(750, 1.0) if not m.error()]
     if not messages:
         continue
-    start = {}
-    for m in messages:
-        start.setdefault((m.topic(), m.partition()), m.offset())
-    producer.begin_transaction()
-    for m in messages:
-        producer.produce(target, value=m.value(), partition=m.partition())
-    producer.flush(60)
-    if rng.random() < 0.1:
-        producer.abort_transaction(60)
-        for (topic, partition), offset in start.items():
-            consumer.seek(TopicPartition(topic, partition, offset))
-        continue
-    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                         consumer.consumer_group_metadata(), 60)
-    producer.commit_transaction(60)
+    try:
+        producer.begin_transaction()
+        for m in messages:
+            while True:
+                try:
+                    producer.produce(target, value=m.value(), partition=m.partition() % output_partitions)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        if rng.random() < 1 / 3:
+            abort_and_rewind()
+            continue
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 60)
+        if not commit():
+            abort_and_rewind()
+    except KafkaException as exc:
+        if exc.args[0].txn_requires_abort():
+            abort_and_rewind()
+            continue
+        print(f"{transactional_id}: fatal {exc.args[0]}; exiting", flush=True)
+        sys.exit(3)
