@@ -112,7 +112,9 @@ class Partition:
         answered with its original offsets and not written again. Synchronous on purpose: appends of
         one connection happen in arrival order, and nothing else can run between the three steps.
         """
-        headers = list(iter_headers(records))
+        # The log checks every CRC before it writes; here only the header fields matter (and a corrupt
+        # batch then fails in log.append, before producer state is touched: prepare changes nothing).
+        headers = list(iter_headers(records, verify_crc=False))
         if len(headers) != 1:
             raise InvalidRecordError(f"a produce request must carry exactly one record batch per partition, got {len(headers)}")
         header = headers[0]
@@ -172,7 +174,9 @@ class Partition:
         commits): no client checks, but producer batches still go through producer state (epoch only,
         no sequence numbers) so their transactions hold back the last stable offset."""
         now_ms = int(time.time() * 1000)
-        headers = list(iter_headers(records))
+        # The log checks every CRC before it writes; here only the header fields matter (and a corrupt
+        # batch then fails in log.append, before producer state is touched: prepare changes nothing).
+        headers = list(iter_headers(records, verify_crc=False))
         if len(headers) != 1:
             raise InvalidRecordError(f"append_internal takes exactly one batch, got {len(headers)}")
         prepared = self.producer_state.prepare_append(headers[0], now_ms, origin=AppendOrigin.COORDINATOR)
