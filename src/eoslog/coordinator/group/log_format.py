@@ -27,6 +27,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from eoslog.coordinator.group.errors import CorruptGroupRecordError
+from eoslog.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401 (re-exported)
 
 OFFSET_COMMIT_KEY_VERSION = 1  # 0 and 1 share a layout; Kafka writes 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -317,21 +318,6 @@ def decode_group_metadata_value(buf: bytes | memoryview) -> GroupMetadataValue:
 
 # ---------------------------------------------------------------------------------------------------
 # Which partition of __consumer_offsets holds a group
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, in signed 32-bit."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode()) % numPartitions`` (abs(MIN_VALUE) is 0 there)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from eoslog.coordinator.transaction.log_format import TransactionLogFormatError, key_version
+from eoslog.coordinator.transaction.log_format import TransactionLogFormatError, _Reader, key_version
 
 GROUP_KEY_VERSION = 0x7E00
 GROUP_VALUE_VERSION = 0
@@ -103,35 +103,6 @@ def encode_group_value(record: GroupRecord) -> bytes:
         out += _encode_string(member.transactional_id)
         out += _MEMBER_TAIL.pack(member.producer_id, member.producer_epoch)
     return bytes(out)
-
-
-class _Reader:
-    def __init__(self, buf: bytes | memoryview) -> None:
-        self.buf = memoryview(buf)
-        self.pos = 0
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise TransactionLogFormatError(f"group record truncated at byte {self.pos} (wanted {n} more)")
-        view = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return view
-
-    def unpack(self, st: struct.Struct) -> tuple:
-        return st.unpack(self.take(st.size))
-
-    def string(self) -> str:
-        (length,) = self.unpack(_INT16)
-        if length < 0:
-            raise TransactionLogFormatError("null string in a group record")
-        try:
-            return bytes(self.take(length)).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise TransactionLogFormatError(f"string is not UTF-8: {e}") from None
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise TransactionLogFormatError(f"{len(self.buf) - self.pos} trailing bytes after the group record")
 
 
 def decode_group_key(key: bytes | memoryview) -> str:

@@ -19,6 +19,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from eoslog.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401 (re-exported)
 from eoslog.coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -46,23 +47,6 @@ class TransactionLogFormatError(ValueError):
 
 
 # ---- partitioning ---------------------------------------------------------------------------------------
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode(): s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
-
-
-def partition_for(key: str, num_partitions: int) -> int:
-    """Kafka's coordinator partition: Utils.abs(key.hashCode()) % n (Utils.abs maps MIN_VALUE to 0)."""
-    if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    h = java_string_hash(key)
-    return (0 if h == -0x8000_0000 else abs(h)) % num_partitions
-
 
 # ---- key --------------------------------------------------------------------------------------------
 
