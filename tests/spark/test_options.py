@@ -43,3 +43,11 @@ def test_sink_options():
     assert (o.topic, o.transaction_timeout_ms, o.sink_id, o.require_exactly_once) == ("out", 9000, "0", True)
     with pytest.raises(OptionError):
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "sinkId": "a-b"})
+
+
+def test_reader_option_chooses_the_read_path():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert SourceOptions.parse(base).reader == "auto"
+    assert SourceOptions.parse({**base, "eoslog.reader": "LIBRDKAFKA"}).reader == "librdkafka"
+    with pytest.raises(OptionError, match="eoslog.reader"):
+        SourceOptions.parse({**base, "eoslog.reader": "fast"})

@@ -55,6 +55,14 @@ def client_config(opts: dict[str, str]) -> dict[str, str]:
     return config
 
 
+def _reader(opts: dict[str, str]) -> str:
+    """``eoslog.reader``: ``auto`` (direct Fetch decoding where the connection allows it) or ``librdkafka``."""
+    reader = opts.get("eoslog.reader", "auto").strip().lower()
+    if reader not in ("auto", "librdkafka"):
+        raise OptionError(f"eoslog.reader must be auto or librdkafka, not {reader!r}")
+    return reader
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     client: dict[str, str]
@@ -66,6 +74,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int = 120_000
+    reader: str = "auto"
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -99,6 +108,7 @@ class SourceOptions:
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             include_headers=_bool(opts, "includeHeaders", False),
             poll_timeout_ms=int(opts.get("kafkaconsumer.polltimeoutms", "120000")),
+            reader=_reader(opts),
         )
 
     @classmethod

@@ -4,6 +4,11 @@ Runs inside a Spark task on a pickled :class:`OffsetRange`; everything it needs 
 The consumer is assigned explicit offsets (``assign()``, no subscription, no group commits: Spark's
 checkpoint owns the positions).
 
+Two read paths give the same rows. For plain-text connections :mod:`fetch_reader` sends Fetch requests
+itself and decodes record batches straight into Arrow columns (:mod:`record_columns`); otherwise (TLS,
+SASL and other librdkafka settings), or with ``eoslog.reader=librdkafka``, a confluent-kafka Consumer
+reads. The rest of this docstring is about the latter.
+
 When to stop: with read_committed, control records and aborted records occupy offsets that are never
 returned, so counting records would wait forever for offsets that do not come. The range is done when
 the consumer's *position* reaches ``until`` — seen as a message at or beyond ``until``, as the
@@ -15,6 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from eoslog.spark.schema import NO_TIMESTAMP_TYPE, arrow_schema
@@ -40,6 +46,7 @@ class OffsetRange(InputPartition):
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int = 120_000
+    reader: str = "auto"  # "auto": direct Fetch when the client settings allow it; "librdkafka"
     value: object = field(default=None, repr=False)  # InputPartition's own attribute, unused
 
 
@@ -91,8 +98,50 @@ def _to_batch(messages: list, include_headers: bool):
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _columns_to_batch(r: OffsetRange, c):
+    import pyarrow as pa
+
+    n = len(c)
+    schema = arrow_schema(r.include_headers)
+    columns = [
+        c.keys,
+        c.values,
+        pa.repeat(pa.scalar(r.topic, pa.string()), n),
+        pa.array(np.full(n, r.partition, np.int32)),
+        pa.array(c.offsets),
+        pa.array(c.timestamps * 1000, pa.timestamp("us", tz="UTC")),
+        pa.array(c.timestamp_types),
+    ]
+    if r.include_headers:
+        headers_type = schema.field("headers").type
+        if c.headers is None:
+            columns.append(pa.nulls(n, headers_type))
+        else:
+            # Spark's Kafka source gives null, not an empty array, for a record without headers.
+            columns.append(pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in c.headers],
+                                    headers_type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
 def read_range(r: OffsetRange):
     """Yields Arrow record batches with every record of ``r`` the isolation level lets through."""
+    from eoslog.spark import fetch_reader
+
+    if r.until_offset <= r.from_offset:
+        return
+    if r.reader != "librdkafka" and fetch_reader.can_read_directly(r.client):
+        fetcher = fetch_reader.PartitionFetcher(
+            r.client["bootstrap.servers"], r.topic, r.partition, r.from_offset, r.until_offset,
+            r.isolation_level == "read_committed", r.fail_on_data_loss, r.poll_timeout_ms,
+            client_id=r.client.get("client.id", fetch_reader.CLIENT_ID))
+        for columns in fetcher.columns():
+            yield _columns_to_batch(r, columns)
+        return
+    yield from read_range_librdkafka(r)
+
+
+def read_range_librdkafka(r: OffsetRange):
+    """The confluent-kafka path of :func:`read_range`."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     if r.until_offset <= r.from_offset:

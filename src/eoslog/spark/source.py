@@ -47,7 +47,7 @@ class _BrokerAccess:
         return OffsetRange(client=o.client, topic=topic, partition=partition, from_offset=first,
                            until_offset=until, isolation_level=o.isolation_level,
                            fail_on_data_loss=o.fail_on_data_loss, include_headers=o.include_headers,
-                           poll_timeout_ms=o.poll_timeout_ms)
+                           poll_timeout_ms=o.poll_timeout_ms, reader=o.reader)
 
 
 class EoslogBatchReader(_BrokerAccess, DataSourceReader):

@@ -92,12 +92,36 @@ class _Rows:
             topics = batch.column(names.index("topic")).to_pylist()
         else:
             raise ValueError("no 'topic' option and no 'topic' column")
-        partitions = (batch.column(names.index("partition")).to_pylist() if "partition" in names else [None] * n)
+        partitions = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
         headers = None
         if "headers" in names:
             headers = [None if h is None else [(e["key"], e["value"]) for e in h]
                        for h in batch.column(names.index("headers")).to_pylist()]
         return topics, keys, values, partitions, headers
+
+
+def _produce_all(producer, topics, keys, values, partitions, headers) -> None:
+    """One produce() per row. The common shape (no partition column, no headers) takes a loop with no
+    per-row branching; a full local queue (BufferError) is drained and the row retried."""
+    produce = producer.produce
+    start, n = 0, len(values)
+    while start < n:
+        i = start
+        try:
+            if partitions is None and headers is None:
+                for i in range(start, n):
+                    produce(topics[i], values[i], keys[i])
+            else:
+                for i in range(start, n):
+                    partition = -1 if partitions is None or partitions[i] is None else partitions[i]
+                    if headers is not None and headers[i]:
+                        produce(topics[i], values[i], keys[i], partition, headers=headers[i])
+                    else:
+                        produce(topics[i], values[i], keys[i], partition)
+            start = n
+        except BufferError:
+            start = i  # row i was not queued: drain the full local queue, then retry from it
+            producer.poll(0.05)
 
 
 def write_transaction(iterator, *, client: dict[str, str], topic_option: str | None, txn_id: str, group: str,
@@ -126,19 +150,7 @@ def write_transaction(iterator, *, client: dict[str, str], topic_option: str | N
             })
             producer.init_transactions(FLUSH_TIMEOUT_S)
             producer.begin_transaction()
-        produce = producer.produce
-        for i in range(len(values)):
-            partition = partitions[i]
-            kwargs = {"headers": headers[i]} if headers is not None and headers[i] else {}
-            while True:
-                try:
-                    if partition is None:
-                        produce(topics[i], values[i], keys[i], **kwargs)
-                    else:
-                        produce(topics[i], values[i], keys[i], partition, **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.05)  # the local queue is full: let deliveries drain it
+        _produce_all(producer, topics, keys, values, partitions, headers)
         written += len(values)
         producer.poll(0)
         if written == len(values) and faults.active():
