@@ -35,7 +35,7 @@ def handle(context, request):
     if acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
     responses = []
-    waits: list[tuple[asyncio.Future, list, int]] = []
+    waits: list[tuple[asyncio.Future, PartitionResponse, int]] = []
     for topic_data in request.topic_data:
         partition_responses = []
         responses.append(TopicResponse(name=topic_data.name, partition_responses=partition_responses))
@@ -55,7 +55,8 @@ def handle(context, request):
                 data.index, 0, info.first_offset, info.log_append_time, partition.log_start_offset
             )
             partition_responses.append(response)
-            if acks == -1 and not info.duplicate:
+            if acks == -1:
+                # Duplicates wait too: the retried original may itself still be waiting for its fsync.
                 waits.append((partition.wait_for_high_watermark(info.last_offset + 1), response, info.last_offset))
     if acks == 0:
         return None
