@@ -322,6 +322,9 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         nemesis.stop(timeout=120)
         if nemesis.error is not None:
             problems.append(f"nemesis: {nemesis.error}")
+        # A fault that landed after the loop's last look (a client kill at the deadline) is recorded and
+        # its worker replaced like any other, before the pool stops.
+        pool.supervise()
         killed = pool.stop()
         if killed:
             say(f"{killed} worker(s) did not stop within {WORKER_STOP_TIMEOUT_S:.0f} s and were killed")
