@@ -7,7 +7,7 @@ topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, resolve, service
+from eoslog.api._group_common import commit_response, respond_to_commit, service
 from eoslog.coordinator.group import PartitionCommit
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetCommitResponse
@@ -16,8 +16,6 @@ API_KEY = 8
 MIN_VERSION = 2
 MAX_VERSION = 9
 
-Topic = OffsetCommitResponse.OffsetCommitResponseTopic
-Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 
 def known_partition(broker, topic: str, index: int) -> bool:
@@ -49,23 +47,9 @@ def handle(context, request):
             generation_id=request.generation_id_or_member_epoch,
             group_instance_id=request.group_instance_id if version >= 7 else None,
             retention_ms=request.retention_time_ms if version <= 4 else -1)
-    return _respond(request, answer, errors)
-
-
-async def _respond(request, answer, errors):
-    if answer is not None:
-        resp = await resolve(answer)
-        for result in resp.partitions:
-            errors[(result.topic, result.partition)] = code(result.error)
-    return OffsetCommitResponse(throttle_time_ms=0, topics=[
-        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
-                                                 error_code=errors.get((t.name, p.partition_index), 0))
-                                       for p in t.partitions])
-        for t in request.topics])
+    return respond_to_commit(OffsetCommitResponse, request, answer, errors)
 
 
 def error_response(context, request, error_code):
-    return OffsetCommitResponse(throttle_time_ms=0, topics=[
-        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=int(error_code))
-                                       for p in t.partitions])
-        for t in request.topics])
+    errors = {}
+    return commit_response(OffsetCommitResponse, request, errors, default=int(error_code))

@@ -8,7 +8,7 @@ before anything is written."""
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, resolve, service
+from eoslog.api._group_common import commit_response, respond_to_commit, service
 from eoslog.api.offset_commit import split_known
 from eoslog.cluster.topics import CONSUMER_OFFSETS
 from eoslog.protocol.messages import TxnOffsetCommitResponse
@@ -17,8 +17,6 @@ API_KEY = 28
 MIN_VERSION = 0
 MAX_VERSION = 3
 
-Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
 
 
 def handle(context, request):
@@ -40,25 +38,9 @@ def handle(context, request):
             member_id=request.member_id if version >= 3 else "",
             generation_id=request.generation_id if version >= 3 else -1,
             group_instance_id=request.group_instance_id if version >= 3 else None)
-    return _respond(request, answer, errors)
-
-
-async def _respond(request, answer, errors):
-    if answer is not None:
-        resp = await resolve(answer)
-        for result in resp.partitions:
-            errors[(result.topic, result.partition)] = code(result.error)
-    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
-                                                 error_code=errors.get((t.name, p.partition_index), 0))
-                                       for p in t.partitions])
-        for t in request.topics])
+    return respond_to_commit(TxnOffsetCommitResponse, request, answer, errors)
 
 
 def error_response(context, request, error_code):
-    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=int(error_code))
-                                       for p in t.partitions])
-        for t in request.topics])
-
-
+    errors = {}
+    return commit_response(TxnOffsetCommitResponse, request, errors, default=int(error_code))
