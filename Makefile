@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.eoslog-installed
-APT_PACKAGES := kcat
+APT_PACKAGES := kcat zookeeper
 PYTEST_ARGS ?=
 
 .PHONY: demo test test-fast bench system-packages clean

@@ -17,6 +17,8 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # kazoo logs every connection step at INFO; eoslog reports what matters (session loss, re-registration).
+    logging.getLogger("kazoo").setLevel(max(logging.WARNING, getattr(logging, level.upper())))
 
 
 class LazyGroup(click.Group):
@@ -24,6 +26,7 @@ class LazyGroup(click.Group):
 
     LAZY = {
         "bench": "eoslog.loadgen:bench_command",
+        "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "groups": "eoslog.tools.groups_cli:groups_group",
         "pipeline": "eoslog.pipeline.cli:pipeline_command",
         "producers": "eoslog.tools.txn_cli:producers_group",
@@ -68,9 +71,14 @@ def main() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Set one property (repeatable).")
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the bound port here once the broker accepts connections.")
+@click.option("--broker-id", type=int, default=None, help="This broker's id in a cluster (broker.id).")
+@click.option("--zookeeper", default=None, metavar="HOST:PORT[,...][/CHROOT]",
+              help="Join the cluster coordinated by this ZooKeeper (zookeeper.connect); without it, a single node.")
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
-def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, log_level) -> None:
-    """Run a single-node broker in the foreground until SIGTERM or SIGINT."""
+def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, broker_id, zookeeper,
+          log_level) -> None:
+    """Run a broker in the foreground until SIGTERM or SIGINT: a single node, or with --zookeeper a
+    member of a replicated cluster (docs/cluster.md)."""
     _configure_logging(log_level)
     config = BrokerConfig()
     try:
@@ -83,6 +91,10 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
             config.set_property(name.strip(), value.strip())
         if data_dir is not None:
             config.data_dir = data_dir
+        if broker_id is not None:
+            config.set_property("broker.id", str(broker_id))
+        if zookeeper is not None:
+            config.set_property("zookeeper.connect", zookeeper)
         if listen is not None:
             config.listen_host, config.listen_port = parse_host_port(listen, "--listen")
         if advertised_listener is not None:
@@ -94,6 +106,12 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
         raise click.ClickException(f"configuration error: {exc}") from None
     except BlockingIOError as exc:
         raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        from eoslog.cluster.zk.errors import ZooKeeperError
+
+        if isinstance(exc, ZooKeeperError):
+            raise click.ClickException(str(exc)) from None
+        raise
 
 
 

@@ -43,6 +43,8 @@ _MODULES = (
     "write_txn_markers",
     "list_transactions",
     "describe_transactions",
+    "offset_for_leader_epoch",
+    "elect_leaders",
     # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
     "commit_transaction_group",
     "describe_transaction_groups",

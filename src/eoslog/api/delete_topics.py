@@ -18,6 +18,37 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 def handle(context, request):
+    if context.broker.cluster is not None:
+        return _delete(context, request)
+    return _delete_sync(context, request)
+
+
+async def _delete(context, request):
+    return _delete_sync(context, request, await _cluster_deletions(context, request))
+
+
+async def _cluster_deletions(context, request) -> dict:
+    """Cluster mode: the ZooKeeper deletions first (every broker then drops its replicas)."""
+    broker = context.broker
+    outcomes: dict = {}
+    wanted = ([(t.name, t.topic_id) for t in request.topics] if context.api_version >= 6
+              else [(name, None) for name in request.topic_names])
+    for name, topic_id in wanted:
+        try:
+            if name is None:
+                info = broker.topics.by_id.get(topic_id)
+                if info is None:
+                    raise UnknownTopicIdError(f"no topic has id {topic_id}")
+                name = info.name
+            if name in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"the internal topic {name} cannot be deleted")
+            outcomes[(name, topic_id)] = await broker.topics.delete(name)
+        except Exception as exc:  # noqa: BLE001
+            outcomes[(name, topic_id)] = exc
+    return outcomes
+
+
+def _delete_sync(context, request, outcomes: dict | None = None):
     broker = context.broker
     if context.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -25,6 +56,14 @@ def handle(context, request):
         wanted = [(name, None) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
+        if outcomes is not None:
+            outcome = outcomes.get((name, topic_id))
+            if isinstance(outcome, Exception):
+                results.append(Result(name=name, topic_id=topic_id or ZERO_UUID,
+                                      error_code=int(error_code_for(outcome)), error_message=str(outcome)))
+            else:
+                results.append(Result(name=outcome.name, topic_id=outcome.topic_id, error_code=0, error_message=None))
+            continue
         try:
             if name is None:
                 info = broker.topics.by_id.get(topic_id)

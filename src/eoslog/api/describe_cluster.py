@@ -1,4 +1,5 @@
-"""DescribeCluster (key 60): this one node, its cluster id, and itself as controller."""
+"""DescribeCluster (key 60): the registered brokers, the cluster id and the controller (a single node is
+its own controller)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,19 @@ def handle(context, request):
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE), error_message="only the brokers endpoint exists",
             endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=UNKNOWN_OPERATIONS)
+    if broker.cluster is not None:
+        view = broker.cluster.view
+        controller_id = view.controller_id
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+            for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)]
+    else:
+        controller_id = broker.config.node_id
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.config.node_id, host=host, port=port, rack=None, is_fenced=False)]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
-        cluster_id=broker.cluster_id, controller_id=broker.config.node_id,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.config.node_id, host=host, port=port, rack=None, is_fenced=False)],
+        cluster_id=broker.cluster_id, controller_id=controller_id,
+        brokers=brokers,
         cluster_authorized_operations=UNKNOWN_OPERATIONS,
     )

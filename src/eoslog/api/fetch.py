@@ -34,6 +34,8 @@ def _error_partition(index: int, code: int) -> PartitionData:
 def _read_all(broker, request):
     """One pass over every requested partition; returns (responses, bytes read, any error)."""
     isolation = request.isolation_level
+    replicas = broker.cluster.replicas if broker.cluster is not None else None
+    follower = request.replica_id >= 0
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
@@ -43,10 +45,18 @@ def _read_all(broker, request):
         responses.append(TopicResponse(topic=topic.topic, partitions=partitions))
         for wanted in topic.partitions:
             try:
-                partition = broker.partition(topic.topic, wanted.partition)
                 limit = min(wanted.partition_max_bytes, remaining)
-                # KIP-74: the first partition with data returns at least one whole batch, however big.
-                result = partition.read(wanted.fetch_offset, limit, isolation, min_one_batch=(total == 0))
+                if follower:
+                    partition = replicas.follower_fetch(request.replica_id, topic.topic, wanted.partition,
+                                                        wanted.fetch_offset, wanted.current_leader_epoch)
+                    result = partition.read_for_replica(wanted.fetch_offset, limit)
+                else:
+                    partition = broker.leader_partition(topic.topic, wanted.partition)
+                    if replicas is not None:
+                        replicas.check_current_leader_epoch((topic.topic, wanted.partition),
+                                                            getattr(wanted, "current_leader_epoch", -1))
+                    # KIP-74: the first partition with data returns at least one whole batch, however big.
+                    result = partition.read(wanted.fetch_offset, limit, isolation, min_one_batch=(total == 0))
             except Exception as exc:  # noqa: BLE001 - mapped in one place
                 code = error_code_for(exc)
                 errors = True
@@ -78,7 +88,7 @@ def _read_all(broker, request):
 
 def handle(context, request):
     broker = context.broker
-    if request.replica_id != CONSUMER_REPLICA_ID:
+    if request.replica_id != CONSUMER_REPLICA_ID and broker.cluster is None:
         raise NotLeaderOrFollowerError("this single-node broker has no followers")
     responses, total, errors = _read_all(broker, request)
     if errors or total >= max(request.min_bytes, 1) or request.max_wait_ms <= 0:
@@ -92,19 +102,25 @@ async def _long_poll(broker, request):
     while True:
         waiter = loop.create_future()
         partitions = []
+        # A follower waits for new data (it moves the high watermark); a consumer for the high watermark.
+        follower = request.replica_id >= 0
         for topic in request.topics:
             for wanted in topic.partitions:
                 partition = broker.partitions.get((topic.topic, wanted.partition))
                 if partition is not None:
-                    partition.add_fetch_waiter(waiter)
+                    if follower:
+                        partition.add_replica_fetch_waiter(waiter)
+                    else:
+                        partition.add_fetch_waiter(waiter)
                     partitions.append(partition)
         try:
             await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for partition in partitions:
                 partition.remove_fetch_waiter(waiter)
+                partition.remove_replica_fetch_waiter(waiter)
         responses, total, errors = _read_all(broker, request)
         if errors or total >= max(request.min_bytes, 1) or time.monotonic() >= deadline:
             return _response(responses)

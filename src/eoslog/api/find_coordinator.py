@@ -6,6 +6,8 @@ Written with the transaction coordinator (transactional producers cannot start w
 
 from __future__ import annotations
 
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import FindCoordinatorResponse
 
@@ -17,6 +19,22 @@ GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
+def _cluster_coordinator(broker, key_type: int, key: str) -> tuple[int, int, str, int]:
+    """(error, node, host, port): the leader of the key's internal partition. The internal topic is
+    created on first use, as in Kafka; until it has a leader the answer is COORDINATOR_NOT_AVAILABLE."""
+    topic = CONSUMER_OFFSETS if key_type == GROUP else TRANSACTION_STATE
+    info = broker.topics.get(topic)
+    if info is None:
+        broker.request_internal_topic(topic)
+        return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1
+    view = broker.cluster.view
+    state = view.states.get((topic, partition_for(key, info.partitions)))
+    registration = view.brokers.get(state.leader) if state is not None else None
+    if registration is None:
+        return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1
+    return 0, registration.broker_id, registration.host, registration.port
+
+
 def handle(context, request):
     broker = context.broker
     host, port = broker.config.advertised
@@ -24,12 +42,17 @@ def handle(context, request):
     key_type = request.key_type if context.api_version >= 1 else GROUP
     code = 0 if key_type in (GROUP, TRANSACTION) else int(ErrorCode.INVALID_REQUEST)
     ok = code == 0
+    keys = request.coordinator_keys if context.api_version >= 4 else [request.key]
+    if broker.cluster is not None and ok:
+        answers = [_cluster_coordinator(broker, key_type, key) for key in keys]
+    else:
+        answers = [(code, node if ok else -1, host if ok else "", port if ok else -1) for _ in keys]
     if context.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            Coordinator(key=key, node_id=node if ok else -1, host=host if ok else "", port=port if ok else -1,
-                        error_code=code, error_message=None) for key in request.coordinator_keys])
-    return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=None,
-                                   node_id=node if ok else -1, host=host if ok else "", port=port if ok else -1)
+            Coordinator(key=key, node_id=n, host=h, port=p, error_code=c, error_message=None)
+            for key, (c, n, h, p) in zip(keys, answers)])
+    c, n, h, p = answers[0]
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=c, error_message=None, node_id=n, host=h, port=p)
 
 
 def error_response(context, request, code):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from eoslog.records.batch import decode_batch
 from eoslog.protocol.messages import ListOffsetsResponse
+from eoslog.records.batch import decode_batch
 from eoslog.server.errors import error_code_for
 
 API_KEY = 2
@@ -62,12 +62,13 @@ def handle(context, request):
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
         for wanted in topic.partitions:
             try:
-                partition = broker.partition(topic.name, wanted.partition_index)
+                partition = broker.leader_partition(topic.name, wanted.partition_index)
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0
+                epoch = partition.leader_epoch if partition.leader_epoch is not None else 0
             except Exception as exc:  # noqa: BLE001
-                code, timestamp, offset = int(error_code_for(exc)), -1, -1
+                code, timestamp, offset, epoch = int(error_code_for(exc)), -1, -1, -1
             partitions.append(PartitionResponse(partition_index=wanted.partition_index, error_code=code,
                                                 old_style_offsets=[], timestamp=timestamp, offset=offset,
-                                                leader_epoch=0 if code == 0 else -1))
+                                                leader_epoch=epoch))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

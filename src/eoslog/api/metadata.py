@@ -21,6 +21,8 @@ UNKNOWN_OPERATIONS = -(2**31)
 
 
 def _topic_entry(broker, info) -> Topic:
+    if broker.cluster is not None:
+        return _cluster_topic_entry(broker.cluster.view, info)
     node = broker.config.node_id
     return Topic(
         error_code=0,
@@ -34,6 +36,24 @@ def _topic_entry(broker, info) -> Topic:
         ],
         topic_authorized_operations=UNKNOWN_OPERATIONS,
     )
+
+
+def _cluster_topic_entry(view, info) -> Topic:
+    """Leaders, epochs, replicas, ISR and offline replicas as ZooKeeper has them: a partition without a
+    leader says LEADER_NOT_AVAILABLE, so clients wait and ask again."""
+    assignment = view.topics.get(info.name)
+    partitions = []
+    for index, replicas in sorted(assignment.replicas.items()) if assignment is not None else ():
+        state = view.states.get((info.name, index))
+        leader = state.leader if state is not None else -1
+        code = 0 if leader >= 0 and leader in view.brokers else int(ErrorCode.LEADER_NOT_AVAILABLE)
+        partitions.append(PartitionInfo(
+            error_code=code, partition_index=index, leader_id=leader if code == 0 else -1,
+            leader_epoch=state.leader_epoch if state is not None else -1, replica_nodes=list(replicas),
+            isr_nodes=list(state.isr) if state is not None else [],
+            offline_replicas=[r for r in replicas if r not in view.brokers]))
+    return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.is_internal,
+                 partitions=partitions, topic_authorized_operations=UNKNOWN_OPERATIONS)
 
 
 def _error_entry(name, topic_id, code: ErrorCode) -> Topic:
@@ -66,17 +86,29 @@ def handle(context, request):
                     if not (allow_auto_create and broker.config.auto_create_topics_enable):
                         topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                         continue
+                    if broker.cluster is not None:
+                        broker.request_topic_creation(name)
+                        topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.LEADER_NOT_AVAILABLE))
+                        continue
                     info = broker.create_topic(name, None)
                 except KafkaError as exc:
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
             topics.append(_topic_entry(broker, info))
     host, port = broker.config.advertised
+    if broker.cluster is not None:
+        view = broker.cluster.view
+        brokers = [Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                   for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)]
+        controller_id = view.controller_id
+    else:
+        brokers = [Broker(node_id=broker.config.node_id, host=host, port=port, rack=None)]
+        controller_id = broker.config.node_id
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[Broker(node_id=broker.config.node_id, host=host, port=port, rack=None)],
+        brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.config.node_id,
+        controller_id=controller_id,
         topics=topics,
         cluster_authorized_operations=UNKNOWN_OPERATIONS,
         error_code=0,

@@ -31,6 +31,7 @@ def _partition_response(index: int, code: int, base_offset: int = -1, log_append
 
 def handle(context, request):
     broker = context.broker
+    replicas = broker.cluster.replicas if broker.cluster is not None else None
     acks = request.acks
     if acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
@@ -43,9 +44,11 @@ def handle(context, request):
             try:
                 if topic_data.name in INTERNAL_TOPICS:
                     raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
-                partition = broker.partition(topic_data.name, data.index)
+                partition = broker.leader_partition(topic_data.name, data.index)
                 if data.records is None or len(data.records) == 0:
                     raise InvalidRecordError("the produce request carries no record batches")
+                if acks == -1 and replicas is not None:
+                    replicas.check_enough_replicas(partition)  # NOT_ENOUGH_REPLICAS: nothing written
                 info = partition.append(data.records, transactional_id=request.transactional_id)
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
                 code = error_code_for(exc)
@@ -57,25 +60,33 @@ def handle(context, request):
             partition_responses.append(response)
             if acks == -1:
                 # Duplicates wait too: the retried original may itself still be waiting for its fsync.
-                waits.append((partition.wait_for_high_watermark(info.last_offset + 1), response, info.last_offset))
+                waits.append((partition.wait_for_high_watermark(info.last_offset + 1), response, partition))
     if acks == 0:
         return None
     result = ProduceResponse(responses=responses, throttle_time_ms=0)
     if not waits:
         return result
-    return _await_durability(result, waits, request.timeout_ms)
+    return _await_durability(result, waits, request.timeout_ms, replicas)
 
 
-async def _await_durability(result, waits, timeout_ms: int):
+async def _await_durability(result, waits, timeout_ms: int, replicas):
     futures = [future for future, _, _ in waits]
     done, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
-    for future, response, _ in waits:
+    for future, response, partition in waits:
         if future in pending:
             future.cancel()
             response.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
         elif future.exception() is not None:
             response.error_code = int(error_code_for(future.exception()))
             response.error_message = str(future.exception())
+        elif replicas is not None:
+            # The ISR has it; Kafka still refuses the acknowledgement when the ISR shrank below
+            # min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND, retriable).
+            try:
+                replicas.check_enough_replicas_after_append(partition)
+            except Exception as exc:  # noqa: BLE001 - mapped in one place
+                response.error_code = int(error_code_for(exc))
+                response.error_message = str(exc)
     return result
 
 

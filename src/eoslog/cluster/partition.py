@@ -24,12 +24,20 @@ import logging
 import os
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from eoslog.log.leader_epoch import LeaderEpochCache
 from eoslog.log.producer_state import CompletedTxn, Duplicate, ProducerStateTable
 from eoslog.log.producer_validation import AppendOrigin
 from eoslog.log.transaction_index import AbortedTransactionIndex, AbortedTxn
-from eoslog.protocol.errors import ErrorCode, InvalidRecordError, OffsetOutOfRangeError, error_for_code
+from eoslog.protocol.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
 from eoslog.records.control import read_end_transaction_marker
 from eoslog.records.header import HEADER, HEADER_SIZE, LOG_OVERHEAD, iter_headers, read_header
 
@@ -53,7 +61,7 @@ class PartitionAppend(NamedTuple):
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log_: "Log", group_commit: "GroupCommit") -> None:
+    def __init__(self, topic: str, index: int, log_: Log, group_commit: GroupCommit) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
@@ -64,6 +72,18 @@ class Partition:
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._fetch_waiters: set[asyncio.Future] = set()
         self.flush_error: BaseException | None = None
+        # What the local log holds durably by the topic's flush policy. On a single node the high
+        # watermark follows it; on a replicated leader ``high_watermark_policy`` (the replica manager)
+        # takes the minimum with the ISR's log end offsets; on a follower the leader sets it.
+        self.local_durable_end = self.high_watermark
+        self.high_watermark_policy: Callable[[Partition], None] | None = None
+        # The leader epoch stamped into appended batches; None on a single node (batches keep theirs).
+        self.leader_epoch: int | None = None
+        self._leader_epochs: LeaderEpochCache | None = None
+        self._replica_fetch_waiters: set[asyncio.Future] = set()
+        self.follower_leader_high_watermark: int | None = None
+        # False on a replica that is not the leader: nothing but replication may write to its log.
+        self.writable = True
         self.producer_state = ProducerStateTable()
         # Transactions closed by a marker that is not below the high watermark yet: they still hold the
         # last stable offset back (Kafka's "unreplicated transactions"), so a read_committed consumer
@@ -114,6 +134,7 @@ class Partition:
         """
         # The log checks every CRC before it writes; here only the header fields matter (and a corrupt
         # batch then fails in log.append, before producer state is touched: prepare changes nothing).
+        self._check_writable()
         headers = list(iter_headers(records, verify_crc=False))
         if len(headers) != 1:
             raise InvalidRecordError(f"a produce request must carry exactly one record batch per partition, got {len(headers)}")
@@ -131,7 +152,7 @@ class Partition:
             prepared = None  # the test fault: append the retry again, producer state untouched
         if header.is_transactional and self.transaction_verifier is not None:
             self.transaction_verifier(transactional_id, header.producer_id, header.producer_epoch, self.topic, self.index)
-        info = self.log.append(records, now_ms=now_ms)
+        info = self.log.append(records, now_ms=now_ms, leader_epoch=self.leader_epoch)
         if prepared is not None:
             self.producer_state.apply(prepared, info.first_offset, info.last_offset)
         self._after_append()
@@ -154,13 +175,14 @@ class Partition:
         producer epoch is refused by the producer-state table); closing a transaction records it until
         the marker is durable, and an ABORT adds its aborted-transaction index entry.
         """
+        self._check_writable()
         header = read_header(batch, 0)
         if not header.is_control:
             raise InvalidRecordError("append_control takes a control batch")
         marker = read_end_transaction_marker(batch, 0)
         now_ms = int(time.time() * 1000)
         prepared = self.producer_state.prepare_append(header, now_ms, marker, origin=AppendOrigin.COORDINATOR)
-        info = self.log.append(batch, now_ms=now_ms)
+        info = self.log.append(batch, now_ms=now_ms, leader_epoch=self.leader_epoch)
         completed = self.producer_state.apply(prepared, info.first_offset, info.last_offset)
         if completed is not None:
             self._record_completed(completed, self.log.segments[-1].base_offset)
@@ -173,6 +195,7 @@ class Partition:
         """Appends batches a coordinator built (``__transaction_state`` records, transactional offset
         commits): no client checks, but producer batches still go through producer state (epoch only,
         no sequence numbers) so their transactions hold back the last stable offset."""
+        self._check_writable()
         now_ms = int(time.time() * 1000)
         # The log checks every CRC before it writes; here only the header fields matter (and a corrupt
         # batch then fails in log.append, before producer state is touched: prepare changes nothing).
@@ -180,11 +203,112 @@ class Partition:
         if len(headers) != 1:
             raise InvalidRecordError(f"append_internal takes exactly one batch, got {len(headers)}")
         prepared = self.producer_state.prepare_append(headers[0], now_ms, origin=AppendOrigin.COORDINATOR)
-        info = self.log.append(records, now_ms=now_ms)
+        info = self.log.append(records, now_ms=now_ms, leader_epoch=self.leader_epoch)
         if prepared is not None:
             self.producer_state.apply(prepared, info.first_offset, info.last_offset)
         self._after_append()
         return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
+
+    # --- replication (cluster/replica_manager.py drives these) --------------------------------------
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """The leader-epoch cache (``leader-epoch-checkpoint``), opened on first use: a single node never
+        needs one."""
+        if self._leader_epochs is None:
+            self._leader_epochs = LeaderEpochCache.open(self.log.directory)
+        return self._leader_epochs
+
+    def append_as_follower(self, records: Any) -> int:
+        """Appends batches fetched from the leader with their offsets and epochs as they are.
+
+        The log checks every CRC first (garbage is refused before anything is written); producer state
+        and the aborted-transaction index are then rebuilt from the batch headers exactly as recovery
+        does, so a follower that becomes leader has the same idempotence and transaction state.
+        Returns the number of batches appended.
+        """
+        view = memoryview(records)
+        info = self.log.append_as_is(view)
+        cache = self.leader_epochs
+        segment_base = self.log.segments[-1].base_offset
+        for header in iter_headers(view, verify_crc=False):
+            latest = cache.latest_epoch
+            if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+            marker = read_end_transaction_marker(view, header.position) if header.is_control else None
+            completed = self.producer_state.replay(header, marker)
+            if completed is not None:
+                self._record_completed(completed, segment_base)
+                if completed.last_offset >= self.high_watermark:
+                    self._undurable_txns.append(completed)
+        self._after_append()
+        return info.batch_count
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drops the log from ``offset`` on (a follower's divergent tail, KIP-101/279) and rebuilds what
+        was derived from it: leader epochs, producer state, the aborted-transaction index."""
+        if offset >= self.log.log_end_offset:
+            return False
+        self.log.truncate_to(offset)
+        self.leader_epochs.truncate_from_end(self.log.log_end_offset)
+        self.producer_state.truncate_to(self.log.directory, self.log.log_end_offset)
+        self._recover_producer_state()
+        end = self.log.log_end_offset
+        self._undurable_txns = [t for t in self._undurable_txns if t.last_offset < end]
+        self.high_watermark = min(self.high_watermark, end)
+        self.local_durable_end = min(self.local_durable_end, end)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader's log starts past our end (retention there): start an empty log at ``offset``."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.leader_epochs.clear()
+        self.producer_state.truncate_fully_and_start_at(self.log.directory, offset)
+        self.transaction_index.truncate_to(offset)
+        self._undurable_txns = []
+        self.high_watermark = self.local_durable_end = offset
+
+    async def flush_now(self) -> None:
+        """fsync what is appended so far (a follower, before it reports its log end to the leader)."""
+        target = self.log.log_end_offset
+        await self._group_commit.flush(self.log)
+        self._durable(min(target, self.log.log_end_offset))
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's high watermark: the leader's, capped by what this replica holds durably."""
+        self._advance_high_watermark(min(leader_high_watermark, self.local_durable_end))
+
+    def read_for_replica(self, offset: int, max_bytes: int) -> Any:
+        """A follower reads up to the log end offset, past the high watermark (that is how it moves)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside {self.name}'s range [{self.log_start_offset}, {self.log_end_offset}]")
+        return self.log.read(offset, max_bytes, upper_bound=self.log.log_end_offset, min_one_batch=True)
+
+    def add_replica_fetch_waiter(self, future: asyncio.Future) -> None:
+        self._replica_fetch_waiters.add(future)
+
+    def remove_replica_fetch_waiter(self, future: asyncio.Future) -> None:
+        self._replica_fetch_waiters.discard(future)
+
+    def fail_waiters(self, exc: BaseException) -> None:
+        """Leadership moved: every acks=all producer still waiting learns it (NOT_LEADER_OR_FOLLOWER)."""
+        waiters, self._waiters = self._waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(exc)
+        self.wake_fetchers()
+        self._wake_replica_fetchers()
+
+    def _wake_replica_fetchers(self) -> None:
+        if self._replica_fetch_waiters:
+            waiters, self._replica_fetch_waiters = self._replica_fetch_waiters, set()
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise NotLeaderOrFollowerError(f"{self.name}: this replica is not the leader")
 
     def _record_completed(self, completed: CompletedTxn, segment_base: int) -> None:
         if completed.is_aborted:
@@ -226,18 +350,19 @@ class Partition:
             log.info("%s: rebuilt producer state from offset %d (%d batches replayed)", self.name, start, replayed)
 
     def _after_append(self) -> None:
+        self._wake_replica_fetchers()
         if not self.log.config.fsync_on_ack:
-            self._advance_high_watermark(self.log.log_end_offset)
+            self._durable(self.log.log_end_offset)
         elif self._flush_task is None:
             self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop())
 
     async def _flush_loop(self) -> None:
         try:
-            while self.high_watermark < self.log.log_end_offset:
+            while self.local_durable_end < self.log.log_end_offset:
                 target = self.log.log_end_offset
                 await self._group_commit.flush(self.log)
-                self._advance_high_watermark(target)
-        except Exception as exc:  # noqa: BLE001 - reported to every waiter as a storage error
+                self._durable(min(target, self.log.log_end_offset))  # a truncation may have come between
+        except Exception as exc:
             log.error("fsync of %s failed; acks=all producers get KAFKA_STORAGE_ERROR", self.name, exc_info=exc)
             self.flush_error = exc
             waiters, self._waiters = self._waiters, []
@@ -246,6 +371,17 @@ class Partition:
                     future.set_exception(exc)
         finally:
             self._flush_task = None
+
+    def _durable(self, offset: int) -> None:
+        self.local_durable_end = max(self.local_durable_end, offset)
+        if self.high_watermark_policy is None:
+            self._advance_high_watermark(offset)
+        else:
+            self.high_watermark_policy(self)
+
+    def advance_high_watermark(self, offset: int) -> None:
+        """For the replica manager: the ISR agrees on ``offset`` (never past what is durable here)."""
+        self._advance_high_watermark(min(offset, self.local_durable_end))
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future:
         """A future resolved when the high watermark reaches ``offset`` (acks=all)."""
@@ -351,7 +487,7 @@ def next_offset_after(regions: Any) -> int:
     return next_offset
 
 
-def iter_batch_headers(partition_log: "Log", start: int):
+def iter_batch_headers(partition_log: Log, start: int):
     """(header, end-transaction marker or None) for every batch from ``start`` to the log end.
 
     Reads whole batches (a control batch's marker lives in its one record); used only at open, for

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -209,18 +210,21 @@ class Log:
 
     # ---- appending ------------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> AppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None,
+               leader_epoch: int | None = None) -> AppendInfo:
         """Appends a Produce request's batches, assigning offsets from log_end_offset.
 
         Every header is checked (CRC included) before anything is written. The records are not copied:
         each batch is written as its new base offset (for LogAppendTime: its rewritten header, CRC
         recomputed) followed by the rest of the caller's bytes, in one gather write into the page cache.
-        ``records`` is only read during the call. Durability is ``flush``'s job.
+        ``records`` is only read during the call. Durability is ``flush``'s job. On a replicated
+        partition the leader also stamps its ``leader_epoch`` into each batch (bytes 12..16, outside the
+        CRC like the base offset), which is what followers' leader-epoch caches are built from.
         """
         self._check_usable()
         view = memoryview(records)
         headers = self._validate(view, check_counts=True)
-        return self._append(view, headers, assign_offsets=True, now_ms=now_ms)
+        return self._append(view, headers, assign_offsets=True, now_ms=now_ms, leader_epoch=leader_epoch)
 
     def append_as_is(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
@@ -256,7 +260,8 @@ class Log:
         return headers
 
     def _append(
-        self, view: memoryview, headers: list[BatchHeader], *, assign_offsets: bool, now_ms: int | None
+        self, view: memoryview, headers: list[BatchHeader], *, assign_offsets: bool, now_ms: int | None,
+        leader_epoch: int | None = None,
     ) -> AppendInfo:
         # No copy of the records: each batch goes out as a new 8-byte base offset (or, for LogAppendTime,
         # a rewritten 61-byte header) followed by a slice of the caller's buffer, in one gather write.
@@ -276,7 +281,13 @@ class Log:
             if assign_offsets:
                 base = next_offset
                 if log_append_time:
-                    pieces += _log_append_time_header(view, position, end, base, now)
+                    header_bytes, rest = _log_append_time_header(view, position, end, base, now)
+                    if leader_epoch is not None:
+                        PARTITION_LEADER_EPOCH.pack_into(header_bytes, 12, leader_epoch)
+                    pieces += (header_bytes, rest)
+                elif leader_epoch is not None:
+                    pieces += (BASE_LENGTH_EPOCH.pack(base, header.batch_length, leader_epoch),
+                               view[position + BASE_LENGTH_EPOCH.size : end])
                 else:
                     pieces += (BASE_OFFSET.pack(base), view[position + BASE_OFFSET.size : end])
             else:
@@ -620,6 +631,11 @@ class Log:
             f"Log({self.directory!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})"
         )
+
+
+# base_offset, batch_length, partition_leader_epoch: the first 16 bytes of a batch, none under the CRC.
+BASE_LENGTH_EPOCH = struct.Struct(">qii")
+PARTITION_LEADER_EPOCH = struct.Struct(">i")
 
 
 def _log_append_time_header(

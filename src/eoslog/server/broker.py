@@ -17,10 +17,21 @@ from typing import Any
 
 from eoslog.cluster.partition import Partition
 from eoslog.cluster.topic_configs import check_names
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo, TopicRegistry, write_atomically
+from eoslog.cluster.topics import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    TopicInfo,
+    TopicRegistry,
+    write_atomically,
+)
 from eoslog.log.config import LogConfig
 from eoslog.log.manager import LogDirectory
-from eoslog.protocol.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from eoslog.protocol.errors import (
+    CoordinatorNotAvailableError,
+    InvalidConfigError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
 from eoslog.server.network import KafkaConnection
@@ -47,6 +58,9 @@ class Broker:
         self.transaction_coordinator = None  # coordinator/transaction/coordinator.py, set in start()
         self.group_service = None  # coordinator/group/service.py, set in start()
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
+        self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
+        self._coordinators_started = False
+        self._creating: set[str] = set()
         self.default_log_properties = dict(config.log_defaults)
         try:
             LogConfig.from_properties(self.default_log_properties)
@@ -58,11 +72,28 @@ class Broker:
         started = time.monotonic()
         data_dir = Path(self.config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.topics = TopicRegistry(data_dir)
-        self.log_directory = LogDirectory.open(str(data_dir), config_for=self._log_config_for_topic)
-        self.cluster_id = self._load_or_create_cluster_id(data_dir)
-        for info in self.topics.topics.values():
-            self._open_partitions(info, range(info.partitions))
+        loop = asyncio.get_running_loop()
+        if self.config.cluster_mode:
+            # Bound now (the registration in ZooKeeper names the port), served only once ready.
+            self._server = await loop.create_server(
+                lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
+                self.config.listen_host, self.config.listen_port, reuse_address=True, start_serving=False)
+            self.bound_port = self._server.sockets[0].getsockname()[1]
+            if not self.config.listen_port:
+                self.config.listen_port = self.bound_port
+            self.log_directory = LogDirectory.open(str(data_dir), config_for=self._log_config_for_topic)
+            try:
+                await self._join_cluster(data_dir)
+            except BaseException:
+                self._server.close()
+                self.log_directory.close()
+                raise
+        else:
+            self.topics = TopicRegistry(data_dir)
+            self.log_directory = LogDirectory.open(str(data_dir), config_for=self._log_config_for_topic)
+            self.cluster_id = self._load_or_create_cluster_id(data_dir)
+            for info in self.topics.topics.values():
+                self._open_partitions(info, range(info.partitions))
         self._remove_orphan_logs()
         from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -74,13 +105,16 @@ class Broker:
         self.group_service = GroupService(self)
         await self.group_service.start()
         await self.transaction_coordinator.start()
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
-            self.config.listen_host,
-            self.config.listen_port,
-            reuse_address=True,
-        )
+        self._coordinators_started = True
+        if self._server is not None:
+            await self._server.start_serving()
+        else:
+            self._server = await loop.create_server(
+                lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
+                self.config.listen_host,
+                self.config.listen_port,
+                reuse_address=True,
+            )
         self.bound_port = self._server.sockets[0].getsockname()[1]
         if not self.config.listen_port:
             self.config.listen_port = self.bound_port
@@ -99,6 +133,10 @@ class Broker:
             self._server.close()
         for connection in list(self.dispatcher.connections):
             connection.close()
+        if self.cluster is not None:
+            # Stop leading first (waiting producers get NOT_LEADER_OR_FOLLOWER, nothing is acknowledged on
+            # a guess), then leave: closing the session lets the controller move leadership at once.
+            await self.cluster.stop()
         if self.log_cleaner is not None:
             await self.log_cleaner.stop()  # ends after its current batch; a half-cleaned group is discarded
         for task in self._background:
@@ -118,15 +156,118 @@ class Broker:
             self.log_directory.close()
         log.info("shutdown complete: logs flushed, checkpoints written, data directory unlocked")
 
-    def _load_or_create_cluster_id(self, data_dir: Path) -> str:
+    def _load_or_create_cluster_id(self, data_dir: Path, adopt: str | None = None) -> str:
+        existing = self._read_cluster_id(data_dir)
+        if existing is not None:
+            return existing
+        cluster_id = adopt or self.config.cluster_id or uuid.uuid4().hex[:22]
+        write_atomically(data_dir / META_PROPERTIES,
+                         f"version=1\ncluster.id={cluster_id}\nnode.id={self.config.node_id}\n".encode())
+        return cluster_id
+
+    @staticmethod
+    def _read_cluster_id(data_dir: Path) -> str | None:
         path = data_dir / META_PROPERTIES
         if path.exists():
             for line in path.read_text().splitlines():
                 if line.startswith("cluster.id="):
                     return line.split("=", 1)[1].strip()
-        cluster_id = self.config.cluster_id or uuid.uuid4().hex[:22]
-        write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.config.node_id}\n".encode())
-        return cluster_id
+        return None
+
+    # --- cluster mode -------------------------------------------------------------------------------
+    async def _join_cluster(self, data_dir: Path) -> None:
+        from eoslog.cluster.cluster_topics import ClusterTopics
+        from eoslog.cluster.service import ClusterService
+        from eoslog.cluster.zk.layout import BrokerRegistration
+
+        self.cluster = ClusterService(self.config, self.partitions, self._open_replica, self._remove_replica)
+        self.topics = ClusterTopics(self.cluster)
+        self.cluster.replicas.min_isr_for = self._min_insync_replicas
+        self.cluster.replicas.on_became_leader.append(self._on_became_leader)
+        self.cluster.view_listeners.append(self._apply_topic_configs)
+        local = self._read_cluster_id(data_dir)
+        proposed = local or self.config.cluster_id or uuid.uuid4().hex[:22]
+        host, port = self.config.advertised
+        registration = BrokerRegistration(self.config.node_id, host, port, self.config.broker_rack,
+                                          str(data_dir.resolve()))
+        self.cluster_id = await self.cluster.start(proposed, registration) if local else \
+            await self._start_adopting(proposed, registration)
+        self._load_or_create_cluster_id(data_dir, adopt=self.cluster_id)
+
+    async def _start_adopting(self, proposed: str, registration) -> str:
+        """A new data directory joins whatever cluster ZooKeeper holds."""
+        from eoslog.cluster.zk.client import ZooKeeper
+
+        probe = ZooKeeper(self.config.zookeeper_connect, self.config.zookeeper_session_timeout_ms,
+                          self.config.zookeeper_connection_timeout_ms)
+        await asyncio.to_thread(probe.start)
+        try:
+            cluster_id = await asyncio.to_thread(probe.cluster_id, proposed)
+        finally:
+            await asyncio.to_thread(probe.stop)
+        return await self.cluster.start(cluster_id, registration)
+
+    def _open_replica(self, topic: str, index: int) -> Partition:
+        info = self.topics.get(topic)
+        config = self.log_config_for(info) if info is not None else LogConfig.from_properties(self.default_log_properties)
+        partition_log = self.log_directory.get_or_create_log(topic, index, config)
+        partition_log.config = config
+        partition = Partition(topic, index, partition_log, self.log_directory.group_commit)
+        partition.writable = False  # until the controller makes this replica the leader
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.attach_partition(partition)
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def _remove_replica(self, topic: str, index: int) -> None:
+        partition = self.partitions.pop((topic, index), None)
+        if partition is not None:
+            partition.wake_fetchers()
+        self.log_directory.delete_log(topic, index)
+        log.info("removed the local replica of %s-%d: the cluster no longer places it here", topic, index)
+
+    def _apply_topic_configs(self, view) -> None:
+        for (topic, index), partition in self.partitions.items():
+            info = self.topics.get(topic)
+            if info is None:
+                continue
+            try:
+                config = self.log_config_for(info)
+            except (ValueError, ConfigError):
+                log.exception("ignoring the invalid configs of topic %s in ZooKeeper", topic)
+                continue
+            if config != partition.log.config:
+                partition.log.config = config
+
+    def _min_insync_replicas(self, topic: str) -> int:
+        info = self.topics.get(topic)
+        value = info.configs.get("min.insync.replicas") if info is not None else None
+        if value is None and topic == TRANSACTION_STATE:
+            return self.config.transaction_state_log_min_isr
+        return int(value) if value is not None else self.config.min_insync_replicas
+
+    def _on_became_leader(self, topic: str, index: int) -> None:
+        """A coordinator partition led here now: its coordinator loads it (moving coordinators with
+        everything in flight is the next step of the cluster work; see docs/cluster.md)."""
+        if not self._coordinators_started:
+            return
+        if topic == CONSUMER_OFFSETS:
+            self.group_service.load_partition(index)
+        elif topic == TRANSACTION_STATE:
+            self.transaction_coordinator.load_partition(index)
+
+    def coordinator_partitions(self, topic: str, count: int) -> list[int]:
+        """The partitions of an internal topic whose coordinator runs here: all of them on a single node,
+        the ones this broker leads in a cluster."""
+        if self.cluster is None:
+            return list(range(count))
+        return [i for i in range(count) if self.cluster.replicas.is_leader(topic, i)]
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition for a client's produce or fetch: only its leader serves it."""
+        if self.cluster is None:
+            return self.partition(topic, index)
+        return self.cluster.replicas.leader_partition(topic, index)
 
     async def _housekeeping(self) -> None:
         """Flushes due by flush.messages / flush.ms, retention, deferred file deletion and checkpoints,
@@ -177,8 +318,14 @@ class Broker:
             self.partitions[(info.name, index)] = partition
 
     def _remove_orphan_logs(self) -> None:
-        """Partition directories of topics the registry no longer has (a crash during a delete)."""
+        """Partition directories of topics the registry no longer has (a crash during a delete); in a
+        cluster, replicas the assignment no longer places here."""
         for topic, index in list(self.log_directory.logs):
+            if self.cluster is not None:
+                if (topic, index) not in self.partitions and topic not in self.cluster.view.unreadable_topics:
+                    log.info("removing %s-%d: the cluster does not place it on this broker", topic, index)
+                    self.log_directory.delete_log(topic, index)
+                continue
             info = self.topics.get(topic)
             if info is None or index >= info.partitions:
                 log.info("removing %s-%d: its topic was deleted", topic, index)
@@ -189,6 +336,12 @@ class Broker:
         if partition is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist on this broker")
         return partition
+
+    def check_topic_configs(self, configs: dict[str, str]) -> None:
+        try:
+            LogConfig.from_properties({**self.default_log_properties, **configs})
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
 
     def create_topic(self, name: str, partitions: int | None, configs: dict[str, str] | None = None,
                      validate_only: bool = False) -> TopicInfo:
@@ -216,7 +369,63 @@ class Broker:
         count = (self.config.offsets_topic_num_partitions if name == CONSUMER_OFFSETS
                  else self.config.transaction_state_log_num_partitions)
         assert name in (CONSUMER_OFFSETS, TRANSACTION_STATE)
+        if self.cluster is not None:
+            self.request_internal_topic(name)
+            raise CoordinatorNotAvailableError(f"{name} is being created")
         return self.create_topic(name, count)
+
+    def request_internal_topic(self, name: str) -> None:
+        """Cluster mode: creates an internal topic in the background (Kafka's replication factor rule: as
+        many live brokers as offsets.topic.replication.factor / transaction.state.log.replication.factor,
+        or the topic waits)."""
+        if name in self._creating:
+            return
+        if name == CONSUMER_OFFSETS:
+            count, factor = self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor
+            configs = dict(INTERNAL_TOPIC_CONFIGS)
+        else:
+            count = self.config.transaction_state_log_num_partitions
+            factor = self.config.transaction_state_log_replication_factor
+            configs = {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(self.config.transaction_state_log_min_isr)}
+        live = len(self.cluster.view.brokers)
+        if live < factor:
+            log.warning("cannot create %s yet: replication factor %d needs %d live brokers, %d are registered",
+                        name, factor, factor, live)
+            return
+
+        async def create() -> None:
+            try:
+                replicas = self.topics.plan_assignment(count, factor)
+                await self.topics.create(name, replicas, configs, timeout_s=30)
+            except TopicAlreadyExistsError:
+                pass
+            except Exception:
+                log.exception("creating %s failed", name)
+            finally:
+                self._creating.discard(name)
+
+        self._creating.add(name)
+        asyncio.get_running_loop().create_task(create())
+
+    def request_topic_creation(self, name: str) -> None:
+        """Cluster mode: Metadata's auto-creation, in the background (the client sees
+        LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
+        if name in self._creating:
+            return
+
+        async def create() -> None:
+            try:
+                replicas = self.topics.plan_assignment(self.config.num_partitions, self.config.default_replication_factor)
+                await self.topics.create(name, replicas, {}, timeout_s=30)
+            except TopicAlreadyExistsError:
+                pass
+            except Exception:
+                log.exception("auto-creating topic %s failed", name)
+            finally:
+                self._creating.discard(name)
+
+        self._creating.add(name)
+        asyncio.get_running_loop().create_task(create())
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.topics.delete(name)

@@ -129,9 +129,30 @@ class BrokerConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000  # how long the cleaner sleeps when no log needs cleaning
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # the offset map's memory budget
+    # ---- cluster mode (docs/cluster.md): set by zookeeper.connect; without it, a single node ------------
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int | None = None
+    broker_rack: str | None = None
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_backoff_ms: int = 1000
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    offsets_topic_replication_factor: int = 3
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
+
+    @property
+    def cluster_mode(self) -> bool:
+        return self.zookeeper_connect is not None
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -168,12 +189,32 @@ class BrokerConfig:
             "log.retention.check.interval.ms": ("log_retention_check_interval_ms", 1),
             "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", 1),
             "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", 1024),
+            "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", 1000),
+            "zookeeper.connection.timeout.ms": ("zookeeper_connection_timeout_ms", 100),
+            "default.replication.factor": ("default_replication_factor", 1),
+            "min.insync.replicas": ("min_insync_replicas", 1),
+            "replica.lag.time.max.ms": ("replica_lag_time_max_ms", 100),
+            "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", 0),
+            "replica.fetch.max.bytes": ("replica_fetch_max_bytes", 1024),
+            "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", 0),
+            "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", 1),
+            "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1),
+            "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", 1),
+            "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1),
         }
         if name in simple_ints:
             attribute, minimum = simple_ints[name]
             setattr(self, attribute, _int(name, value, minimum))
         elif name == "auto.create.topics.enable":
             self.auto_create_topics_enable = _bool(name, value)
+        elif name == "unclean.leader.election.enable":
+            self.unclean_leader_election_enable = _bool(name, value)
+        elif name == "auto.leader.rebalance.enable":
+            self.auto_leader_rebalance_enable = _bool(name, value)
+        elif name == "zookeeper.connect":
+            self.zookeeper_connect = value.strip() or None
+        elif name == "broker.rack":
+            self.broker_rack = value.strip() or None
         elif name == "log.cleaner.enable":
             self.log_cleaner_enable = _bool(name, value)
         elif name == "log.dirs" or name == "log.dir":

@@ -107,7 +107,8 @@ class GroupService:
         for transaction markers."""
         started = time.monotonic()
         if self.broker.topics.get(CONSUMER_OFFSETS) is not None:
-            for index in range(self.coordinator.config.offsets_topic_num_partitions):
+            for index in self.broker.coordinator_partitions(
+                    CONSUMER_OFFSETS, self.coordinator.config.offsets_topic_num_partitions):
                 self.load_partition(index)
         txn = getattr(self.broker, "transaction_coordinator", None)
         if txn is not None:

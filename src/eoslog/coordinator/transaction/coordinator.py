@@ -58,7 +58,7 @@ from eoslog.coordinator.transaction.producer_id_block import (
 )
 from eoslog.coordinator.transaction.state import TransactionState
 from eoslog.log.producer_state import ProducerStateError
-from eoslog.protocol.errors import ErrorCode, error_for_code
+from eoslog.protocol.errors import CoordinatorNotAvailableError, ErrorCode, error_for_code
 from eoslog.records.batch import iter_batches
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.control import ControlType, build_control_batch
@@ -119,6 +119,7 @@ class TransactionCoordinator:
         self._states: dict[int, dict[str, TransactionMetadata]] = {}
         self._block_path = Path(config.data_dir) / BLOCK_FILE_NAME
         self._allocator: ProducerIdBlockAllocator | None = None
+        self._zk_block: list[int] | None = None  # [next, end) in cluster mode
         self._completions: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self._timer: asyncio.Task | None = None
@@ -139,12 +140,8 @@ class TransactionCoordinator:
         # Like Kafka, __transaction_state is created on first use (the first transactional request).
         if self.broker.topics.get(TRANSACTION_STATE) is not None:
             self._ensure_state_topic()
-            for index in range(self.num_partitions):
-                partition = self.broker.partition(TRANSACTION_STATE, index)
-                records = list(_read_records(partition))
-                self._states[index] = load_state(records)
-                self.groups.load(records)
-                loaded += len(self._states[index])
+            for index in self.broker.coordinator_partitions(TRANSACTION_STATE, self.num_partitions):
+                loaded += self._load(index)
         actions = 0
         for index, states in self._states.items():
             for action in recovery_actions(states, now_ms()):
@@ -156,6 +153,25 @@ class TransactionCoordinator:
             log.info("transaction coordinator loaded %d transactional ids; finishing %d decided transactions",
                      loaded, actions)
         self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+
+    def _load(self, index: int) -> int:
+        partition = self.broker.partition(TRANSACTION_STATE, index)
+        records = list(_read_records(partition))
+        self._states[index] = load_state(records)
+        self.groups.load(records)
+        return len(self._states[index])
+
+    def load_partition(self, index: int) -> None:
+        """This broker now leads ``__transaction_state``-``index``: load it and finish what it decided.
+        (Requests that arrive meanwhile, and moving away again, are the next step: docs/cluster.md.)"""
+        self._ensure_state_topic()
+        loaded = self._load(index)
+        actions = 0
+        for action in recovery_actions(self._states[index], now_ms()):
+            actions += 1
+            self._spawn_completion(action.markers, action.complete)
+        log.info("transaction coordinator took over %s-%d: %d transactional ids, finishing %d",
+                 TRANSACTION_STATE, index, loaded, actions)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -177,6 +193,19 @@ class TransactionCoordinator:
     def allocate_producer_id(self) -> int:
         """A never-used producer id; a new block end is fsync'ed first (once per 1000 ids, on the loop:
         one small file write is cheaper than a thread hop)."""
+        cluster = getattr(self.broker, "cluster", None)
+        if cluster is not None:
+            # A cluster hands out producer ids in blocks claimed in ZooKeeper (Kafka's
+            # /latest_producer_id_block), so no two brokers ever give out the same id. One claim per
+            # 1000 ids, made on the loop: a conditional set on a local ZooKeeper takes about a millisecond.
+            if self._zk_block is None or self._zk_block[0] >= self._zk_block[1]:
+                try:
+                    self._zk_block = list(cluster.zk.claim_producer_id_block(self.broker.config.node_id, 1000))
+                except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: a retriable refusal
+                    raise CoordinatorNotAvailableError(f"cannot claim producer ids in ZooKeeper: {exc!r}") from exc
+            producer_id = self._zk_block[0]
+            self._zk_block[0] += 1
+            return producer_id
         assert self._allocator is not None, "the coordinator is not started"
         return self._allocator.allocate_with(self._persist_block)
 

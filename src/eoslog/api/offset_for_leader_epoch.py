@@ -1,0 +1,48 @@
+"""OffsetForLeaderEpoch (key 23), v2-4: where a leader epoch ends in the leader's log (KIP-101/279).
+
+Followers ask it before fetching, to find where their log diverges from the leader's; consumers ask it
+(KIP-320) to detect a truncated log after a leader change. Only the leader answers; a stale or future
+current_leader_epoch gets FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH so the asker refreshes metadata.
+On a single node there is one epoch, 0, which ends at the log end offset."""
+
+from __future__ import annotations
+
+from eoslog.protocol.messages import OffsetForLeaderEpochResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 23
+MIN_VERSION = 2
+MAX_VERSION = 4
+
+TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
+UNDEFINED = -1
+
+
+def _answer(broker, topic: str, wanted) -> EpochEndOffset:
+    try:
+        if broker.cluster is not None:
+            epoch, end = broker.cluster.replicas.offset_for_leader_epoch(
+                topic, wanted.partition, wanted.current_leader_epoch, wanted.leader_epoch)
+        else:
+            partition = broker.partition(topic, wanted.partition)
+            epoch, end = (0, partition.log_end_offset) if wanted.leader_epoch >= 0 else (UNDEFINED, UNDEFINED)
+    except Exception as exc:  # noqa: BLE001 - mapped in one place
+        return EpochEndOffset(error_code=int(error_code_for(exc)), partition=wanted.partition,
+                              leader_epoch=UNDEFINED, end_offset=UNDEFINED)
+    return EpochEndOffset(error_code=0, partition=wanted.partition, leader_epoch=epoch, end_offset=end)
+
+
+def handle(context, request):
+    broker = context.broker
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+        TopicResult(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])
+        for t in request.topics])
+
+
+def error_response(context, request, code):
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+        TopicResult(topic=t.topic, partitions=[
+            EpochEndOffset(error_code=int(code), partition=p.partition, leader_epoch=UNDEFINED, end_offset=UNDEFINED)
+            for p in t.partitions])
+        for t in request.topics])

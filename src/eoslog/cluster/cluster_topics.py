@@ -1,0 +1,153 @@
+"""Topics of a ZooKeeper-coordinated cluster: the registry's read interface over the cluster view, and
+the admin operations (create, grow, delete, configs) as ZooKeeper writes.
+
+Reads look like :class:`eoslog.cluster.topics.TopicRegistry` (``topics``, ``get``, ``require``,
+``by_id``) so the API handlers and coordinators read topics the same way on a single node and in a
+cluster. Writes go to ZooKeeper in Kafka's layout; every broker (this one included) acts on them when
+its next view shows them, and an operation returns once this broker's view shows the partitions led.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from eoslog.cluster.election import ReplicaAssignmentError, assign_replicas, check_manual_assignment
+from eoslog.cluster.topics import TopicInfo, validate_topic_name
+from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, TopicAssignment
+from eoslog.protocol.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    from eoslog.cluster.service import ClusterService
+
+
+class ClusterTopics:
+    def __init__(self, service: ClusterService) -> None:
+        self.service = service
+        self._cache_view: ClusterView | None = None
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    # ---- the registry's read interface ------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        view = self.service.view
+        if view is self._cache_view:
+            return
+        topics = {name: TopicInfo(name, a.topic_id, a.partition_count, dict(view.configs.get(name, {})))
+                  for name, a in view.topics.items()}
+        self._topics, self._by_id = topics, {t.topic_id: t for t in topics.values()}
+        self._cache_view = view
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        self._refresh()
+        return self._topics
+
+    @property
+    def by_id(self) -> dict[uuid.UUID, TopicInfo]:
+        self._refresh()
+        return self._by_id
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def require(self, name: str) -> TopicInfo:
+        info = self.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return info
+
+    def assignment(self, name: str) -> TopicAssignment | None:
+        return self.service.view.topics.get(name)
+
+    # ---- admin --------------------------------------------------------------------------------------------
+
+    def plan_assignment(self, partitions: int, replication_factor: int,
+                        manual: dict[int, list[int]] | None = None, first_partition: int = 0
+                        ) -> dict[int, tuple[int, ...]]:
+        view = self.service.view
+        if manual:
+            if sorted(manual) != list(range(first_partition, first_partition + len(manual))):
+                raise InvalidPartitionsError("manual assignments must name partitions consecutively from 0")
+            try:
+                return {p: check_manual_assignment(r, view.brokers) for p, r in manual.items()}
+            except ReplicaAssignmentError as exc:
+                raise InvalidReplicationFactorError(str(exc)) from None
+        racks = {b: r.rack for b, r in view.brokers.items()}
+        try:
+            return assign_replicas(racks, partitions, replication_factor, first_partition=first_partition,
+                                   start=hash_start(len(racks)))
+        except ReplicaAssignmentError as exc:
+            raise InvalidReplicationFactorError(str(exc)) from None
+
+    async def create(self, name: str, replicas: dict[int, tuple[int, ...]], configs: dict[str, str],
+                     timeout_s: float) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if not replicas:
+            raise InvalidPartitionsError("a topic needs at least one partition")
+        assignment = TopicAssignment(name, uuid.uuid4(), replicas)
+        try:
+            await asyncio.to_thread(self.service.zk.create_topic, assignment, configs)
+        except NodeExistsError:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists") from None
+        self.service.refresh()
+        await self.service.wait_for(lambda v: _all_led(v, name), timeout_s)
+        return TopicInfo(name, assignment.topic_id, len(replicas), dict(configs))
+
+    async def add_partitions(self, name: str, count: int, timeout_s: float,
+                             manual: dict[int, list[int]] | None = None) -> TopicInfo:
+        assignment = self.assignment(name)
+        if assignment is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        old = assignment.partition_count
+        if count <= old:
+            raise InvalidPartitionsError(f"topic {name} has {old} partitions; the new count {count} must be larger")
+        factor = len(assignment.replicas[0])
+        added = self.plan_assignment(count - old, factor, manual, first_partition=old)
+        grown = TopicAssignment(name, assignment.topic_id, {**assignment.replicas, **added})
+        await asyncio.to_thread(self.service.zk.set_assignment, grown)
+        self.service.refresh()
+        await self.service.wait_for(lambda v: _all_led(v, name), timeout_s)
+        return self.require(name)
+
+    async def delete(self, name: str) -> TopicInfo:
+        info = self.require(name)
+        try:
+            await asyncio.to_thread(self.service.zk.delete_topic, name)
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+        self.service.refresh()
+        await self.service.wait_for(lambda v: name not in v.topics, 10)
+        return info
+
+    async def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.require(name)
+        await asyncio.to_thread(self.service.zk.set_topic_config, name, configs)
+        self.service.refresh()
+        await self.service.wait_for(lambda v: v.configs.get(name) == configs, 10)
+
+
+def hash_start(brokers: int) -> int:
+    # Kafka starts at a random broker so leaders of many topics spread; we do the same.
+    import random
+
+    return random.randrange(max(brokers, 1))
+
+
+def _all_led(view: ClusterView, name: str) -> bool:
+    assignment = view.topics.get(name)
+    if assignment is None:
+        return False
+    return all((s := view.states.get((name, p))) is not None and s.leader != NO_LEADER
+               for p in assignment.replicas)

@@ -1,0 +1,197 @@
+"""The controller: one broker at a time, elected through ZooKeeper's ``/controller`` ephemeral znode,
+turns what ZooKeeper says (live brokers, assignments, partition states) into leader decisions.
+
+Contract
+- Only the active controller writes leaders and leader epochs, and only with a transaction that also
+  checks the ``/controller_epoch`` znode version it bumped when elected: a deposed controller cannot
+  write (cluster/zk/client.py). Its decisions are the pure functions of cluster/election.py.
+- It reacts to every new cluster view (brokers joining or leaving, topics created, ISR changes) by
+  reconciling every partition; a write that loses a race (znode version moved) is retried on the view
+  that the race produced.
+- Brokers learn decisions by watching the state znodes (the role Kafka's LeaderAndIsr requests play).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from eoslog.cluster import election
+from eoslog.cluster.zk.errors import NotController
+from eoslog.cluster.zk.layout import ClusterView, PartitionState
+
+if TYPE_CHECKING:
+    from eoslog.cluster.zk.client import ZooKeeper
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    def __init__(self, zk: ZooKeeper, broker_id: int, *, unclean_default: bool = False,
+                 auto_leader_rebalance: bool = True, imbalance_check_interval_s: float = 300.0,
+                 imbalance_per_broker_percentage: int = 10) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.unclean_default = unclean_default
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_ratio = imbalance_per_broker_percentage / 100
+        self.active = False
+        self.epoch = 0
+        self._epoch_version = -1
+        self._view: ClusterView | None = None
+        self._lock = asyncio.Lock()
+        self._dirty = False
+        self._rebalance_task: asyncio.Task | None = None
+        self.elected_at_monotonic: float | None = None
+
+    async def on_view(self, view: ClusterView) -> None:
+        """Every new view: stand for election when there is no controller; reconcile when we are it."""
+        self._view = view
+        if self._lock.locked():
+            self._dirty = True  # the running pass reconciles again with this view
+            return
+        async with self._lock:
+            while True:
+                self._dirty = False
+                view = self._view
+                if view.controller_id != self.broker_id and self.active:
+                    self._resign(f"broker {view.controller_id} is controller now")
+                if view.controller_id == -1 and not self.active:
+                    await self._stand()
+                if self.active and view.controller_id == self.broker_id:
+                    await self._reconcile(view)
+                if not self._dirty:
+                    return
+
+    async def _stand(self) -> None:
+        won = await asyncio.to_thread(self.zk.try_become_controller, self.broker_id)
+        if won is None:
+            return
+        self.epoch, self._epoch_version = won
+        self.active = True
+        self.elected_at_monotonic = asyncio.get_running_loop().time()
+        log.info("broker %d is the controller (controller epoch %d)", self.broker_id, self.epoch)
+        if self.auto_leader_rebalance and self._rebalance_task is None:
+            self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_loop())
+        # Our own /controller znode shows up in the next view; reconcile then.
+
+    def _resign(self, reason: str) -> None:
+        if self.active:
+            log.info("broker %d is no longer the controller: %s", self.broker_id, reason)
+        self.active = False
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+
+    def session_lost(self) -> None:
+        self._resign("ZooKeeper session expired")
+
+    async def stop(self) -> None:
+        was_active = self.active
+        self._resign("shutting down")
+        if was_active:
+            await asyncio.to_thread(self.zk.resign_controller, self.broker_id)
+
+    # ---- decisions ---------------------------------------------------------------------------------------
+
+    def _unclean(self, view: ClusterView, topic: str) -> bool:
+        value = view.configs.get(topic, {}).get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.strip().lower() == "true"
+
+    def plan(self, view: ClusterView, *, preferred: set[tuple[str, int]] | None = None
+             ) -> list[tuple[str, int, PartitionState, str]]:
+        """Every state znode write this view calls for: (topic, partition, new state, reason)."""
+        live = set(view.brokers)
+        writes = []
+        for topic, assignment in view.topics.items():
+            unclean = self._unclean(view, topic)
+            for index, replicas in assignment.replicas.items():
+                state = view.states.get((topic, index))
+                if state is None:
+                    decision = election.initial_state(replicas, live)
+                    if decision is not None:
+                        writes.append((topic, index, PartitionState(
+                            decision.leader, 0, decision.isr, self.epoch, -1), decision.reason))
+                    continue
+                decision = election.next_state(replicas, state, live, unclean=unclean,
+                                               preferred=preferred is not None and (topic, index) in preferred)
+                if decision is not None:
+                    writes.append((topic, index, PartitionState(
+                        decision.leader, state.leader_epoch + 1, decision.isr, self.epoch, state.zk_version),
+                        decision.reason))
+        return writes
+
+    async def _reconcile(self, view: ClusterView, preferred: set[tuple[str, int]] | None = None) -> int:
+        writes = self.plan(view, preferred=preferred)
+        if not writes:
+            return 0
+        try:
+            done = await asyncio.to_thread(self._write_all, writes)
+        except NotController as exc:
+            self._resign(str(exc))
+            return 0
+        return done
+
+    def _write_all(self, writes) -> int:
+        done = 0
+        for topic, index, state, reason in writes:
+            if self.zk.write_state_as_controller(topic, index, state, self._epoch_version):
+                done += 1
+                log.info("controller: %s-%d leader %d epoch %d ISR %s (%s)", topic, index, state.leader,
+                         state.leader_epoch, list(state.isr), reason)
+        return done
+
+    # ---- preferred leaders --------------------------------------------------------------------------------
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders: per partition None (done), or the name of the error Kafka would give."""
+        view = self._view
+        if view is None or not self.active:
+            raise NotController("not the controller")
+        live = set(view.brokers)
+        wanted = partitions if partitions is not None else [
+            (t, p) for t, a in view.topics.items() for p in a.replicas]
+        results: dict[tuple[str, int], str | None] = {}
+        writes = []
+        for tp in wanted:
+            assignment = view.topics.get(tp[0])
+            state = view.states.get(tp)
+            if assignment is None or tp[1] not in assignment.replicas or state is None:
+                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+                continue
+            replicas = assignment.replicas[tp[1]]
+            decide = election.elect_unclean if unclean else election.elect_preferred
+            decision = decide(replicas, state, live)
+            if decision is None:
+                if unclean:
+                    leader_live = state.leader in live
+                    results[tp] = "ELECTION_NOT_NEEDED" if leader_live else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+                else:
+                    results[tp] = ("ELECTION_NOT_NEEDED" if replicas[0] == state.leader
+                                   else "PREFERRED_LEADER_NOT_AVAILABLE")
+                continue
+            writes.append((tp[0], tp[1], PartitionState(decision.leader, state.leader_epoch + 1, decision.isr,
+                                                        self.epoch, state.zk_version), decision.reason))
+            results[tp] = None
+        if writes:
+            async with self._lock:
+                await asyncio.to_thread(self._write_all, writes)
+        return results
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.imbalance_check_interval_s)
+            view = self._view
+            if view is None or not self.active:
+                continue
+            assignments = {(t, p): r for t, a in view.topics.items() for p, r in a.replicas.items()}
+            preferred: set[tuple[str, int]] = set()
+            for broker in view.brokers:
+                if election.imbalanced(assignments, view.states, broker) > self.imbalance_ratio:
+                    preferred |= {tp for tp, r in assignments.items() if r and r[0] == broker}
+            if preferred:
+                async with self._lock:
+                    await self._reconcile(view, preferred)

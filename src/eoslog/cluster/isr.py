@@ -1,0 +1,86 @@
+"""The leader's bookkeeping of its followers, without I/O: high watermark and ISR changes.
+
+Contract (Kafka's ZooKeeper-mode rules)
+- ``high_watermark(local_end)`` is the minimum log end offset over the *maximal* ISR: the committed ISR
+  plus a member being added. A member being removed keeps counting until ZooKeeper has the new ISR,
+  so the high watermark never passes data a replica that could still be elected lacks.
+- A follower is caught up when it fetches from the leader's log end offset; it has been caught up
+  "as of" the time of a fetch that reached what the leader's end was at its previous fetch.
+- A follower leaves the ISR when it has not been caught up for ``replica.lag.time.max.ms``; it may
+  join when its log end offset reaches the high watermark and the start of the current leader epoch
+  (so it has truncated whatever a previous leader left behind).
+- Changes are proposed here, written to ZooKeeper by the replica manager, and only then committed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = UNKNOWN_OFFSET
+
+
+@dataclass
+class LeaderIsr:
+    leader: int
+    leader_epoch: int
+    epoch_start_offset: int
+    isr: tuple[int, ...]
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    pending: tuple[int, ...] | None = None  # the ISR being written to ZooKeeper
+
+    @classmethod
+    def become_leader(cls, leader: int, leader_epoch: int, epoch_start_offset: int, replicas: tuple[int, ...],
+                      isr: tuple[int, ...], now_ms: int) -> LeaderIsr:
+        # Followers in the ISR get the benefit of the doubt for one lag period, as in Kafka.
+        followers = {r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0) for r in replicas if r != leader}
+        return cls(leader, leader_epoch, epoch_start_offset, tuple(isr), followers)
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending is None:
+            return self.isr
+        return tuple(dict.fromkeys((*self.isr, *self.pending)))
+
+    def record_fetch(self, replica: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+        state = self.followers.setdefault(replica, FollowerState())
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = now_ms
+        elif state.leader_end_at_last_fetch != UNKNOWN_OFFSET and fetch_offset >= state.leader_end_at_last_fetch:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now_ms
+        state.leader_end_at_last_fetch = leader_end
+
+    def high_watermark(self, local_end: int) -> int:
+        low = local_end
+        for replica in self.maximal_isr:
+            if replica == self.leader:
+                continue
+            state = self.followers.get(replica)
+            end = state.log_end_offset if state is not None else UNKNOWN_OFFSET
+            low = min(low, end)
+        return low
+
+    def out_of_sync(self, now_ms: int, lag_max_ms: int) -> tuple[int, ...]:
+        return tuple(r for r in self.isr if r != self.leader
+                     and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > lag_max_ms)
+
+    def may_join(self, replica: int, high_watermark: int) -> bool:
+        state = self.followers.get(replica)
+        return (replica not in self.isr and state is not None
+                and state.log_end_offset >= max(high_watermark, self.epoch_start_offset))
+
+    def propose(self, isr: tuple[int, ...]) -> None:
+        self.pending = isr
+
+    def commit(self, isr: tuple[int, ...]) -> None:
+        self.isr = tuple(isr)
+        self.pending = None

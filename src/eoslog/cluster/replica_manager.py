@@ -1,0 +1,386 @@
+"""The replica manager: which local partition replicas lead, which follow, and how (Kafka's
+ReplicaManager in ZooKeeper mode).
+
+Contract
+- Runs on the broker's event loop. ZooKeeper is read by the cluster service (cluster/service.py), which
+  hands every new :class:`ClusterView` to :meth:`apply_view`; decisions there are the controller's
+  (leader, epoch) and the leaders' (ISR). This broker changes only the ISR of partitions it leads, by a
+  conditional write through :meth:`ZooKeeper.write_isr_as_leader`.
+- A leader's high watermark is the minimum log end offset over the ISR, never past what is durable here
+  (cluster/isr.py). A follower appends what it fetched, exactly as the leader has it, and takes the
+  leader's high watermark capped by its own log.
+- Becoming a follower starts with truncation by leader epoch (KIP-101/279, in the fetcher): never to the
+  high watermark, so two quick failovers lose nothing acknowledged.
+- Losing leadership fails every acks=all producer still waiting with NOT_LEADER_OR_FOLLOWER: what it
+  wrote may be truncated, so it must not be acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from eoslog.cluster.isr import LeaderIsr
+from eoslog.cluster.replica_fetcher import ReplicaFetcher
+from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, PartitionState
+from eoslog.protocol.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+
+if TYPE_CHECKING:
+    from eoslog.cluster.partition import Partition
+    from eoslog.cluster.zk.client import ZooKeeper
+
+log = logging.getLogger(__name__)
+
+LeaderNotAvailableError = error_for_code(ErrorCode.LEADER_NOT_AVAILABLE)
+NotEnoughReplicasError = error_for_code(ErrorCode.NOT_ENOUGH_REPLICAS)
+NotEnoughReplicasAfterAppendError = error_for_code(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+NO_EPOCH = -1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ReplicationConfig:
+    broker_id: int
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
+    replica_fetch_backoff_ms: int = 1000
+    default_min_insync_replicas: int = 1
+
+
+@dataclass
+class FollowerRole:
+    leader: int
+    leader_epoch: int
+
+
+class ReplicaManager:
+    def __init__(self, config: ReplicationConfig, partitions: dict[tuple[str, int], Partition],
+                 open_partition: Callable[[str, int], Partition],
+                 remove_partition: Callable[[str, int], None], zk: ZooKeeper) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.partitions = partitions  # the broker's map of local replicas (leaders and followers)
+        self._open_partition = open_partition
+        self._remove_partition = remove_partition
+        self.zk = zk
+        self.view = ClusterView()
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.leaders: dict[tuple[str, int], LeaderIsr] = {}
+        self.followers: dict[tuple[str, int], FollowerRole] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.min_isr_for: Callable[[str], int] = lambda topic: config.default_min_insync_replicas
+        self.fenced = False  # our ZooKeeper session is gone: lead nothing until it is back
+        self._isr_task: asyncio.Task | None = None
+        self._isr_writes: set[tuple[str, int]] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self.on_became_leader: list[Callable[[str, int], None]] = []
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._isr_task = asyncio.get_running_loop().create_task(self._isr_loop())
+
+    async def stop(self) -> None:
+        for tp in list(self.leaders):
+            self._resign(tp, "broker shutting down")
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+
+    def fence(self, reason: str) -> None:
+        """The ZooKeeper session expired: the controller may already have moved leadership, so stop
+        leading (no acks=all write may be confirmed on a guess) and stop following until a new view."""
+        if self.fenced:
+            return
+        log.warning("no longer acting as leader or follower: %s", reason)
+        self.fenced = True
+        for tp in list(self.leaders):
+            self._resign(tp, reason)
+        for tp in list(self.followers):
+            self._stop_following(tp)
+
+    # ---- applying ZooKeeper's decisions ----------------------------------------------------------------
+
+    def apply_view(self, view: ClusterView) -> None:
+        self.view = view
+        self.fenced = False
+        wanted: set[tuple[str, int]] = set()
+        for topic, assignment in view.topics.items():
+            for index, replicas in assignment.replicas.items():
+                if self.broker_id not in replicas:
+                    continue
+                tp = (topic, index)
+                wanted.add(tp)
+                state = view.states.get(tp)
+                if tp not in self.partitions:
+                    self._open_partition(topic, index)
+                if state is None:
+                    continue
+                self._apply_state(tp, replicas, state)
+        for tp in list(self.partitions):
+            if tp not in wanted and tp[0] not in view.unreadable_topics:
+                # Deleted topic, or a replica moved elsewhere: this copy is no longer part of the cluster.
+                self._forget(tp)
+                self._remove_partition(*tp)
+        for broker_id, fetcher in list(self.fetchers.items()):
+            registration = view.brokers.get(broker_id)
+            if registration is not None:
+                fetcher.set_address(registration.host, registration.port)
+            if not fetcher.partitions:
+                self._tasks.add(asyncio.get_running_loop().create_task(fetcher.stop()))
+                del self.fetchers[broker_id]
+
+    def _apply_state(self, tp: tuple[str, int], replicas: tuple[int, ...], state: PartitionState) -> None:
+        previous = self.states.get(tp)
+        if previous is not None and (previous.leader_epoch > state.leader_epoch or (
+                previous.leader_epoch == state.leader_epoch and state.zk_version < previous.zk_version)):
+            return  # a read from before our own ISR write; ZooKeeper has the newer state
+        self.states[tp] = state
+        partition = self.partitions[tp]
+        if state.leader == self.broker_id:
+            leader = self.leaders.get(tp)
+            if leader is not None and leader.leader_epoch == state.leader_epoch:
+                # Same epoch: an ISR change (ours, read back). It is committed now.
+                if leader.pending is None or tuple(leader.pending) == state.isr:
+                    leader.commit(state.isr)
+                self._update_high_watermark(partition)
+                return
+            self._become_leader(tp, partition, replicas, state)
+        elif state.leader == NO_LEADER:
+            if tp in self.leaders:
+                self._resign(tp, "partition offline")
+            self._stop_following(tp)
+        else:
+            role = self.followers.get(tp)
+            if role is not None and role.leader == state.leader and role.leader_epoch == state.leader_epoch:
+                return
+            if tp in self.leaders:
+                self._resign(tp, f"broker {state.leader} leads epoch {state.leader_epoch}")
+            self._become_follower(tp, partition, state)
+
+    def _become_leader(self, tp, partition: Partition, replicas, state: PartitionState) -> None:
+        self._stop_following(tp)
+        end = partition.log_end_offset
+        partition.leader_epochs.assign(state.leader_epoch, end)
+        partition.leader_epoch = state.leader_epoch
+        partition.writable = True
+        self.leaders[tp] = LeaderIsr.become_leader(self.broker_id, state.leader_epoch, end, replicas,
+                                                   state.isr, now_ms())
+        partition.high_watermark_policy = self._update_high_watermark
+        log.info("%s: leader for epoch %d from offset %d, ISR %s, high watermark %d",
+                 partition.name, state.leader_epoch, end, list(state.isr), partition.high_watermark)
+        self._update_high_watermark(partition)
+        for callback in self.on_became_leader:
+            callback(*tp)
+
+    def _become_follower(self, tp, partition: Partition, state: PartitionState) -> None:
+        self._stop_following(tp)
+        partition.leader_epoch = None
+        partition.writable = False
+        partition.high_watermark_policy = _follower_high_watermark
+        self.followers[tp] = FollowerRole(state.leader, state.leader_epoch)
+        registration = self.view.brokers.get(state.leader)
+        fetcher = self.fetchers.get(state.leader)
+        if fetcher is None:
+            host, port = (registration.host, registration.port) if registration else ("", 0)
+            fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader, host, port)
+            fetcher.start()
+        log.info("%s: follower of broker %d in epoch %d", partition.name, state.leader, state.leader_epoch)
+        fetcher.add_partition(tp, partition, state.leader_epoch)
+
+    def _stop_following(self, tp) -> None:
+        role = self.followers.pop(tp, None)
+        if role is not None:
+            fetcher = self.fetchers.get(role.leader)
+            if fetcher is not None:
+                fetcher.remove_partition(tp)
+
+    def _resign(self, tp, reason: str) -> None:
+        leader = self.leaders.pop(tp, None)
+        partition = self.partitions.get(tp)
+        if leader is None or partition is None:
+            return
+        log.info("%s: no longer leader (%s)", partition.name, reason)
+        partition.leader_epoch = None
+        partition.writable = False
+        partition.high_watermark_policy = _follower_high_watermark
+        partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: leadership moved ({reason})"))
+
+    def _forget(self, tp) -> None:
+        if tp in self.leaders:
+            self._resign(tp, "replica removed")
+        self._stop_following(tp)
+        self.states.pop(tp, None)
+
+    # ---- what the request handlers ask ----------------------------------------------------------------
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        tp = (topic, index)
+        if tp in self.leaders:
+            return self.partitions[tp]
+        assignment = self.view.topics.get(topic)
+        if assignment is None or index not in assignment.replicas:
+            raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist")
+        state = self.view.states.get(tp)
+        if state is None or state.leader == NO_LEADER:
+            raise LeaderNotAvailableError(f"{topic}-{index} has no leader right now")
+        raise NotLeaderOrFollowerError(f"{topic}-{index} is led by broker {state.leader}, not {self.broker_id}")
+
+    def check_current_leader_epoch(self, tp, current_leader_epoch: int) -> None:
+        """KIP-320: a request naming an older epoch is fenced, a newer one is not known here yet."""
+        leader = self.leaders.get(tp)
+        if leader is None or current_leader_epoch < 0:
+            return
+        if current_leader_epoch < leader.leader_epoch:
+            raise FencedLeaderEpochError(f"epoch {current_leader_epoch} is older than {leader.leader_epoch}")
+        if current_leader_epoch > leader.leader_epoch:
+            raise UnknownLeaderEpochError(f"epoch {current_leader_epoch} is newer than {leader.leader_epoch}")
+
+    def check_enough_replicas(self, partition: Partition) -> None:
+        """acks=all, before appending: fewer in-sync replicas than min.insync.replicas is refused."""
+        leader = self.leaders.get((partition.topic, partition.index))
+        if leader is None:
+            return
+        required = self.min_isr_for(partition.topic)
+        if len(leader.isr) < required:
+            raise NotEnoughReplicasError(
+                f"{partition.name}: {len(leader.isr)} in-sync replicas {list(leader.isr)}, "
+                f"min.insync.replicas is {required}")
+
+    def check_enough_replicas_after_append(self, partition: Partition) -> None:
+        leader = self.leaders.get((partition.topic, partition.index))
+        if leader is None:
+            raise NotLeaderOrFollowerError(f"{partition.name}: leadership moved while waiting")
+        required = self.min_isr_for(partition.topic)
+        if len(leader.isr) < required:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{partition.name}: written, but the ISR shrank to {list(leader.isr)} (min.insync.replicas {required})")
+
+    def is_leader(self, topic: str, index: int) -> bool:
+        return (topic, index) in self.leaders
+
+    # ---- the leader's side of replication --------------------------------------------------------------
+
+    def follower_fetch(self, replica_id: int, topic: str, index: int, fetch_offset: int,
+                       current_leader_epoch: int) -> Partition:
+        """Validates a follower's fetch and records where it is; returns the partition to read."""
+        tp = (topic, index)
+        partition = self.leader_partition(topic, index)
+        self.check_current_leader_epoch(tp, current_leader_epoch)
+        leader = self.leaders[tp]
+        if replica_id not in leader.followers:
+            raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {partition.name}")
+        if fetch_offset > partition.log_end_offset:
+            from eoslog.protocol.errors import OffsetOutOfRangeError
+
+            raise OffsetOutOfRangeError(
+                f"{partition.name}: replica {replica_id} fetches {fetch_offset}, past the log end "
+                f"{partition.log_end_offset}")
+        leader.record_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms())
+        self._update_high_watermark(partition)
+        if leader.pending is None and leader.may_join(replica_id, partition.high_watermark):
+            self._change_isr(tp, (*leader.isr, replica_id), f"broker {replica_id} caught up")
+        return partition
+
+    def _update_high_watermark(self, partition: Partition) -> None:
+        leader = self.leaders.get((partition.topic, partition.index))
+        if leader is not None:
+            partition.advance_high_watermark(leader.high_watermark(partition.local_durable_end))
+
+    def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
+                                leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) answering OffsetForLeaderEpoch, from the leader's epoch cache."""
+        tp = (topic, index)
+        partition = self.leader_partition(topic, index)
+        self.check_current_leader_epoch(tp, current_leader_epoch)
+        return partition.leader_epochs.end_offset_for(leader_epoch, partition.log_end_offset)
+
+    # ---- ISR changes -----------------------------------------------------------------------------------
+
+    async def _isr_loop(self) -> None:
+        interval = max(self.config.replica_lag_time_max_ms / 4, 50) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            for tp, leader in list(self.leaders.items()):
+                if leader.pending is not None or tp in self._isr_writes:
+                    continue
+                lagging = leader.out_of_sync(now, self.config.replica_lag_time_max_ms)
+                if lagging:
+                    self._change_isr(tp, tuple(r for r in leader.isr if r not in lagging),
+                                     f"brokers {list(lagging)} fell behind for replica.lag.time.max.ms")
+
+    def _change_isr(self, tp, isr: tuple[int, ...], reason: str) -> None:
+        leader = self.leaders[tp]
+        state = self.states.get(tp)
+        if state is None or tp in self._isr_writes:
+            return
+        leader.propose(isr)
+        self._isr_writes.add(tp)
+        proposed = PartitionState(self.broker_id, leader.leader_epoch, isr, state.controller_epoch, state.zk_version)
+        task = asyncio.get_running_loop().create_task(self._write_isr(tp, proposed, reason))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write_isr(self, tp, proposed: PartitionState, reason: str) -> None:
+        try:
+            version = await asyncio.to_thread(self.zk.write_isr_as_leader, tp[0], tp[1], proposed)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: keep the old ISR, try later
+            log.warning("%s-%d: ISR change to %s not written (%r); keeping %s", tp[0], tp[1],
+                        list(proposed.isr), exc, list(self.leaders[tp].isr) if tp in self.leaders else [])
+            version = None
+        finally:
+            self._isr_writes.discard(tp)
+        leader = self.leaders.get(tp)
+        if leader is None or leader.leader_epoch != proposed.leader_epoch:
+            return
+        if version is None:
+            leader.pending = None  # ZooKeeper moved on; the next view says what is true
+            return
+        leader.commit(proposed.isr)
+        self.states[tp] = PartitionState(proposed.leader, proposed.leader_epoch, proposed.isr,
+                                         proposed.controller_epoch, version)
+        log.info("%s-%d: ISR is now %s (%s)", tp[0], tp[1], list(proposed.isr), reason)
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            self._update_high_watermark(partition)
+
+    # ---- for describe tools --------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        return {
+            "leading": sorted(f"{t}-{p}" for t, p in self.leaders),
+            "following": sorted(f"{t}-{p}" for t, p in self.followers),
+            "fenced": self.fenced,
+        }
+
+
+def _follower_high_watermark(partition: Partition) -> None:
+    """A follower's high watermark moves only with the leader's (set by the fetcher)."""
+    leader_hw = getattr(partition, "follower_leader_high_watermark", None)
+    if leader_hw is not None:
+        partition.set_follower_high_watermark(leader_hw)
+
+
+__all__ = ["KafkaError", "ReplicaManager", "ReplicationConfig"]

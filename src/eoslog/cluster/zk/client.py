@@ -1,0 +1,292 @@
+"""The one place eoslog talks to ZooKeeper (kazoo), in Kafka's layout (cluster/zk/layout.py).
+
+Contract
+- Methods here are blocking kazoo calls: the broker runs them in a worker thread (``asyncio.to_thread``)
+  so a slow or absent ZooKeeper never stalls the event loop.
+- Every write that carries a decision is conditional: partition state on its znode version, and the
+  controller's writes also on the ``/controller_epoch`` znode version, in one ZooKeeper transaction, so a
+  deposed controller or leader can never overwrite a newer decision (Kafka's KAFKA-5083 rule).
+- :meth:`read_view` reads the whole cluster view and leaves a one-shot watch on everything it read;
+  any change calls ``on_change`` (from kazoo's thread), and the owner reads again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from eoslog.cluster.zk import layout
+from eoslog.cluster.zk.errors import NotController, ZooKeeperError
+from eoslog.cluster.zk.layout import (
+    BrokerRegistration,
+    ClusterView,
+    PartitionState,
+    ProducerIdBlock,
+    TopicAssignment,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ZooKeeper:
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None) -> None:
+        self.connect_string = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or max(session_timeout_ms, 6000)
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.on_change: Callable[[], None] = lambda: None
+        self.on_state: Callable[[str], None] = lambda state: None
+        self.client.add_listener(self._state_listener)
+
+    # ---- connection --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            with warnings.catch_warnings():
+                # kazoo warns when the chroot does not exist yet; we create it just below, as Kafka does.
+                warnings.filterwarnings("ignore", message="No chroot path exists")
+                self.client.start(timeout=self.connection_timeout_ms / 1000)
+        except KazooTimeoutError:
+            self.client.stop()
+            raise ZooKeeperError(
+                f"cannot reach ZooKeeper at {self.connect_string} within {self.connection_timeout_ms} ms "
+                "(zookeeper.connect, zookeeper.connection.timeout.ms)") from None
+        # A chroot (host:port/eoslog) is created on first use, as Kafka does.
+        for path in layout.PERSISTENT_PATHS:
+            self.client.ensure_path(path)
+
+    def stop(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        except Exception:
+            log.debug("closing the ZooKeeper client failed", exc_info=True)
+
+    @property
+    def connected(self) -> bool:
+        return self.client.state == KazooState.CONNECTED
+
+    def _state_listener(self, state: str) -> None:
+        # Called on kazoo's connection thread: must not block.
+        self.on_state(str(state))
+
+    def _watch(self, _event) -> None:
+        self.on_change()
+
+    # ---- cluster id and registration ---------------------------------------------------------------
+
+    def cluster_id(self, proposed: str) -> str:
+        """The cluster's id, creating it with ``proposed`` when this is the first broker."""
+        try:
+            self.client.create(layout.CLUSTER_ID, layout.encode_cluster_id(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = self.client.get(layout.CLUSTER_ID)
+            return layout.decode_cluster_id(data)
+
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Creates the ephemeral ``/brokers/ids/<id>``. A registration left by this broker's previous life
+        (same data directory, session not expired yet) is waited out; any other is a duplicate id."""
+        path = layout.broker_path(registration.broker_id)
+        deadline = time.monotonic() + self.session_timeout_ms / 1000 * 2 + 5
+        while True:
+            try:
+                self.client.create(path, registration.encode(), ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == self.client.client_id[0]:
+                return  # ours already (a retry after a connection loss)
+            existing = BrokerRegistration.decode(registration.broker_id, data)
+            if existing.data_dir != registration.data_dir or time.monotonic() > deadline:
+                raise ZooKeeperError(
+                    f"broker.id {registration.broker_id} is already registered in ZooKeeper by "
+                    f"{existing.host}:{existing.port} (data dir {existing.data_dir or 'unknown'}); "
+                    "every broker needs its own broker.id")
+            time.sleep(0.2)  # our own previous registration: gone when its session expires
+
+    # ---- the controller ----------------------------------------------------------------------------
+
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """(controller epoch, epoch znode version) when this broker won the election, else None."""
+        try:
+            self.client.create(layout.CONTROLLER, layout.encode_controller(broker_id), ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            try:
+                data, stat = self.client.get(layout.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.client.create(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(1))
+                    data, stat = self.client.get(layout.CONTROLLER_EPOCH)
+                    return layout.decode_controller_epoch(data), stat.version
+                except NodeExistsError:
+                    continue
+            epoch = layout.decode_controller_epoch(data) + 1
+            try:
+                stat = self.client.set(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch), stat.version)
+                return epoch, stat.version
+            except BadVersionError:
+                continue
+
+    def resign_controller(self, broker_id: int) -> None:
+        try:
+            data, stat = self.client.get(layout.CONTROLLER)
+            if layout.decode_controller(data) == broker_id:
+                self.client.delete(layout.CONTROLLER, stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+
+    # ---- reading the cluster ------------------------------------------------------------------------
+
+    def read_view(self) -> ClusterView:
+        """Everything, with a watch left on each znode read (pipelined: one round trip per level)."""
+        client, watch = self.client, self._watch
+        view = ClusterView()
+        for child in client.get_children(layout.BROKER_IDS, watch=watch):
+            try:
+                data, _ = client.get(layout.broker_path(int(child)), watch=watch)
+                view.brokers[int(child)] = BrokerRegistration.decode(int(child), data)
+            except (NoNodeError, ValueError):
+                continue
+        try:
+            data, _ = client.get(layout.CONTROLLER, watch=watch)
+            view.controller_id = layout.decode_controller(data)
+        except NoNodeError:
+            client.exists(layout.CONTROLLER, watch=watch)
+        topics = client.get_children(layout.BROKER_TOPICS, watch=watch)
+        topic_reads = {t: client.get_async(layout.topic_path(t), watch=watch) for t in topics}
+        config_reads = {t: client.get_async(layout.topic_config_path(t)) for t in topics}
+        for topic, result in topic_reads.items():
+            try:
+                data, _ = result.get()
+                view.topics[topic] = TopicAssignment.decode(topic, data)
+            except NoNodeError:
+                continue
+            except layout.LayoutError:
+                log.exception("ignoring topic %s: its assignment znode is unreadable", topic)
+                view.unreadable_topics.add(topic)
+                continue
+            try:
+                view.configs[topic] = layout.decode_topic_config(topic, config_reads[topic].get()[0])
+            except NoNodeError:
+                view.configs[topic] = {}
+        state_reads = {}
+        for topic, assignment in view.topics.items():
+            for partition in assignment.replicas:
+                path = layout.partition_state_path(topic, partition)
+                state_reads[(topic, partition)] = (path, client.get_async(path, watch=watch))
+        for key, (path, result) in state_reads.items():
+            try:
+                data, stat = result.get()
+                view.states[key] = PartitionState.decode(path, data, stat.version)
+            except NoNodeError:
+                client.exists(path, watch=watch)  # created by the controller soon
+        return view
+
+    def controller_epoch(self) -> tuple[int, int]:
+        data, stat = self.client.get(layout.CONTROLLER_EPOCH)
+        return layout.decode_controller_epoch(data), stat.version
+
+    # ---- partition state ----------------------------------------------------------------------------
+
+    def write_state_as_controller(self, topic: str, partition: int, state: PartitionState,
+                                  epoch_zk_version: int) -> bool:
+        """Creates or conditionally replaces a state znode, only while this controller's epoch stands.
+        False when the state moved since it was read (the caller reads again); NotController when
+        another controller has been elected."""
+        path = layout.partition_state_path(topic, partition)
+        if state.zk_version < 0:
+            self.client.ensure_path(path.rsplit("/", 1)[0])
+        transaction = self.client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, epoch_zk_version)
+        if state.zk_version < 0:
+            transaction.create(path, state.encode())
+        else:
+            transaction.set_data(path, state.encode(), state.zk_version)
+        results = transaction.commit()
+        # A failed transaction reports the failing operation's error and RolledBackError for the others.
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise NotController(f"controller epoch znode moved: {results[0]!r}")
+        if isinstance(results[1], (BadVersionError, NodeExistsError, NoNodeError)):
+            return False
+        for result in results:
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise result
+        return True
+
+    def write_isr_as_leader(self, topic: str, partition: int, state: PartitionState) -> int | None:
+        """The leader's own ISR change (same leader and epoch); the new znode version, or None when the
+        state moved (a new controller decision the leader has not seen yet)."""
+        try:
+            stat = self.client.set(layout.partition_state_path(topic, partition), state.encode(), state.zk_version)
+            return stat.version
+        except (BadVersionError, NoNodeError):
+            return None
+
+    # ---- topics ---------------------------------------------------------------------------------------
+
+    def create_topic(self, assignment: TopicAssignment, configs: dict[str, str]) -> None:
+        """Config first, then the assignment the controller watches (Kafka's order), in one transaction."""
+        self.client.ensure_path(layout.CONFIG_TOPICS)
+        transaction = self.client.transaction()
+        transaction.create(layout.topic_config_path(assignment.name), layout.encode_topic_config(configs))
+        transaction.create(layout.topic_path(assignment.name), assignment.encode())
+        results = transaction.commit()
+        for result in results:
+            if isinstance(result, NodeExistsError):
+                raise NodeExistsError(f"topic {assignment.name} exists")
+            if isinstance(result, Exception):
+                raise result
+
+    def set_assignment(self, assignment: TopicAssignment) -> None:
+        self.client.set(layout.topic_path(assignment.name), assignment.encode())
+
+    def set_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        path = layout.topic_config_path(topic)
+        try:
+            self.client.set(path, layout.encode_topic_config(configs))
+        except NoNodeError:
+            self.client.create(path, layout.encode_topic_config(configs), makepath=True)
+
+    def delete_topic(self, topic: str) -> None:
+        self.client.delete(layout.topic_path(topic), recursive=True)
+        try:
+            self.client.delete(layout.topic_config_path(topic))
+        except NoNodeError:
+            pass
+
+    # ---- producer ids -----------------------------------------------------------------------------
+
+    def claim_producer_id_block(self, broker_id: int, size: int) -> tuple[int, int]:
+        """[start, end) of a block of producer ids no other broker gets (Kafka's conditional set on
+        ``/latest_producer_id_block``)."""
+        while True:
+            try:
+                data, stat = self.client.get(layout.LATEST_PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                block = ProducerIdBlock(broker_id, 0, size - 1)
+                try:
+                    self.client.create(layout.LATEST_PRODUCER_ID_BLOCK, block.encode())
+                    return 0, size
+                except NodeExistsError:
+                    continue
+            previous = ProducerIdBlock.decode(data)
+            start = 0 if previous is None else previous.block_end + 1
+            block = ProducerIdBlock(broker_id, start, start + size - 1)
+            try:
+                self.client.set(layout.LATEST_PRODUCER_ID_BLOCK, block.encode(), stat.version)
+                return start, start + size
+            except BadVersionError:
+                continue

@@ -1,0 +1,283 @@
+"""Kafka's ZooKeeper layout: znode paths and their JSON, without I/O.
+
+Every znode eoslog writes has the shape Kafka's ZooKeeper mode gave it (docs/cluster.md lists them), so
+the tree reads the same to anyone who knows Kafka. Decoders accept what Kafka wrote as well as what we
+write, and raise :class:`LayoutError` for anything else rather than guess.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Created at startup so watches and conditional writes always have a parent to hang on.
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, "/admin/delete_topics", "/isr_change_notification")
+
+NO_LEADER = -1
+
+
+class LayoutError(ValueError):
+    """A znode holds something that is not what Kafka's layout says it should."""
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _load(data: bytes | None, what: str) -> dict:
+    if not data:
+        raise LayoutError(f"{what}: empty znode")
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LayoutError(f"{what}: not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise LayoutError(f"{what}: expected a JSON object")
+    return value
+
+
+def _dump(value: dict) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+# ---- /cluster/id ----------------------------------------------------------------------------------
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    value = _load(data, CLUSTER_ID)
+    if not isinstance(value.get("id"), str):
+        raise LayoutError(f"{CLUSTER_ID}: no id")
+    return value["id"]
+
+
+# ---- /brokers/ids/<id> ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    # Ours, beside Kafka's fields: tells a restarted broker that a registration still in ZooKeeper is its
+    # own previous life (same data directory) waiting for its session to expire, not a duplicate id.
+    data_dir: str = ""
+    timestamp: int = 0
+
+    def encode(self) -> bytes:
+        return _dump({
+            "version": 5,
+            "host": self.host,
+            "port": self.port,
+            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "rack": self.rack,
+            "jmx_port": -1,
+            "timestamp": str(self.timestamp or int(time.time() * 1000)),
+            "eoslog_data_dir": self.data_dir,
+        })
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+        value = _load(data, broker_path(broker_id))
+        host, port = value.get("host"), value.get("port")
+        if (not host or not port) and value.get("endpoints"):
+            # Kafka leaves host/port empty when the only listener is not PLAINTEXT.
+            endpoint = value["endpoints"][0].split("://", 1)[-1]
+            host, _, port_text = endpoint.rpartition(":")
+            port = int(port_text)
+        if not isinstance(host, str) or not isinstance(port, int):
+            raise LayoutError(f"{broker_path(broker_id)}: no host and port")
+        return cls(broker_id, host, port, value.get("rack"), value.get("eoslog_data_dir", ""),
+                   int(value.get("timestamp", 0)))
+
+
+# ---- /controller and /controller_epoch -------------------------------------------------------------
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))})
+
+
+def decode_controller(data: bytes) -> int:
+    value = _load(data, CONTROLLER)
+    if not isinstance(value.get("brokerid"), int):
+        raise LayoutError(f"{CONTROLLER}: no brokerid")
+    return value["brokerid"]
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode())
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        raise LayoutError(f"{CONTROLLER_EPOCH}: not an integer: {data!r}") from None
+
+
+# ---- /brokers/topics/<topic> -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """A topic's replica assignment: partition -> replicas, the first one the preferred leader."""
+
+    name: str
+    topic_id: uuid.UUID
+    replicas: dict[int, tuple[int, ...]]
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.replicas)
+
+    def encode(self) -> bytes:
+        return _dump({
+            "version": 3,
+            "topic_id": _kafka_uuid(self.topic_id),
+            "partitions": {str(p): list(r) for p, r in sorted(self.replicas.items())},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        })
+
+    @classmethod
+    def decode(cls, name: str, data: bytes) -> TopicAssignment:
+        value = _load(data, topic_path(name))
+        partitions = value.get("partitions")
+        if not isinstance(partitions, dict):
+            raise LayoutError(f"{topic_path(name)}: no partitions")
+        try:
+            replicas = {int(p): tuple(int(b) for b in r) for p, r in partitions.items()}
+        except (TypeError, ValueError):
+            raise LayoutError(f"{topic_path(name)}: partitions must map numbers to broker lists") from None
+        if sorted(replicas) != list(range(len(replicas))) or any(not r for r in replicas.values()):
+            raise LayoutError(f"{topic_path(name)}: partitions must be 0..n-1, each with replicas")
+        topic_id = value.get("topic_id")
+        return cls(name, _parse_kafka_uuid(topic_id) if topic_id else uuid.UUID(int=0), replicas)
+
+
+def _kafka_uuid(value: uuid.UUID) -> str:
+    # Kafka prints topic ids as URL-safe base64 of the 16 bytes, without padding.
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def _parse_kafka_uuid(text: str) -> uuid.UUID:
+    import base64
+
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except ValueError:
+        raise LayoutError(f"bad topic id {text!r}") from None
+
+
+# ---- /brokers/topics/<topic>/partitions/<p>/state ---------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leader, leader epoch and ISR of one partition, as the controller (leader, epoch) and the leader
+    (ISR) last wrote them. ``zk_version`` is the znode version the next conditional write must name."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+    def encode(self) -> bytes:
+        return _dump({
+            "version": 1,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "controller_epoch": self.controller_epoch,
+        })
+
+    @classmethod
+    def decode(cls, path: str, data: bytes, zk_version: int) -> PartitionState:
+        value = _load(data, path)
+        try:
+            return cls(int(value["leader"]), int(value["leader_epoch"]), tuple(int(b) for b in value["isr"]),
+                       int(value["controller_epoch"]), zk_version)
+        except (KeyError, TypeError, ValueError):
+            raise LayoutError(f"{path}: needs leader, leader_epoch, isr and controller_epoch") from None
+
+
+# ---- /config/topics/<topic> ------------------------------------------------------------------------
+
+def encode_topic_config(configs: dict[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    value = _load(data, topic_config_path(topic))
+    config = value.get("config", {})
+    if not isinstance(config, dict):
+        raise LayoutError(f"{topic_config_path(topic)}: config must be an object")
+    return {str(k): str(v) for k, v in config.items()}
+
+
+# ---- /latest_producer_id_block --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    broker_id: int
+    block_start: int
+    block_end: int  # inclusive, as Kafka writes it
+
+    def encode(self) -> bytes:
+        # Kafka writes the two offsets as strings.
+        return _dump({"version": 1, "broker": self.broker_id, "block_start": str(self.block_start),
+                      "block_end": str(self.block_end)})
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> ProducerIdBlock | None:
+        if not data:
+            return None
+        value = _load(data, LATEST_PRODUCER_ID_BLOCK)
+        try:
+            return cls(int(value["broker"]), int(value["block_start"]), int(value["block_end"]))
+        except (KeyError, TypeError, ValueError):
+            raise LayoutError(f"{LATEST_PRODUCER_ID_BLOCK}: needs broker, block_start and block_end") from None
+
+
+@dataclass
+class ClusterView:
+    """Everything a broker knows of the cluster from ZooKeeper at one moment (the metadata cache's data)."""
+
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    controller_id: int = -1
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    # Topics whose znodes could not be read this time: nothing is concluded about them (no deletion).
+    unreadable_topics: set[str] = field(default_factory=set)

@@ -1,0 +1,142 @@
+"""The leader-epoch cache of a partition replica (Kafka's LeaderEpochFileCache; KIP-101, KIP-279).
+
+Contract
+- Entries ``(epoch, start_offset)`` strictly increase in both fields; epoch E covers offsets from its
+  start offset up to the next entry's start (the latest epoch: up to the log end offset).
+- Persisted as ``leader-epoch-checkpoint`` in the partition directory after every change, atomically
+  (format: docs/storage-format.md). A damaged file is logged and treated as empty: the replica then
+  truncates by the leader's answers, which is safe, instead of refusing to open the log.
+- Only the broker's event-loop thread calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from eoslog.cluster.topics import write_atomically
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "leader-epoch-checkpoint"
+VERSION = 0
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
+        self.path = path
+        self._entries: list[tuple[int, int]] = list(entries or [])
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike) -> LeaderEpochCache:
+        path = Path(directory) / FILE_NAME
+        return cls(path, _read(path))
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1][0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Epoch ``epoch`` starts at ``start_offset``. Lower epochs and a repeat of the latest are
+        ignored; entries at or past ``start_offset`` are dropped (a tail that diverged)."""
+        if epoch < 0:
+            return
+        latest = self.latest_epoch
+        if latest is not None and epoch <= latest:
+            return
+        kept = [(e, o) for e, o in self._entries if o < start_offset]
+        if len(kept) != len(self._entries):
+            log.warning("%s: epoch %d at %d drops entries %s", self.path, epoch, start_offset,
+                        self._entries[len(kept):])
+        kept.append((epoch, start_offset))
+        self._entries = kept
+        self._persist()
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        found = None
+        for epoch, start in self._entries:
+            if start <= offset:
+                found = epoch
+            else:
+                break
+        return found
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's answer to OffsetForLeaderEpoch: (the largest epoch <= requested, where it ends)."""
+        if not self._entries or requested_epoch < 0:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        latest = self._entries[-1][0]
+        if requested_epoch == latest:
+            return latest, log_end_offset
+        if requested_epoch > latest:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if requested_epoch < self._entries[0][0]:
+            # Older than anything we know: ends where our first epoch starts.
+            return requested_epoch, self._entries[0][1]
+        for index, (epoch, _start) in enumerate(self._entries):
+            following = self._entries[index + 1]
+            if following[0] > requested_epoch:
+                return epoch, following[1]
+        return latest, log_end_offset  # unreachable: requested < latest
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        kept = [(e, o) for e, o in self._entries if o < end_offset]
+        if kept != self._entries:
+            self._entries = kept
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        if not self._entries or self._entries[0][1] >= start_offset:
+            return
+        kept = [(e, o) for e, o in self._entries if o > start_offset]
+        covering = [(e, o) for e, o in self._entries if o <= start_offset][-1]
+        self._entries = [(covering[0], start_offset), *kept]
+        self._persist()
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries = []
+            self._persist()
+
+    def _persist(self) -> None:
+        lines = [str(VERSION), str(len(self._entries)), *(f"{e} {o}" for e, o in self._entries)]
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+
+
+def _read(path: Path) -> list[tuple[int, int]]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    try:
+        lines = text.split("\n")
+        if int(lines[0]) != VERSION:
+            raise ValueError(f"version {lines[0]!r}")
+        count = int(lines[1])
+        entries = [tuple(int(x) for x in lines[2 + i].split()) for i in range(count)]
+        if any(len(e) != 2 for e in entries):
+            raise ValueError("an entry needs an epoch and an offset")
+        return [(e[0], e[1]) for e in entries]
+    except (ValueError, IndexError) as exc:
+        log.warning("%s is damaged (%s); starting with no leader epochs (the leader's answers decide "
+                    "truncation)", path, exc)
+        return []
+
+
+def divergence_offset(local: LeaderEpochCache, local_log_end_offset: int, leader_epoch: int,
+                      leader_end_offset: int) -> int | None:
+    """Where a follower truncates given the leader's OffsetForLeaderEpoch answer (KIP-279); None when the
+    leader knows no epoch of ours (fall back to the high watermark)."""
+    if leader_epoch == UNDEFINED_EPOCH or leader_end_offset == UNDEFINED_OFFSET:
+        return None
+    _, local_end = local.end_offset_for(leader_epoch, local_log_end_offset)
+    if local_end == UNDEFINED_OFFSET:
+        local_end = local_log_end_offset
+    return min(leader_end_offset, local_end, local_log_end_offset)

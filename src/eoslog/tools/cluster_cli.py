@@ -1,0 +1,172 @@
+"""`eoslog cluster ...`: a local cluster in one command, and the cluster's state over the Kafka protocol.
+
+    eoslog cluster up [--brokers 3] [--zookeeper-nodes 1|3] [--dir DIR]
+    eoslog cluster describe [--bootstrap HOST:PORT] [--topic T] [--json]
+    eoslog cluster elect-leaders [--preferred | --unclean] [--topic T] [--bootstrap HOST:PORT]
+
+describe and elect-leaders use Metadata, DescribeCluster and ElectLeaders, so they work against any
+Kafka cluster too; elect-leaders sends to the controller Metadata names, as Kafka's admin client does.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from eoslog.protocol import messages
+from eoslog.protocol.errors import ErrorCode
+from eoslog.tools.txn_cli import DEFAULT_BOOTSTRAP, KafkaWire
+
+METADATA = (3, 9)
+DESCRIBE_CLUSTER = (60, 0)
+ELECT_LEADERS = (43, 1)
+
+
+@click.group("cluster")
+def cluster_group() -> None:
+    """A replicated eoslog cluster (docs/cluster.md)."""
+
+
+@cluster_group.command("up")
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 9))
+@click.option("--zookeeper-nodes", default=1, show_default=True, type=click.Choice(["1", "3"]))
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where ZooKeeper and broker data go (default: a temporary directory, removed at exit).")
+def up(brokers: int, zookeeper_nodes: str, directory: Path | None) -> None:
+    """Start ZooKeeper and BROKERS brokers on loopback; print the bootstrap string; Ctrl-C stops them all."""
+    from eoslog.testing.cluster import EmbeddedCluster
+
+    temporary = None
+    if directory is None:
+        temporary = tempfile.TemporaryDirectory(prefix="eoslog-cluster-")
+        directory = Path(temporary.name)
+    cluster = EmbeddedCluster(directory, brokers, int(zookeeper_nodes), session_timeout_ms=6000)
+    stopping = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    try:
+        started = time.monotonic()
+        cluster.start()
+        click.echo(f"ZooKeeper: {cluster.zookeeper.connect_string_with_chroot('/eoslog')}")
+        for broker_id, broker in cluster.brokers.items():
+            click.echo(f"broker {broker_id}: {broker.bootstrap}  (log {broker.log_path})")
+        click.echo(f"ready in {time.monotonic() - started:.1f} s; bootstrap servers:")
+        click.echo(cluster.bootstrap)
+        click.echo("Ctrl-C stops the cluster.")
+        while not stopping:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        click.echo("stopping brokers and ZooKeeper ...")
+        cluster.stop()
+        if temporary is not None:
+            temporary.cleanup()
+
+
+def _metadata(wire: KafkaWire, topics: list[str] | None):
+    request = messages.MetadataRequest(
+        topics=None if topics is None else [messages.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False)
+    return wire.call(*METADATA, request)
+
+
+def describe_cluster(bootstrap: str, topic: str | None = None) -> dict:
+    wire = KafkaWire(bootstrap)
+    try:
+        metadata = _metadata(wire, [topic] if topic else None)
+    finally:
+        wire.close()
+    partitions = []
+    for t in sorted(metadata.topics, key=lambda t: t.name or ""):
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            partitions.append({
+                "topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
+                "leader_epoch": p.leader_epoch, "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
+                "offline": list(p.offline_replicas),
+                "error": ErrorCode(p.error_code).name if p.error_code else None,
+            })
+    return {
+        "cluster_id": metadata.cluster_id,
+        "controller": metadata.controller_id,
+        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(metadata.brokers, key=lambda b: b.node_id)],
+        "partitions": partitions,
+        "under_replicated": sum(1 for p in partitions if len(p["isr"]) < len(p["replicas"])),
+        "offline": sum(1 for p in partitions if p["leader"] < 0),
+    }
+
+
+@cluster_group.command("describe")
+@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--topic", default=None, help="Only this topic's partitions.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def describe(bootstrap: str, topic: str | None, as_json: bool) -> None:
+    """Brokers, the controller, and every partition's leader, replicas, ISR and offline replicas."""
+    info = describe_cluster(bootstrap, topic)
+    if as_json:
+        click.echo(json.dumps(info, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"cluster {info['cluster_id']}  controller: broker {info['controller']}  "
+                  f"under-replicated partitions: {info['under_replicated']}  offline partitions: {info['offline']}")
+    brokers = Table("broker", "host", "port", "rack", title="brokers")
+    for b in info["brokers"]:
+        brokers.add_row(str(b["id"]), b["host"], str(b["port"]), b["rack"] or "")
+    console.print(brokers)
+    table = Table("topic", "partition", "leader", "epoch", "replicas", "isr", "offline", title="partitions")
+    for p in info["partitions"]:
+        leader = str(p["leader"]) if p["leader"] >= 0 else "[red]none[/red]"
+        isr = ",".join(map(str, p["isr"]))
+        if len(p["isr"]) < len(p["replicas"]):
+            isr = f"[yellow]{isr}[/yellow]"
+        table.add_row(p["topic"], str(p["partition"]), leader, str(p["leader_epoch"]),
+                      ",".join(map(str, p["replicas"])), isr, ",".join(map(str, p["offline"])))
+    console.print(table)
+
+
+@cluster_group.command("elect-leaders")
+@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--preferred", "election", flag_value="preferred", default=True,
+              help="Move leadership back to each partition's preferred (first) replica (default).")
+@click.option("--unclean", "election", flag_value="unclean",
+              help="Elect a leader outside the ISR for partitions that have none (may lose acknowledged data).")
+@click.option("--topic", default=None, help="Only this topic's partitions (default: all).")
+def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
+    """Preferred or unclean leader election, through the controller."""
+    info = describe_cluster(bootstrap, topic)
+    controller = next((b for b in info["brokers"] if b["id"] == info["controller"]), None)
+    if controller is None:
+        raise click.ClickException("no controller is registered right now; try again shortly")
+    wanted: dict[str, list[int]] = {}
+    for p in info["partitions"]:
+        wanted.setdefault(p["topic"], []).append(p["partition"])
+    request = messages.ElectLeadersRequest(
+        election_type=1 if election == "unclean" else 0, timeout_ms=30_000,
+        topic_partitions=None if topic is None else [
+            messages.ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in wanted.items()])
+    wire = KafkaWire(f"{controller['host']}:{controller['port']}")
+    try:
+        response = wire.call(*ELECT_LEADERS, request)
+    finally:
+        wire.close()
+    if response.error_code:
+        raise click.ClickException(f"ElectLeaders: {ErrorCode(response.error_code).name}")
+    elected = 0
+    for result in response.replica_election_results:
+        for p in result.partition_result:
+            if p.error_code == 0:
+                elected += 1
+                click.echo(f"{result.topic}-{p.partition_id}: new leader elected")
+            elif p.error_code != ErrorCode.ELECTION_NOT_NEEDED:
+                click.echo(f"{result.topic}-{p.partition_id}: {ErrorCode(p.error_code).name}")
+    click.echo(f"{elected} partition(s) changed leader")

@@ -1,0 +1,60 @@
+"""Shared pieces of the cluster tests: topic creation with a replication factor, replica comparison."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoslog.log.segment import segment_file_name  # noqa: F401 - documents the layout compared below
+from eoslog.testing.cluster import EmbeddedCluster
+
+
+def create_topic(cluster: EmbeddedCluster, name: str, partitions: int, replication_factor: int,
+                 configs: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=configs or {})],
+                                  operation_timeout=30)
+    futures[name].result(60)
+    cluster.wait_for(lambda s: all((s.leader_of(name, p) or -1) >= 0 and len(s.isr_of(name, p)) == replication_factor
+                                   for p in range(partitions)), 60, f"{name} led with a full ISR")
+
+
+def log_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
+    """The partition's records as stored: every segment's .log file, concatenated in offset order."""
+    directory = data_dir / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def wait_replicas_identical(cluster: EmbeddedCluster, topic: str, partition: int, timeout: float = 60) -> bytes:
+    """Every replica ends with the same bytes at the same offsets (the leader-epoch stamps included)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        replicas = cluster.state().replicas[(topic, partition)]
+        contents = {r: log_bytes(cluster.broker(r).data_dir, topic, partition) for r in replicas}
+        if len(set(contents.values())) == 1:
+            return next(iter(contents.values()))
+        if time.monotonic() > deadline:
+            sizes = {r: len(c) for r, c in contents.items()}
+            raise AssertionError(f"{topic}-{partition}: replicas differ after {timeout} s: sizes {sizes}")
+        time.sleep(0.1)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 120) -> dict[int, list[bytes]]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time()}",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    try:
+        while sum(len(v) for v in got.values()) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            got[message.partition()].append(message.value())
+    finally:
+        consumer.close()
+    return got
