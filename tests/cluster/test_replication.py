@@ -64,8 +64,10 @@ def test_min_insync_replicas_refuses_acks_all_when_two_of_three_are_down(tmp_pat
         cluster.broker(others[0]).start()
         cluster.wait_for(lambda s: len(s.isr_of("strict", 0)) == 2, 60, "a follower rejoined the ISR")
         again = []
-        producer.produce("strict", value=b"acked", partition=0, on_delivery=lambda err, msg: again.append(err))
-        producer.flush(30)
+        patient = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                            "message.timeout.ms": 30000})
+        patient.produce("strict", value=b"acked", partition=0, on_delivery=lambda err, msg: again.append(err))
+        patient.flush(40)
         assert again == [None]
         values = consume_all(cluster.broker(leader).bootstrap, "strict", 1, 2)[0]
         assert b"acked" in values and b"acks-1" in values
@@ -100,8 +102,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after_catching_up(tmp_path
         assert left_after < 15
 
 
-def _produce_idempotent(bootstrap: str, topic: str, start: int, count: int, partitions: int, acked: set,
-                        stop: threading.Event) -> None:
+def _produce_confluent(bootstrap: str, topic: str, start: int, count: int, partitions: int, acked: set) -> None:
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
         "message.timeout.ms": 120_000, "retry.backoff.ms": 100, "socket.timeout.ms": 5000,
@@ -124,21 +125,64 @@ def _produce_idempotent(bootstrap: str, topic: str, start: int, count: int, part
     assert producer.flush(180) == 0
 
 
+def _produce_kafka_python(bootstrap: str, topic: str, start: int, count: int, partitions: int, acked: set) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), enable_idempotence=True, acks="all",
+                             linger_ms=5, request_timeout_ms=5000, delivery_timeout_ms=120_000,
+                             retry_backoff_ms=100, metadata_max_age_ms=1000)
+    for i in range(start, start + count):
+        producer.send(topic, b"%08d" % i, partition=i % partitions).add_callback(lambda _m, i=i: acked.add(i))
+        if i % 200 == 0:
+            time.sleep(0.01)
+    producer.flush(180)
+    producer.close(10)
+
+
+def _produce_aiokafka(bootstrap: str, topic: str, start: int, count: int, partitions: int, acked: set) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def go():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap.split(","), enable_idempotence=True, acks="all",
+                                    linger_ms=5, request_timeout_ms=5000, retry_backoff_ms=100,
+                                    metadata_max_age_ms=1000)
+        await producer.start()
+        try:
+            futures = []
+            for i in range(start, start + count):
+                future = await producer.send(topic, b"%08d" % i, partition=i % partitions)
+                future.add_done_callback(lambda f, i=i: f.exception() is None and acked.add(i))
+                futures.append(future)
+                if i % 200 == 0:
+                    await asyncio.sleep(0.01)
+            await asyncio.gather(*futures, return_exceptions=True)
+        finally:
+            await producer.stop()
+
+    asyncio.run(go())
+
+
+PRODUCERS = (_produce_confluent, _produce_kafka_python, _produce_aiokafka)
+
+
 def test_leader_killed_twice_in_a_row_loses_nothing_acknowledged(tmp_path):
     partitions, per_client = 2, 8000
     with embedded_cluster(3, tmp_path) as cluster:
         create_topic(cluster, "failover", partitions, 3, {"min.insync.replicas": "2"})
         acked: set[int] = set()
-        stop = threading.Event()
-        threads = [threading.Thread(target=_produce_idempotent, args=(
-            cluster.bootstrap, "failover", c * per_client, per_client, partitions, acked, stop)) for c in range(2)]
+        # confluent-kafka, kafka-python and aiokafka, each with its own range of values.
+        threads = [threading.Thread(target=produce, args=(
+            cluster.bootstrap, "failover", c * per_client, per_client, partitions, acked))
+            for c, produce in enumerate(PRODUCERS)]
         for t in threads:
             t.start()
         kills = []
         try:
             for round_ in range(2):
                 deadline = time.monotonic() + 60
-                while len(acked) < (round_ + 1) * per_client * 2 // 3 and time.monotonic() < deadline:
+                while len(acked) < (round_ + 1) * per_client and time.monotonic() < deadline:
                     time.sleep(0.02)
                 victim = cluster.state().leader_of("failover", 0)
                 epoch = cluster.state().epoch_of("failover", 0)
@@ -152,11 +196,12 @@ def test_leader_killed_twice_in_a_row_loses_nothing_acknowledged(tmp_path):
             for t in threads:
                 t.join(240)
         assert len(kills) == 2
+        assert len(acked) == len(PRODUCERS) * per_client, "every record is eventually acknowledged"
         got = consume_all(cluster.bootstrap, "failover", partitions, len(acked), timeout=120)
         seen = []
         for p, values in got.items():
             numbers = [int(v) for v in values]
-            for client in range(2):  # each producer's records keep their send order
+            for client in range(len(PRODUCERS)):  # each producer's records keep their send order
                 own = [n for n in numbers if n // per_client == client]
                 assert own == sorted(own), f"partition {p}: producer {client}'s records out of order"
             assert all(n % partitions == p for n in numbers)
