@@ -131,3 +131,45 @@ def test_zookeeper_member_loss_and_full_zookeeper_outage_recover_without_an_oper
                          60, "failover after ZooKeeper came back")
         assert _produce(cluster.bootstrap, "zk", [b"after"], acks="all", **{"message.timeout.ms": 30000}) == [None]
         assert consume_all(cluster.bootstrap, "zk", 1, 3)[0] == [b"one-member-down", b"zookeeper-down", b"after"]
+
+
+def test_a_leader_whose_session_expired_stops_leading_and_nothing_acked_is_lost(tmp_path):
+    # SIGSTOP the leader past the ZooKeeper session timeout while a producer streams: the controller
+    # moves leadership; when the old leader wakes up it must not acknowledge anything on its own (its
+    # session is gone), re-register, truncate if needed and follow.
+    with embedded_cluster(3, tmp_path) as cluster:
+        create_topic(cluster, "expire", 1, 3, {"min.insync.replicas": "2"})
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                             "acks": "all", "linger.ms": 5, "message.timeout.ms": 120_000,
+                                             "topic.metadata.refresh.interval.ms": 1000})
+        acked: list[int] = []
+        sent = 0
+
+        def send(count: int) -> None:
+            nonlocal sent
+            for _ in range(count):
+                producer.produce("expire", b"%06d" % sent, partition=0,
+                                 on_delivery=lambda err, msg: err is None and acked.append(int(msg.value())))
+                sent += 1
+                producer.poll(0)
+
+        send(500)
+        producer.flush(30)
+        state = cluster.state()
+        leader, epoch = state.leader_of("expire", 0), state.epoch_of("expire", 0)
+        cluster.broker(leader).pause()
+        try:
+            send(500)  # in flight to a frozen leader
+            cluster.wait_for(lambda s: s.leader_of("expire", 0) not in (-1, leader) and s.epoch_of("expire", 0) > epoch,
+                             60, "a new leader while the old one is frozen")
+        finally:
+            cluster.broker(leader).resume()
+        send(500)
+        assert producer.flush(120) == 0
+        cluster.wait_for(lambda s: leader in s.brokers and leader in s.isr_of("expire", 0), 60,
+                         "the old leader registered again and caught up")
+        assert "ZooKeeper session expired" in cluster.broker(leader).log_tail(400)
+        values = [int(v) for v in consume_all(cluster.bootstrap, "expire", 1, len(acked))[0]]
+        assert values == sorted(values) and len(values) == len(set(values))
+        assert set(acked) <= set(values) and len(acked) == 1500
+        wait_replicas_identical(cluster, "expire", 0)

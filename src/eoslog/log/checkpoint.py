@@ -71,28 +71,33 @@ def parse_checkpoint(data: bytes, name: str = "checkpoint") -> dict[TopicPartiti
     return offsets
 
 
+def write_file_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """``<path>.tmp`` written and fsync'ed, renamed over ``path``, the directory fsync'ed: after a crash
+    the file is the old one or the new one (plus perhaps a stray ``.tmp`` the reader removes)."""
+    path = os.fspath(path)
+    temp = path + TEMP_SUFFIX
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 class OffsetCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        data = format_checkpoint(offsets)
-        temp = self.path + TEMP_SUFFIX
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, self.path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_file_atomically(self.path, format_checkpoint(offsets))
 
     def read(self) -> dict[TopicPartition, int]:
         """The offsets, or {} when the file does not exist. A leftover temp file is a write that never

@@ -15,7 +15,7 @@ import logging
 import os
 from pathlib import Path
 
-from eoslog.cluster.topics import write_atomically
+from eoslog.log.checkpoint import TEMP_SUFFIX, write_file_atomically
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +107,11 @@ class LeaderEpochCache:
 
     def _persist(self) -> None:
         lines = [str(VERSION), str(len(self._entries)), *(f"{e} {o}" for e, o in self._entries)]
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+        write_file_atomically(self.path, ("\n".join(lines) + "\n").encode())
 
 
 def _read(path: Path) -> list[tuple[int, int]]:
+    Path(str(path) + TEMP_SUFFIX).unlink(missing_ok=True)  # a write that never got renamed
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -140,8 +140,8 @@ class EmbeddedCluster:
             for topic in client.get_children(layout.BROKER_TOPICS):
                 try:
                     assignment = layout.TopicAssignment.decode(topic, client.get(layout.topic_path(topic))[0])
-                except NoNodeError:
-                    continue
+                except (NoNodeError, layout.LayoutError):
+                    continue  # deleted, or being created
                 for index, replicas in assignment.replicas.items():
                     result.replicas[(topic, index)] = replicas
                     path = layout.partition_state_path(topic, index)

@@ -164,10 +164,11 @@ class ZooKeeper:
             data, _ = client.get(layout.CONTROLLER, watch=watch)
             view.controller_id = layout.decode_controller(data)
         except NoNodeError:
-            client.exists(layout.CONTROLLER, watch=watch)
+            if client.exists(layout.CONTROLLER, watch=watch) is not None:
+                self.on_change()  # elected between the two calls: read again
         topics = client.get_children(layout.BROKER_TOPICS, watch=watch)
         topic_reads = {t: client.get_async(layout.topic_path(t), watch=watch) for t in topics}
-        config_reads = {t: client.get_async(layout.topic_config_path(t)) for t in topics}
+        config_reads = {t: client.get_async(layout.topic_config_path(t), watch=watch) for t in topics}
         for topic, result in topic_reads.items():
             try:
                 data, _ = result.get()
@@ -190,9 +191,16 @@ class ZooKeeper:
         for key, (path, result) in state_reads.items():
             try:
                 data, stat = result.get()
-                view.states[key] = PartitionState.decode(path, data, stat.version)
             except NoNodeError:
-                client.exists(path, watch=watch)  # created by the controller soon
+                # Created by the controller soon. If it appeared between the two calls, the watch we just
+                # set would only fire on its next change: read it now instead.
+                if client.exists(path, watch=watch) is None:
+                    continue
+                try:
+                    data, stat = client.get(path, watch=watch)
+                except NoNodeError:
+                    continue
+            view.states[key] = PartitionState.decode(path, data, stat.version)
         return view
 
     def controller_epoch(self) -> tuple[int, int]:
@@ -207,8 +215,8 @@ class ZooKeeper:
         False when the state moved since it was read (the caller reads again); NotController when
         another controller has been elected."""
         path = layout.partition_state_path(topic, partition)
-        if state.zk_version < 0:
-            self.client.ensure_path(path.rsplit("/", 1)[0])
+        if state.zk_version < 0 and not self._ensure_partition_parents(topic, partition):
+            return False  # the topic was deleted meanwhile: never recreate its znodes
         transaction = self.client.transaction()
         transaction.check(layout.CONTROLLER_EPOCH, epoch_zk_version)
         if state.zk_version < 0:
@@ -224,6 +232,17 @@ class ZooKeeper:
         for result in results:
             if isinstance(result, Exception) and not isinstance(result, RolledBackError):
                 raise result
+        return True
+
+    def _ensure_partition_parents(self, topic: str, partition: int) -> bool:
+        """Creates ``.../partitions/<p>`` without ``makepath``: a deleted topic's znode must stay deleted."""
+        for path in (layout.partitions_path(topic), f"{layout.partitions_path(topic)}/{partition}"):
+            try:
+                self.client.create(path, b"")
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                return False
         return True
 
     def write_isr_as_leader(self, topic: str, partition: int, state: PartitionState) -> int | None:

@@ -1,0 +1,164 @@
+"""Administering a cluster: Metadata/DescribeCluster as clients see them (confluent-kafka, kcat),
+`eoslog cluster describe|elect-leaders`, topic changes, startup refusals, and the replica protocol's
+refusals (wrong epoch, not a replica, not the leader)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import confluent_kafka
+import pytest
+from cluster_helpers import create_topic
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from eoslog.protocol import messages
+from eoslog.protocol.errors import ErrorCode
+from eoslog.testing.cluster import CHROOT, embedded_cluster
+from eoslog.testing.process import BrokerProcess, free_port
+from eoslog.tools.txn_cli import KafkaWire
+
+pytestmark = pytest.mark.interop
+
+
+def eoslog(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with embedded_cluster(3, tmp_path_factory.mktemp("admin")) as running:
+        create_topic(running, "admin", 3, 3, {"min.insync.replicas": "2"})
+        yield running
+
+
+def test_clients_see_leaders_replicas_and_isr(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    metadata = admin.list_topics(timeout=30)
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    assert metadata.controller_id in (1, 2, 3)
+    partitions = metadata.topics["admin"].partitions
+    state = cluster.state()
+    for p in range(3):
+        assert partitions[p].leader == state.leader_of("admin", p)
+        assert list(partitions[p].replicas) == list(state.replicas[("admin", p)])
+        assert sorted(partitions[p].isrs) == [1, 2, 3]
+    described = admin.describe_cluster().result(30)
+    assert sorted(node.id for node in described.nodes) == [1, 2, 3]
+    assert described.controller.id == state.controller
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by make test")
+def test_kcat_lists_the_cluster(cluster):
+    listing = subprocess.run(["kcat", "-b", cluster.bootstrap, "-L", "-t", "admin", "-J"], capture_output=True,
+                             text=True, timeout=60, check=True)
+    info = json.loads(listing.stdout)
+    assert sorted(b["id"] for b in info["brokers"]) == [1, 2, 3]
+    topic = next(t for t in info["topics"] if t["topic"] == "admin")
+    assert len(topic["partitions"]) == 3
+    for partition in topic["partitions"]:
+        assert len(partition["replicas"]) == 3 and len(partition["isrs"]) == 3, (partition, listing.stdout)
+        assert partition["leader"] in (1, 2, 3)
+
+
+def test_cluster_describe_cli(cluster):
+    result = eoslog("cluster", "describe", "--bootstrap", cluster.broker(1).bootstrap, "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert [b["id"] for b in info["brokers"]] == [1, 2, 3]
+    rows = [p for p in info["partitions"] if p["topic"] == "admin"]
+    assert len(rows) == 3 and all(len(p["isr"]) == 3 and p["leader"] in (1, 2, 3) for p in rows)
+    table = eoslog("cluster", "describe", "--bootstrap", cluster.broker(2).bootstrap, "--topic", "admin")
+    assert table.returncode == 0 and "controller: broker" in table.stdout and "admin" in table.stdout
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster):
+    state = cluster.state()
+    preferred = state.replicas[("admin", 0)][0]
+    assert state.leader_of("admin", 0) == preferred
+    cluster.broker(preferred).terminate()  # SIGTERM: leadership moves at once (no session timeout)
+    moved = time.monotonic()
+    cluster.wait_for(lambda s: s.leader_of("admin", 0) not in (-1, preferred), 30, "leadership moved")
+    assert time.monotonic() - moved < cluster.session_timeout_ms / 1000, "a SIGTERM'd broker is not waited for"
+    cluster.broker(preferred).start()
+    cluster.wait_for(lambda s: preferred in s.isr_of("admin", 0), 60, "the preferred replica caught up")
+    result = eoslog("cluster", "elect-leaders", "--preferred", "--topic", "admin", "--bootstrap", cluster.bootstrap.split(",")[0])
+    assert result.returncode == 0, result.stderr
+    cluster.wait_for(lambda s: all(s.leader_of("admin", p) == s.replicas[("admin", p)][0] for p in range(3)), 30,
+                     "preferred leaders everywhere")
+
+
+def test_create_partitions_and_delete_topic(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    create_topic(cluster, "grow", 1, 2)
+    admin.create_partitions([NewPartitions("grow", 3)])["grow"].result(60)
+    state = cluster.wait_for(lambda s: all(s.leader_of("grow", p) not in (None, -1) for p in range(3)), 60, "grown")
+    assert all(len(state.replicas[("grow", p)]) == 2 for p in range(3))
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    delivered = []
+    producer.produce("grow", b"x", partition=2, on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(30)
+    assert delivered == [None]
+    admin.delete_topics(["grow"])["grow"].result(60)
+    cluster.wait_for(lambda s: ("grow", 0) not in s.replicas, 30, "deleted")
+    deadline = time.monotonic() + 30
+    while any((b.data_dir / "grow-0").exists() or (b.data_dir / "grow-2").exists() for b in cluster.brokers.values()):
+        assert time.monotonic() < deadline, "replicas of a deleted topic were not removed"
+        time.sleep(0.1)
+
+
+def _fetch_as_replica(bootstrap: str, replica_id: int, epoch: int):
+    wire = KafkaWire(bootstrap)
+    try:
+        request = messages.FetchRequest(
+            replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            topics=[messages.FetchRequest.FetchTopic(topic="admin", partitions=[messages.FetchRequest.FetchPartition(
+                partition=1, current_leader_epoch=epoch, fetch_offset=0, log_start_offset=0,
+                partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+        response = wire.call(1, 11, request)
+    finally:
+        wire.close()
+    return ErrorCode(response.responses[0].partitions[0].error_code)
+
+
+def test_replica_fetches_with_wrong_epoch_or_from_strangers_are_refused(cluster):
+    state = cluster.state()
+    leader, epoch = state.leader_of("admin", 1), state.epoch_of("admin", 1)
+    follower = next(r for r in state.replicas[("admin", 1)] if r != leader)
+    at_leader = cluster.broker(leader).bootstrap
+    assert _fetch_as_replica(at_leader, follower, epoch) == ErrorCode.NONE
+    assert _fetch_as_replica(at_leader, follower, epoch - 1) == ErrorCode.FENCED_LEADER_EPOCH if epoch > 0 else True
+    assert _fetch_as_replica(at_leader, follower, epoch + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert _fetch_as_replica(at_leader, 77, epoch) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert _fetch_as_replica(cluster.broker(follower).bootstrap, leader, epoch) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # OffsetForLeaderEpoch: the current epoch ends at the leader's log end offset.
+    wire = KafkaWire(at_leader)
+    try:
+        response = wire.call(23, 3, messages.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            messages.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="admin", partitions=[
+                messages.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                    partition=1, current_leader_epoch=epoch, leader_epoch=epoch)])]))
+    finally:
+        wire.close()
+    answer = response.topics[0].partitions[0]
+    assert (answer.error_code, answer.leader_epoch) == (0, epoch) and answer.end_offset >= 0
+
+
+def test_startup_refusals_say_why(cluster, tmp_path):
+    connect = cluster.zookeeper.connect_string_with_chroot(CHROOT)
+    duplicate = BrokerProcess(data_dir=tmp_path / "dup", properties={"broker.id": "1", "zookeeper.connect": connect})
+    with pytest.raises(RuntimeError, match="broker.id 1 is already registered"):
+        duplicate.start(timeout=60)
+    foreign_dir = tmp_path / "foreign"
+    foreign_dir.mkdir()
+    (foreign_dir / "meta.properties").write_text("version=1\ncluster.id=someoneelse\nnode.id=9\n")
+    foreign = BrokerProcess(data_dir=foreign_dir, properties={"broker.id": "9", "zookeeper.connect": connect})
+    with pytest.raises(RuntimeError, match="belongs to cluster someoneelse"):
+        foreign.start(timeout=60)
+    nowhere = BrokerProcess(data_dir=tmp_path / "nowhere", properties={
+        "broker.id": "5", "zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": "1500"})
+    with pytest.raises(RuntimeError, match="cannot reach ZooKeeper"):
+        nowhere.start(timeout=60)
