@@ -162,3 +162,26 @@ def test_startup_refusals_say_why(cluster, tmp_path):
         "broker.id": "5", "zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": "1500"})
     with pytest.raises(RuntimeError, match="cannot reach ZooKeeper"):
         nowhere.start(timeout=60)
+
+
+def test_topic_config_changes_reach_every_broker(cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.broker(1).bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, "admin", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    deadline = time.monotonic() + 30
+    for broker_id in (2, 3):
+        other = AdminClient({"bootstrap.servers": cluster.broker(broker_id).bootstrap})
+        while True:
+            described = other.describe_configs([ConfigResource(ResourceType.TOPIC, "admin")])
+            entries = next(iter(described.values())).result(30)
+            if entries["retention.ms"].value == "3600000":
+                break
+            assert time.monotonic() < deadline, f"broker {broker_id} still shows {entries['retention.ms'].value}"
+            time.sleep(0.1)
+    bad = ConfigResource(ResourceType.TOPIC, "admin", incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(confluent_kafka.KafkaException, match="retention.ms"):
+        admin.incremental_alter_configs([bad])[bad].result(30)

@@ -22,3 +22,32 @@ def eoslog_embedded(tmp_path):
 
     with EmbeddedBroker(data_dir=tmp_path / "eoslog-data") as broker:
         yield broker
+
+
+@pytest.fixture
+def eoslog_cluster(tmp_path):
+    """A fresh 3-broker cluster with a real ZooKeeper (Debian's ``zookeeper`` package and Java needed):
+    an :class:`eoslog.testing.cluster.EmbeddedCluster` with ``.bootstrap``, ``.broker(id)`` handles to
+    kill/pause/resume/restart, ``.zookeeper.nodes``, and ``.state()`` / ``.wait_for()`` reading ZooKeeper."""
+    from eoslog.testing.cluster import EmbeddedCluster
+
+    with EmbeddedCluster(tmp_path / "eoslog-cluster", brokers=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def eoslog_cluster_factory(tmp_path):
+    """``make(brokers=3, zookeeper_nodes=1, properties=None, session_timeout_ms=4000)`` -> a started
+    cluster; every cluster made is stopped after the test."""
+    from eoslog.testing.cluster import EmbeddedCluster
+
+    made: list[EmbeddedCluster] = []
+
+    def make(brokers: int = 3, **kwargs) -> EmbeddedCluster:
+        cluster = EmbeddedCluster(tmp_path / f"eoslog-cluster-{len(made)}", brokers, **kwargs)
+        made.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in made:
+        cluster.stop()

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from eoslog.cluster.zk import layout
@@ -280,7 +280,17 @@ class ZooKeeper:
             self.client.create(path, layout.encode_topic_config(configs), makepath=True)
 
     def delete_topic(self, topic: str) -> None:
-        self.client.delete(layout.topic_path(topic), recursive=True)
+        # The controller may be creating a state znode under the topic while we delete: its
+        # NotEmptyError means "again". Once the topic znode is gone nothing recreates it (see
+        # _ensure_partition_parents), so this ends.
+        for attempt in range(50):
+            try:
+                self.client.delete(layout.topic_path(topic), recursive=True)
+                break
+            except NotEmptyError:
+                time.sleep(0.02 * (attempt + 1))
+        else:
+            raise ZooKeeperError(f"could not delete {layout.topic_path(topic)}: it keeps getting new children")
         try:
             self.client.delete(layout.topic_config_path(topic))
         except NoNodeError:
