@@ -118,6 +118,12 @@ def test_zookeeper_member_loss_and_full_zookeeper_outage_recover_without_an_oper
         assert _produce(cluster.bootstrap, "zk", [b"zookeeper-down"], acks="all",
                         **{"message.timeout.ms": 30000}) == [None]
         assert consume_all(cluster.bootstrap, "zk", 1, 2)[0] == [b"one-member-down", b"zookeeper-down"]
+        describe = subprocess.run([sys.executable, "-m", "eoslog", "cluster", "describe", "--bootstrap",
+                                   cluster.bootstrap.split(",")[0], "--zookeeper", cluster.zookeeper.connect_string],
+                                  capture_output=True, text=True, timeout=60)
+        assert describe.returncode == 0, describe.stderr
+        assert "ZooKeeper: NO QUORUM" in describe.stdout
+        assert "lost the connection to ZooKeeper" in cluster.broker(1).log_tail(400)
         for node in cluster.zookeeper.nodes:
             node.start()
         for node in cluster.zookeeper.nodes:

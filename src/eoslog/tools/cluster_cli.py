@@ -1,7 +1,7 @@
 """`eoslog cluster ...`: a local cluster in one command, and the cluster's state over the Kafka protocol.
 
     eoslog cluster up [--brokers 3] [--zookeeper-nodes 1|3] [--dir DIR]
-    eoslog cluster describe [--bootstrap HOST:PORT] [--topic T] [--json]
+    eoslog cluster describe [--bootstrap HOST:PORT] [--topic T] [--zookeeper CONNECT] [--json]
     eoslog cluster elect-leaders [--preferred | --unclean] [--topic T] [--bootstrap HOST:PORT]
 
 describe and elect-leaders use Metadata, DescribeCluster and ElectLeaders, so they work against any
@@ -103,13 +103,41 @@ def describe_cluster(bootstrap: str, topic: str | None = None) -> dict:
     }
 
 
+def zookeeper_status(connect: str) -> dict:
+    """Each ZooKeeper server's answer to ``srvr`` (its mode), or that it is unreachable."""
+    import socket
+
+    hosts = connect.split("/", 1)[0].split(",")
+    servers = {}
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        try:
+            with socket.create_connection((name, int(port)), timeout=2) as sock:
+                sock.sendall(b"srvr")
+                reply = b""
+                while chunk := sock.recv(4096):
+                    reply += chunk
+            mode = next((line.split(":", 1)[1].strip() for line in reply.decode().splitlines()
+                         if line.startswith("Mode:")), "not serving")
+        except OSError as exc:
+            mode = f"unreachable ({exc.strerror or exc})"
+        servers[host] = mode
+    serving = [m for m in servers.values() if m in ("leader", "follower", "standalone")]
+    quorum = len(serving) > len(servers) // 2
+    return {"servers": servers, "quorum": quorum}
+
+
 @cluster_group.command("describe")
 @click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
 @click.option("--topic", default=None, help="Only this topic's partitions.")
+@click.option("--zookeeper", default=None, metavar="HOST:PORT[,...][/CHROOT]",
+              help="Also report ZooKeeper's health (the cluster's zookeeper.connect).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def describe(bootstrap: str, topic: str | None, as_json: bool) -> None:
+def describe(bootstrap: str, topic: str | None, zookeeper: str | None, as_json: bool) -> None:
     """Brokers, the controller, and every partition's leader, replicas, ISR and offline replicas."""
     info = describe_cluster(bootstrap, topic)
+    if zookeeper is not None:
+        info["zookeeper"] = zookeeper_status(zookeeper)
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return
@@ -119,6 +147,14 @@ def describe(bootstrap: str, topic: str | None, as_json: bool) -> None:
     console = Console()
     console.print(f"cluster {info['cluster_id']}  controller: broker {info['controller']}  "
                   f"under-replicated partitions: {info['under_replicated']}  offline partitions: {info['offline']}")
+    if "zookeeper" in info:
+        status = info["zookeeper"]
+        servers = ", ".join(f"{h} {m}" for h, m in status["servers"].items())
+        if status["quorum"]:
+            console.print(f"ZooKeeper: quorum available ({servers})")
+        else:
+            console.print(f"[red]ZooKeeper: NO QUORUM ({servers})[/red]: brokers keep serving with the ISR they "
+                          "have; leader elections, ISR changes and topic changes wait until it is back")
     brokers = Table("broker", "host", "port", "rack", title="brokers")
     for b in info["brokers"]:
         brokers.add_row(str(b["id"]), b["host"], str(b["port"]), b["rack"] or "")
