@@ -48,8 +48,9 @@ def test_a_returning_leader_truncates_its_divergent_tail_to_the_new_leaders_log(
         for follower in followers:
             cluster.broker(follower).start()
         # No live ISR member: a clean election cannot happen, the partition stays offline.
-        offline = cluster.wait_for(lambda s: s.brokers == set(followers), 60, "the followers registered")
-        assert offline.leader_of("diverge", 0) == -1
+        offline = cluster.wait_for(lambda s: s.brokers == set(followers) and s.leader_of("diverge", 0) == -1, 60,
+                                   "the followers registered and the partition offline")
+        assert offline.isr_of("diverge", 0) == (old_leader,)  # kept, so the old leader could lead cleanly
         elect = subprocess.run([sys.executable, "-m", "eoslog", "cluster", "elect-leaders", "--unclean",
                                 "--topic", "diverge", "--bootstrap", cluster.broker(followers[0]).bootstrap],
                                capture_output=True, text=True, timeout=60)

@@ -18,7 +18,7 @@ M = messages
 @pytest.fixture(scope="module")
 def conn(tmp_path_factory):
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("apis") / "data") as broker:
-        broker.call(broker.broker.create_topic, "t", 2)
+        broker.call(broker.broker.registry.create_topic, "t", 2)
         with BrokerConnection(broker.bootstrap) as connection:
             yield connection
 

@@ -67,6 +67,7 @@ class FakeBroker:
         self.partitions: dict = {}
         self.topics = SimpleNamespace(get=lambda name: None)
         self.transaction_coordinator = SimpleNamespace(offsets_marker_listeners=[])
+        self.registry = self  # the fake plays the partition registry too
 
     def ensure_internal_topic(self, name):
         assert name == CONSUMER_OFFSETS

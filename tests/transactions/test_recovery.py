@@ -112,7 +112,7 @@ def test_timed_out_transaction_is_aborted_and_producer_recovers(txn_broker):
     other.commit_transaction(30)
     # Until the timeout fires, the open transactions hold the last stable offset at their first record
     # (state and offsets read together on the broker's loop, so this does not race the timer).
-    partition = txn_broker.broker.partition("timeout", 0)
+    partition = txn_broker.broker.registry.partition("timeout", 0)
     state, lso, hw = txn_broker.call(lambda: (coordinator.describe("slow").state, partition.last_stable_offset,
                                               partition.high_watermark))
     if state is TransactionState.ONGOING:

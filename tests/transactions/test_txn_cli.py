@@ -26,7 +26,7 @@ def test_list_describe_and_abort_a_hanging_transaction(txn_broker):
 
     # A hanging transaction: a partition holds a transaction open that no coordinator knows about (what a
     # lost marker or a coordinator bug leaves behind). Written directly, past the KIP-890 check.
-    partition = txn_broker.broker.partition("cli", 0)
+    partition = txn_broker.broker.registry.partition("cli", 0)
 
     def write_orphan():
         verifier, partition.transaction_verifier = partition.transaction_verifier, None

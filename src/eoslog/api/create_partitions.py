@@ -21,7 +21,7 @@ async def _grow_in_cluster(context, request):
         try:
             if topic.name in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"the internal topic {topic.name} cannot be resized")
-            info = broker.topics.require(topic.name)
+            info = broker.registry.topics.require(topic.name)
             if topic.count <= info.partitions:
                 raise InvalidPartitionsError(
                     f"topic {topic.name} has {info.partitions} partitions; the new count {topic.count} must be larger")
@@ -29,7 +29,7 @@ async def _grow_in_cluster(context, request):
             if topic.assignments:
                 manual = {info.partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
             if not request.validate_only:
-                await broker.topics.add_partitions(topic.name, topic.count, max(request.timeout_ms, 0) / 1000, manual)
+                await broker.registry.topics.add_partitions(topic.name, topic.count, max(request.timeout_ms, 0) / 1000, manual)
             results.append(Result(name=topic.name, error_code=0, error_message=None))
         except Exception as exc:  # noqa: BLE001
             results.append(Result(name=topic.name, error_code=int(error_code_for(exc)), error_message=str(exc)))
@@ -45,13 +45,13 @@ def handle(context, request):
         try:
             if topic.name in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"the internal topic {topic.name} cannot be resized")
-            info = broker.topics.require(topic.name)
+            info = broker.registry.topics.require(topic.name)
             if topic.count <= info.partitions:
                 raise InvalidPartitionsError(
                     f"topic {topic.name} has {info.partitions} partitions; the new count {topic.count} must be larger"
                 )
             if not request.validate_only:
-                broker.create_partitions(topic.name, topic.count)
+                broker.registry.create_partitions(topic.name, topic.count)
             results.append(Result(name=topic.name, error_code=0, error_message=None))
         except Exception as exc:  # noqa: BLE001
             results.append(Result(name=topic.name, error_code=int(error_code_for(exc)), error_message=str(exc)))

@@ -29,7 +29,7 @@ async def _create_in_cluster(context, request):
         try:
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             check_names(configs)
-            broker.check_topic_configs(configs)
+            broker.registry.check_topic_configs(configs)
             count = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
             factor = (broker.config.default_replication_factor if topic.replication_factor == -1
                       else topic.replication_factor)
@@ -40,14 +40,14 @@ async def _create_in_cluster(context, request):
                 from eoslog.protocol.errors import InvalidPartitionsError
 
                 raise InvalidPartitionsError(f"a topic needs at least one partition, got {count}")
-            replicas = broker.topics.plan_assignment(count, factor, manual)
+            replicas = broker.registry.topics.plan_assignment(count, factor, manual)
             if request.validate_only:
                 from eoslog.cluster.topics import validate_topic_name
 
                 validate_topic_name(topic.name)
                 info = TopicInfo(topic.name, ZERO_UUID, len(replicas), configs)
             else:
-                info = await broker.topics.create(topic.name, replicas, configs,
+                info = await broker.registry.topics.create(topic.name, replicas, configs,
                                                   timeout_s=max(request.timeout_ms, 0) / 1000)
         except Exception as exc:  # noqa: BLE001
             results.append(Result(name=topic.name, topic_id=ZERO_UUID, error_code=int(error_code_for(exc)),
@@ -57,7 +57,7 @@ async def _create_in_cluster(context, request):
             name=info.name, topic_id=info.topic_id, error_code=0, error_message=None,
             num_partitions=info.partitions, replication_factor=len(replicas[min(replicas)]),
             configs=[ConfigEntry(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-                     for name, value, source in describe_topic_configs(broker, info)],
+                     for name, value, source in describe_topic_configs(broker.registry, info)],
         ))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -76,7 +76,7 @@ def handle(context, request):
             if topic.assignments:
                 raise InvalidRequestError("manual replica assignment is not supported on a single node")
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
-            info = broker.create_topic(topic.name, topic.num_partitions, configs, validate_only=request.validate_only)
+            info = broker.registry.create_topic(topic.name, topic.num_partitions, configs, validate_only=request.validate_only)
         except Exception as exc:  # noqa: BLE001
             results.append(Result(name=topic.name, topic_id=ZERO_UUID, error_code=int(error_code_for(exc)),
                                   error_message=str(exc), num_partitions=-1, replication_factor=-1, configs=None))
@@ -85,6 +85,6 @@ def handle(context, request):
             name=info.name, topic_id=info.topic_id, error_code=0, error_message=None,
             num_partitions=info.partitions, replication_factor=1,
             configs=[ConfigEntry(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-                     for name, value, source in describe_topic_configs(broker, info)],
+                     for name, value, source in describe_topic_configs(broker.registry, info)],
         ))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

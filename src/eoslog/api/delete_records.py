@@ -21,7 +21,7 @@ def handle(context, request):
         topics.append(TopicResult(name=topic.name, partitions=partitions))
         for wanted in topic.partitions:
             try:
-                low_watermark = broker.leader_partition(topic.name, wanted.partition_index).delete_records_before(wanted.offset)
+                low_watermark = broker.registry.leader_partition(topic.name, wanted.partition_index).delete_records_before(wanted.offset)
                 partitions.append(PartitionResult(partition_index=wanted.partition_index,
                                                   low_watermark=low_watermark, error_code=0))
             except Exception as exc:  # noqa: BLE001

@@ -36,13 +36,13 @@ async def _cluster_deletions(context, request) -> dict:
     for name, topic_id in wanted:
         try:
             if name is None:
-                info = broker.topics.by_id.get(topic_id)
+                info = broker.registry.topics.by_id.get(topic_id)
                 if info is None:
                     raise UnknownTopicIdError(f"no topic has id {topic_id}")
                 name = info.name
             if name in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"the internal topic {name} cannot be deleted")
-            outcomes[(name, topic_id)] = await broker.topics.delete(name)
+            outcomes[(name, topic_id)] = await broker.registry.topics.delete(name)
         except Exception as exc:  # noqa: BLE001
             outcomes[(name, topic_id)] = exc
     return outcomes
@@ -66,13 +66,13 @@ def _delete_sync(context, request, outcomes: dict | None = None):
             continue
         try:
             if name is None:
-                info = broker.topics.by_id.get(topic_id)
+                info = broker.registry.topics.by_id.get(topic_id)
                 if info is None:
                     raise UnknownTopicIdError(f"no topic has id {topic_id}")
                 name = info.name
             if name in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"the internal topic {name} cannot be deleted")
-            info = broker.delete_topic(name)
+            info = broker.registry.delete_topic(name)
             results.append(Result(name=name, topic_id=info.topic_id, error_code=0, error_message=None))
         except Exception as exc:  # noqa: BLE001
             results.append(Result(name=name, topic_id=topic_id or ZERO_UUID, error_code=int(error_code_for(exc)),

@@ -23,13 +23,13 @@ def handle(context, request):
     for resource in request.resources:
         try:
             if resource.resource_type == TOPIC:
-                info = broker.topics.require(resource.resource_name)
+                info = broker.registry.topics.require(resource.resource_name)
                 wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
                 configs = [
                     Entry(name=name, value=value, read_only=False, config_source=source,
                           is_default=source != 1, is_sensitive=False, synonyms=[],
                           config_type=TOPIC_CONFIGS[name][1], documentation=None)
-                    for name, value, source in describe_topic_configs(broker, info)
+                    for name, value, source in describe_topic_configs(broker.registry, info)
                     if wanted is None or name in wanted
                 ]
             elif resource.resource_type == BROKER:

@@ -51,7 +51,7 @@ def _read_all(broker, request):
                                                         wanted.fetch_offset, wanted.current_leader_epoch)
                     result = partition.read_for_replica(wanted.fetch_offset, limit)
                 else:
-                    partition = broker.leader_partition(topic.topic, wanted.partition)
+                    partition = broker.registry.leader_partition(topic.topic, wanted.partition)
                     if replicas is not None:
                         replicas.check_current_leader_epoch((topic.topic, wanted.partition),
                                                             getattr(wanted, "current_leader_epoch", -1))
@@ -61,8 +61,8 @@ def _read_all(broker, request):
                 code = error_code_for(exc)
                 errors = True
                 entry = _error_partition(wanted.partition, int(code))
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE and (topic.topic, wanted.partition) in broker.partitions:
-                    p = broker.partitions[(topic.topic, wanted.partition)]
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE and (topic.topic, wanted.partition) in broker.registry.partitions:
+                    p = broker.registry.partitions[(topic.topic, wanted.partition)]
                     entry.high_watermark = p.high_watermark
                     entry.last_stable_offset = p.last_stable_offset
                     entry.log_start_offset = p.log_start_offset
@@ -106,7 +106,7 @@ async def _long_poll(broker, request):
         follower = request.replica_id >= 0
         for topic in request.topics:
             for wanted in topic.partitions:
-                partition = broker.partitions.get((topic.topic, wanted.partition))
+                partition = broker.registry.partitions.get((topic.topic, wanted.partition))
                 if partition is not None:
                     if follower:
                         partition.add_replica_fetch_waiter(waiter)

@@ -23,9 +23,9 @@ def _cluster_coordinator(broker, key_type: int, key: str) -> tuple[int, int, str
     """(error, node, host, port): the leader of the key's internal partition. The internal topic is
     created on first use, as in Kafka; until it has a leader the answer is COORDINATOR_NOT_AVAILABLE."""
     topic = CONSUMER_OFFSETS if key_type == GROUP else TRANSACTION_STATE
-    info = broker.topics.get(topic)
+    info = broker.registry.topics.get(topic)
     if info is None:
-        broker.request_internal_topic(topic)
+        broker.registry.request_internal_topic(topic)
         return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1
     view = broker.cluster.view
     state = view.states.get((topic, partition_for(key, info.partitions)))

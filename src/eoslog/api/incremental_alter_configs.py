@@ -54,7 +54,7 @@ async def _alter(context, request):
         try:
             configs = _validated(context.broker, resource)
             if not request.validate_only:
-                await context.broker.topics.set_configs(resource.resource_name, configs)
+                await context.registry.topics.set_configs(resource.resource_name, configs)
             done[resource.resource_name] = None
         except Exception as exc:  # noqa: BLE001
             done[resource.resource_name] = exc
@@ -64,10 +64,10 @@ async def _alter(context, request):
 def _validated(broker, resource) -> dict[str, str]:
     if resource.resource_type != TOPIC:
         raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-    info = broker.topics.require(resource.resource_name)
+    info = broker.registry.topics.require(resource.resource_name)
     configs = apply_operations(info.configs, resource.configs)
     check_names(configs)
-    broker.check_topic_configs(configs)
+    broker.registry.check_topic_configs(configs)
     return configs
 
 
@@ -84,10 +84,10 @@ def _alter_sync(context, request, done: dict | None = None):
                 continue
             if resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-            info = broker.topics.require(resource.resource_name)
+            info = broker.registry.topics.require(resource.resource_name)
             configs = apply_operations(info.configs, resource.configs)
             if not request.validate_only:
-                broker.alter_topic_configs(info.name, configs)
+                broker.registry.alter_topic_configs(info.name, configs)
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
                                   resource_name=resource.resource_name))
         except Exception as exc:  # noqa: BLE001

@@ -62,7 +62,7 @@ def handle(context, request):
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
         for wanted in topic.partitions:
             try:
-                partition = broker.leader_partition(topic.name, wanted.partition_index)
+                partition = broker.registry.leader_partition(topic.name, wanted.partition_index)
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0
                 epoch = partition.leader_epoch if partition.leader_epoch is not None else 0

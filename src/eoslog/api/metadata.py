@@ -67,19 +67,19 @@ def handle(context, request):
     topics = []
     if request.topics is None or (version == 0 and not request.topics):
         # null (v1+) or empty (v0) means every topic
-        topics = [_topic_entry(broker, info) for info in broker.topics.topics.values()]
+        topics = [_topic_entry(broker, info) for info in broker.registry.topics.topics.values()]
     else:
         allow_auto_create = request.allow_auto_topic_creation if version >= 4 else True
         for wanted in request.topics:
             name = wanted.name
             if name is None and getattr(wanted, "topic_id", None) is not None:
-                info = broker.topics.by_id.get(wanted.topic_id)
+                info = broker.registry.topics.by_id.get(wanted.topic_id)
                 if info is None:
                     topics.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 else:
                     topics.append(_topic_entry(broker, info))
                 continue
-            info = broker.topics.get(name)
+            info = broker.registry.topics.get(name)
             if info is None:
                 try:
                     validate_topic_name(name)
@@ -87,10 +87,10 @@ def handle(context, request):
                         topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                         continue
                     if broker.cluster is not None:
-                        broker.request_topic_creation(name)
+                        broker.registry.request_topic_creation(name)
                         topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.LEADER_NOT_AVAILABLE))
                         continue
-                    info = broker.create_topic(name, None)
+                    info = broker.registry.create_topic(name, None)
                 except KafkaError as exc:
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue

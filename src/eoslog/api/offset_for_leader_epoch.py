@@ -25,7 +25,7 @@ def _answer(broker, topic: str, wanted) -> EpochEndOffset:
             epoch, end = broker.cluster.replicas.offset_for_leader_epoch(
                 topic, wanted.partition, wanted.current_leader_epoch, wanted.leader_epoch)
         else:
-            partition = broker.partition(topic, wanted.partition)
+            partition = broker.registry.partition(topic, wanted.partition)
             epoch, end = (0, partition.log_end_offset) if wanted.leader_epoch >= 0 else (UNDEFINED, UNDEFINED)
     except Exception as exc:  # noqa: BLE001 - mapped in one place
         return EpochEndOffset(error_code=int(error_code_for(exc)), partition=wanted.partition,

@@ -44,7 +44,7 @@ def handle(context, request):
             try:
                 if topic_data.name in INTERNAL_TOPICS:
                     raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
-                partition = broker.leader_partition(topic_data.name, data.index)
+                partition = broker.registry.leader_partition(topic_data.name, data.index)
                 if data.records is None or len(data.records) == 0:
                     raise InvalidRecordError("the produce request carries no record batches")
                 if acks == -1 and replicas is not None:

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 from eoslog.protocol.errors import InvalidConfigError
 
 if TYPE_CHECKING:
+    from eoslog.cluster.registry import PartitionRegistry
     from eoslog.cluster.topics import TopicInfo
-    from eoslog.server.broker import Broker
 
 LONG_MAX = str(2**63 - 1)
+# Kafka's defaults for its internal topics: compacted, and never deleted by time.
+INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 1024 * 1024)}
 
 # name -> (Kafka's default, DescribeConfigs config type: 1 boolean, 2 string, 3 int, 5 long, 6 double, 7 list)
 TOPIC_CONFIGS: dict[str, tuple[str, int]] = {
@@ -51,18 +53,16 @@ def check_names(configs: dict[str, str]) -> None:
             raise InvalidConfigError(f"unknown topic config {name!r}")
 
 
-def describe_topic_configs(broker: "Broker", info: "TopicInfo") -> list[tuple[str, str, int]]:
+def describe_topic_configs(registry: PartitionRegistry, info: TopicInfo) -> list[tuple[str, str, int]]:
     """(name, effective value, source) for every topic config, in name order."""
-    from eoslog.server.broker import INTERNAL_TOPIC_CONFIGS
-
     entries = []
     for name, (default, _) in sorted(TOPIC_CONFIGS.items()):
         if name in info.configs:
             entries.append((name, info.configs[name], SOURCE_TOPIC))
         elif info.is_internal and name in INTERNAL_TOPIC_CONFIGS:
             entries.append((name, INTERNAL_TOPIC_CONFIGS[name], SOURCE_STATIC_BROKER))
-        elif name in broker.default_log_properties:
-            entries.append((name, broker.default_log_properties[name], SOURCE_STATIC_BROKER))
+        elif name in registry.default_log_properties:
+            entries.append((name, registry.default_log_properties[name], SOURCE_STATIC_BROKER))
         else:
             entries.append((name, default, SOURCE_DEFAULT))
     return entries

@@ -1,4 +1,6 @@
-"""The broker: opens the data directory, owns topics, partitions and coordinators, serves connections.
+"""The broker: lifecycle and wiring. It opens the partition registry (cluster/registry.py), joins the
+cluster when ``zookeeper.connect`` is set (cluster/service.py), starts the coordinators, the log cleaner
+and the listener, and stops them in the right order.
 
 Contract
 - One asyncio event loop runs everything; ``start()`` returns once the listener accepts connections.
@@ -13,25 +15,10 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-from eoslog.cluster.partition import Partition
-from eoslog.cluster.topic_configs import check_names
-from eoslog.cluster.topics import (
-    CONSUMER_OFFSETS,
-    TRANSACTION_STATE,
-    TopicInfo,
-    TopicRegistry,
-    write_atomically,
-)
+from eoslog.cluster.registry import PartitionRegistry
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
 from eoslog.log.config import LogConfig
-from eoslog.log.manager import LogDirectory
-from eoslog.protocol.errors import (
-    CoordinatorNotAvailableError,
-    InvalidConfigError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-)
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
 from eoslog.server.network import KafkaConnection
@@ -39,33 +26,29 @@ from eoslog.server.network import KafkaConnection
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
-# Kafka's defaults for its internal topics: compacted, and never deleted by time.
-INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 1024 * 1024)}
 
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self)
         self.started_at_ms = 0
         self.cluster_id = ""
         self._server: asyncio.base_events.Server | None = None
         self._background: list[asyncio.Task] = []
         self.bound_port: int | None = None
-        self.log_directory: LogDirectory | None = None
-        self.topics: TopicRegistry | None = None
         self.transaction_coordinator = None  # coordinator/transaction/coordinator.py, set in start()
         self.group_service = None  # coordinator/group/service.py, set in start()
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
         self._coordinators_started = False
-        self._creating: set[str] = set()
-        self.default_log_properties = dict(config.log_defaults)
+        default_log_properties = dict(config.log_defaults)
         try:
-            LogConfig.from_properties(self.default_log_properties)
+            LogConfig.from_properties(default_log_properties)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        # Topics and partitions (cluster/registry.py): what the API handlers and coordinators use.
+        self.registry = PartitionRegistry(config, default_log_properties)
 
     # --- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -81,23 +64,21 @@ class Broker:
             self.bound_port = self._server.sockets[0].getsockname()[1]
             if not self.config.listen_port:
                 self.config.listen_port = self.bound_port
-            self.log_directory = LogDirectory.open(str(data_dir), config_for=self._log_config_for_topic)
+            self.registry.open_log_directory(data_dir)
             try:
                 await self._join_cluster(data_dir)
             except BaseException:
                 self._server.close()
-                self.log_directory.close()
+                self.registry.log_directory.close()
                 raise
         else:
-            self.topics = TopicRegistry(data_dir)
-            self.log_directory = LogDirectory.open(str(data_dir), config_for=self._log_config_for_topic)
+            self.registry.open_single_node(data_dir)
             self.cluster_id = self._load_or_create_cluster_id(data_dir)
-            for info in self.topics.topics.values():
-                self._open_partitions(info, range(info.partitions))
-        self._remove_orphan_logs()
+        self.registry.remove_orphan_logs()
         from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
 
         self.transaction_coordinator = TransactionCoordinator(self)
+        self.registry.partition_listeners.append(self.transaction_coordinator.attach_partition)
         from eoslog.coordinator.group.service import GroupService
 
         # Groups load first: the transaction coordinator's recovery may write markers to
@@ -124,7 +105,8 @@ class Broker:
         log.info(
             "eoslog broker %d (cluster %s) ready on %s:%d in %.0f ms; %d topics, %d partitions, data in %s",
             self.config.node_id, self.cluster_id, self.config.listen_host, self.bound_port,
-            (time.monotonic() - started) * 1000, len(self.topics.topics), len(self.partitions), data_dir,
+            (time.monotonic() - started) * 1000, len(self.registry.topics.topics), len(self.registry.partitions),
+            data_dir,
         )
 
     async def stop(self) -> None:
@@ -150,10 +132,7 @@ class Broker:
             await self.transaction_coordinator.stop()
         if self.group_service is not None:
             await self.group_service.stop()
-        for partition in self.partitions.values():
-            await partition.close()
-        if self.log_directory is not None:
-            self.log_directory.close()
+        await self.registry.close()
         log.info("shutdown complete: logs flushed, checkpoints written, data directory unlocked")
 
     def _load_or_create_cluster_id(self, data_dir: Path, adopt: str | None = None) -> str:
@@ -176,15 +155,13 @@ class Broker:
 
     # --- cluster mode -------------------------------------------------------------------------------
     async def _join_cluster(self, data_dir: Path) -> None:
-        from eoslog.cluster.cluster_topics import ClusterTopics
         from eoslog.cluster.service import ClusterService
         from eoslog.cluster.zk.layout import BrokerRegistration
 
-        self.cluster = ClusterService(self.config, self.partitions, self._open_replica, self._remove_replica)
-        self.topics = ClusterTopics(self.cluster)
-        self.cluster.replicas.min_isr_for = self._min_insync_replicas
+        registry = self.registry
+        self.cluster = ClusterService(self.config, registry.partitions, registry.open_replica, registry.remove_replica)
+        registry.attach_cluster(self.cluster)
         self.cluster.replicas.on_became_leader.append(self._on_became_leader)
-        self.cluster.view_listeners.append(self._apply_topic_configs)
         local = self._read_cluster_id(data_dir)
         proposed = local or self.config.cluster_id or uuid.uuid4().hex[:22]
         host, port = self.config.advertised
@@ -207,45 +184,6 @@ class Broker:
             await asyncio.to_thread(probe.stop)
         return await self.cluster.start(cluster_id, registration)
 
-    def _open_replica(self, topic: str, index: int) -> Partition:
-        info = self.topics.get(topic)
-        config = self.log_config_for(info) if info is not None else LogConfig.from_properties(self.default_log_properties)
-        partition_log = self.log_directory.get_or_create_log(topic, index, config)
-        partition_log.config = config
-        partition = Partition(topic, index, partition_log, self.log_directory.group_commit)
-        partition.writable = False  # until the controller makes this replica the leader
-        if self.transaction_coordinator is not None:
-            self.transaction_coordinator.attach_partition(partition)
-        self.partitions[(topic, index)] = partition
-        return partition
-
-    def _remove_replica(self, topic: str, index: int) -> None:
-        partition = self.partitions.pop((topic, index), None)
-        if partition is not None:
-            partition.wake_fetchers()
-        self.log_directory.delete_log(topic, index)
-        log.info("removed the local replica of %s-%d: the cluster no longer places it here", topic, index)
-
-    def _apply_topic_configs(self, view) -> None:
-        for (topic, index), partition in self.partitions.items():
-            info = self.topics.get(topic)
-            if info is None:
-                continue
-            try:
-                config = self.log_config_for(info)
-            except (ValueError, ConfigError):
-                log.exception("ignoring the invalid configs of topic %s in ZooKeeper", topic)
-                continue
-            if config != partition.log.config:
-                partition.log.config = config
-
-    def _min_insync_replicas(self, topic: str) -> int:
-        info = self.topics.get(topic)
-        value = info.configs.get("min.insync.replicas") if info is not None else None
-        if value is None and topic == TRANSACTION_STATE:
-            return self.config.transaction_state_log_min_isr
-        return int(value) if value is not None else self.config.min_insync_replicas
-
     def _on_became_leader(self, topic: str, index: int) -> None:
         """A coordinator partition led here now: its coordinator loads it (moving coordinators with
         everything in flight is the next step of the cluster work; see docs/cluster.md)."""
@@ -256,23 +194,10 @@ class Broker:
         elif topic == TRANSACTION_STATE:
             self.transaction_coordinator.load_partition(index)
 
-    def coordinator_partitions(self, topic: str, count: int) -> list[int]:
-        """The partitions of an internal topic whose coordinator runs here: all of them on a single node,
-        the ones this broker leads in a cluster."""
-        if self.cluster is None:
-            return list(range(count))
-        return [i for i in range(count) if self.cluster.replicas.is_leader(topic, i)]
-
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition for a client's produce or fetch: only its leader serves it."""
-        if self.cluster is None:
-            return self.partition(topic, index)
-        return self.cluster.replicas.leader_partition(topic, index)
-
     async def _housekeeping(self) -> None:
         """Flushes due by flush.messages / flush.ms, retention, deferred file deletion and checkpoints,
         each on Kafka's schedule (the log directory owns the details)."""
-        await self.log_directory.run_maintenance(
+        await self.registry.log_directory.run_maintenance(
             retention_check_interval_ms=self.config.log_retention_check_interval_ms
         )
 
@@ -284,176 +209,12 @@ class Broker:
         from eoslog.log.cleaner import CleanerTarget, LogCleaner
 
         def targets() -> list[CleanerTarget]:
-            return [CleanerTarget.for_partition(p) for p in self.partitions.values() if p.log.config.compacts]
+            return [CleanerTarget.for_partition(p) for p in self.registry.partitions.values() if p.log.config.compacts]
 
         self.log_cleaner = LogCleaner(
-            self.log_directory.data_dir,
+            self.registry.log_directory.data_dir,
             targets,
             backoff_ms=self.config.log_cleaner_backoff_ms,
             map_budget=self.config.log_cleaner_dedupe_buffer_size,
         )
         self.log_cleaner.start()
-
-    # --- topics and partitions --------------------------------------------------------------------
-    def _log_config_for_topic(self, topic: str) -> LogConfig:
-        info = self.topics.get(topic) if self.topics is not None else None
-        if info is None:  # an orphan directory about to be removed
-            return LogConfig.from_properties(self.default_log_properties)
-        return self.log_config_for(info)
-
-    def log_config_for(self, info: TopicInfo) -> LogConfig:
-        properties = dict(self.default_log_properties)
-        if info.is_internal:
-            properties.update(INTERNAL_TOPIC_CONFIGS)
-        properties.update(info.configs)
-        return LogConfig.from_properties(properties)
-
-    def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
-        config = self.log_config_for(info)
-        for index in indexes:
-            partition_log = self.log_directory.get_or_create_log(info.name, index, config)
-            partition = Partition(info.name, index, partition_log, self.log_directory.group_commit)
-            if self.transaction_coordinator is not None:
-                self.transaction_coordinator.attach_partition(partition)
-            self.partitions[(info.name, index)] = partition
-
-    def _remove_orphan_logs(self) -> None:
-        """Partition directories of topics the registry no longer has (a crash during a delete); in a
-        cluster, replicas the assignment no longer places here."""
-        for topic, index in list(self.log_directory.logs):
-            if self.cluster is not None:
-                if (topic, index) not in self.partitions and topic not in self.cluster.view.unreadable_topics:
-                    log.info("removing %s-%d: the cluster does not place it on this broker", topic, index)
-                    self.log_directory.delete_log(topic, index)
-                continue
-            info = self.topics.get(topic)
-            if info is None or index >= info.partitions:
-                log.info("removing %s-%d: its topic was deleted", topic, index)
-                self.log_directory.delete_log(topic, index)
-
-    def partition(self, topic: str, index: int) -> Partition:
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist on this broker")
-        return partition
-
-    def check_topic_configs(self, configs: dict[str, str]) -> None:
-        try:
-            LogConfig.from_properties({**self.default_log_properties, **configs})
-        except ValueError as exc:
-            raise InvalidConfigError(str(exc)) from exc
-
-    def create_topic(self, name: str, partitions: int | None, configs: dict[str, str] | None = None,
-                     validate_only: bool = False) -> TopicInfo:
-        count = self.config.num_partitions if partitions is None or partitions == -1 else partitions
-        configs = dict(configs or {})
-        check_names(configs)
-        try:
-            LogConfig.from_properties({**self.default_log_properties, **configs})
-        except ValueError as exc:
-            raise InvalidConfigError(str(exc)) from exc
-        if validate_only:
-            from eoslog.cluster.topics import validate_topic_name
-
-            validate_topic_name(name)
-            return TopicInfo(name, uuid.UUID(int=0), count, configs)
-        info = self.topics.create(name, count, configs)
-        self._open_partitions(info, range(count))
-        log.info("created topic %s with %d partitions", name, count)
-        return info
-
-    def ensure_internal_topic(self, name: str) -> TopicInfo:
-        info = self.topics.get(name)
-        if info is not None:
-            return info
-        count = (self.config.offsets_topic_num_partitions if name == CONSUMER_OFFSETS
-                 else self.config.transaction_state_log_num_partitions)
-        assert name in (CONSUMER_OFFSETS, TRANSACTION_STATE)
-        if self.cluster is not None:
-            self.request_internal_topic(name)
-            raise CoordinatorNotAvailableError(f"{name} is being created")
-        return self.create_topic(name, count)
-
-    def request_internal_topic(self, name: str) -> None:
-        """Cluster mode: creates an internal topic in the background (Kafka's replication factor rule: as
-        many live brokers as offsets.topic.replication.factor / transaction.state.log.replication.factor,
-        or the topic waits)."""
-        if name in self._creating:
-            return
-        if name == CONSUMER_OFFSETS:
-            count, factor = self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor
-            configs = dict(INTERNAL_TOPIC_CONFIGS)
-        else:
-            count = self.config.transaction_state_log_num_partitions
-            factor = self.config.transaction_state_log_replication_factor
-            configs = {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(self.config.transaction_state_log_min_isr)}
-        live = len(self.cluster.view.brokers)
-        if live < factor:
-            log.warning("cannot create %s yet: replication factor %d needs %d live brokers, %d are registered",
-                        name, factor, factor, live)
-            return
-
-        async def create() -> None:
-            try:
-                replicas = self.topics.plan_assignment(count, factor)
-                await self.topics.create(name, replicas, configs, timeout_s=30)
-            except TopicAlreadyExistsError:
-                pass
-            except Exception:
-                log.exception("creating %s failed", name)
-            finally:
-                self._creating.discard(name)
-
-        self._creating.add(name)
-        asyncio.get_running_loop().create_task(create())
-
-    def request_topic_creation(self, name: str) -> None:
-        """Cluster mode: Metadata's auto-creation, in the background (the client sees
-        LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
-        if name in self._creating:
-            return
-
-        async def create() -> None:
-            try:
-                replicas = self.topics.plan_assignment(self.config.num_partitions, self.config.default_replication_factor)
-                await self.topics.create(name, replicas, {}, timeout_s=30)
-            except TopicAlreadyExistsError:
-                pass
-            except Exception:
-                log.exception("auto-creating topic %s failed", name)
-            finally:
-                self._creating.discard(name)
-
-        self._creating.add(name)
-        asyncio.get_running_loop().create_task(create())
-
-    def delete_topic(self, name: str) -> TopicInfo:
-        info = self.topics.delete(name)
-        for index in range(info.partitions):
-            partition = self.partitions.pop((name, index), None)
-            if partition is not None:
-                partition.wake_fetchers()
-            self.log_directory.delete_log(name, index)
-        log.info("deleted topic %s", name)
-        return info
-
-    def create_partitions(self, name: str, count: int) -> TopicInfo:
-        info = self.topics.require(name)
-        old = info.partitions
-        self.topics.set_partitions(name, count)
-        self._open_partitions(info, range(old, count))
-        log.info("topic %s grew from %d to %d partitions", name, old, count)
-        return info
-
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        info = self.topics.require(name)
-        try:
-            config = LogConfig.from_properties({**self.default_log_properties, **configs})
-        except ValueError as exc:
-            raise InvalidConfigError(str(exc)) from exc
-        self.topics.set_configs(name, configs)
-        for index in range(info.partitions):
-            self.partition(name, index).log.config = config
-
-    def topic_ids(self) -> dict[str, Any]:
-        return {name: info.topic_id for name, info in self.topics.topics.items()}

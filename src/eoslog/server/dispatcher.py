@@ -20,6 +20,7 @@ from eoslog.server.errors import error_code_for
 from eoslog.server.network import CloseConnection
 
 if TYPE_CHECKING:
+    from eoslog.cluster.registry import PartitionRegistry
     from eoslog.server.broker import Broker
     from eoslog.server.network import KafkaConnection
 
@@ -33,6 +34,11 @@ class RequestContext:
     broker: "Broker"
     connection: "KafkaConnection"
     header: Any
+
+    @property
+    def registry(self) -> "PartitionRegistry":
+        """Topics and partitions: what most handlers need (cluster/registry.py)."""
+        return self.broker.registry
 
     @property
     def api_version(self) -> int:

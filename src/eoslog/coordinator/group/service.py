@@ -81,8 +81,9 @@ class _Appended(NamedTuple):
 class GroupService:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self.registry = broker.registry  # topics and partitions (cluster/registry.py)
         config = broker.config
-        info = broker.topics.get(CONSUMER_OFFSETS) if broker.topics is not None else None
+        info = broker.registry.topics.get(CONSUMER_OFFSETS) if broker.registry.topics is not None else None
         # The group -> partition hash must use the topic's real size, whatever the config says now.
         num_partitions = info.partitions if info is not None else config.offsets_topic_num_partitions
         self.coordinator = GroupCoordinator(GroupConfig(
@@ -106,8 +107,8 @@ class GroupService:
         """Loads every ``__consumer_offsets`` partition (without yielding to the loop) and registers
         for transaction markers."""
         started = time.monotonic()
-        if self.broker.topics.get(CONSUMER_OFFSETS) is not None:
-            for index in self.broker.coordinator_partitions(
+        if self.registry.topics.get(CONSUMER_OFFSETS) is not None:
+            for index in self.registry.coordinator_partitions(
                     CONSUMER_OFFSETS, self.coordinator.config.offsets_topic_num_partitions):
                 self.load_partition(index)
         txn = getattr(self.broker, "transaction_coordinator", None)
@@ -137,7 +138,7 @@ class GroupService:
         self._futures.clear()
 
     def load_partition(self, index: int) -> None:
-        partition = self.broker.partition(CONSUMER_OFFSETS, index)
+        partition = self.registry.partition(CONSUMER_OFFSETS, index)
         self.coordinator.begin_loading(index)
         self.coordinator.load_partition(index, read_entries(partition), now_ms=now_ms())
 
@@ -193,10 +194,10 @@ class GroupService:
             self._drainers[write.partition] = asyncio.get_running_loop().create_task(self._drain(write.partition))
 
     def _offsets_partition(self, index: int) -> "Partition":
-        partition = self.broker.partitions.get((CONSUMER_OFFSETS, index))
+        partition = self.registry.partitions.get((CONSUMER_OFFSETS, index))
         if partition is None:
-            self.broker.ensure_internal_topic(CONSUMER_OFFSETS)  # created on first use, as in Kafka
-            partition = self.broker.partition(CONSUMER_OFFSETS, index)
+            self.registry.ensure_internal_topic(CONSUMER_OFFSETS)  # created on first use, as in Kafka
+            partition = self.registry.partition(CONSUMER_OFFSETS, index)
         return partition
 
     async def _drain(self, index: int) -> None:
@@ -208,7 +209,7 @@ class GroupService:
                 error = appended.error
                 if error is None:
                     try:
-                        partition = self.broker.partition(CONSUMER_OFFSETS, index)
+                        partition = self.registry.partition(CONSUMER_OFFSETS, index)
                         await partition.wait_for_high_watermark(appended.end_offset)
                     except asyncio.CancelledError:
                         raise

@@ -109,6 +109,7 @@ class TransactionDescription:
 class TransactionCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.registry = broker.registry  # topics and partitions (cluster/registry.py)
         config = broker.config
         self.config = TransactionConfig(
             transaction_max_timeout_ms=config.transaction_max_timeout_ms,
@@ -134,13 +135,13 @@ class TransactionCoordinator:
         decided (markers and Complete records are written in the background)."""
         data = self._block_path.read_bytes() if self._block_path.exists() else None
         self._allocator = ProducerIdBlockAllocator(decode_block_file(data) if data is not None else 0)
-        for partition in self.broker.partitions.values():
+        for partition in self.registry.partitions.values():
             self.attach_partition(partition)
         loaded = 0
         # Like Kafka, __transaction_state is created on first use (the first transactional request).
-        if self.broker.topics.get(TRANSACTION_STATE) is not None:
+        if self.registry.topics.get(TRANSACTION_STATE) is not None:
             self._ensure_state_topic()
-            for index in self.broker.coordinator_partitions(TRANSACTION_STATE, self.num_partitions):
+            for index in self.registry.coordinator_partitions(TRANSACTION_STATE, self.num_partitions):
                 loaded += self._load(index)
         actions = 0
         for index, states in self._states.items():
@@ -155,7 +156,7 @@ class TransactionCoordinator:
         self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
 
     def _load(self, index: int) -> int:
-        partition = self.broker.partition(TRANSACTION_STATE, index)
+        partition = self.registry.partition(TRANSACTION_STATE, index)
         records = list(_read_records(partition))
         self._states[index] = load_state(records)
         self.groups.load(records)
@@ -217,7 +218,7 @@ class TransactionCoordinator:
     def _ensure_state_topic(self) -> None:
         if self._states:
             return
-        info = self.broker.ensure_internal_topic(TRANSACTION_STATE)
+        info = self.registry.ensure_internal_topic(TRANSACTION_STATE)
         self.num_partitions = info.partitions
         self._states = {index: {} for index in range(info.partitions)}
 
@@ -267,7 +268,7 @@ class TransactionCoordinator:
         """Appends ``transit`` to the id's partition, waits until durable, applies it; on failure the
         transit is aborted and the error raised."""
         try:
-            partition = self.broker.partition(TRANSACTION_STATE, self.partition_for(transit.transactional_id))
+            partition = self.registry.partition(TRANSACTION_STATE, self.partition_for(transit.transactional_id))
             batch = build_batch([SimpleRecord(encode_key(transit.transactional_id), encode_value(transit))])
             info = partition.append_internal(batch)
             await partition.wait_for_high_watermark(info.last_offset + 1)
@@ -338,10 +339,10 @@ class TransactionCoordinator:
                             result: TransactionResult, coordinator_epoch: int) -> ErrorCode:
         delay = MARKER_RETRY_BACKOFF_S[0]
         while True:
-            partition = self.broker.partitions.get((tp.topic, tp.partition))
+            partition = self.registry.partitions.get((tp.topic, tp.partition))
             if partition is None and tp.topic == CONSUMER_OFFSETS:
-                self.broker.ensure_internal_topic(CONSUMER_OFFSETS)
-                partition = self.broker.partitions.get((tp.topic, tp.partition))
+                self.registry.ensure_internal_topic(CONSUMER_OFFSETS)
+                partition = self.registry.partitions.get((tp.topic, tp.partition))
             if partition is None:
                 log.warning("no marker for %s-%d (producer %d): the partition is gone", tp.topic, tp.partition,
                             producer_id)
@@ -409,7 +410,7 @@ class TransactionCoordinator:
         """AddPartitionsToTxn v0-3: one error per partition. Unknown partitions fail the whole request
         with UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the rest, as Kafka."""
         tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
-        unknown = [tp for tp in tps if (tp.topic, tp.partition) not in self.broker.partitions]
+        unknown = [tp for tp in tps if (tp.topic, tp.partition) not in self.registry.partitions]
         if unknown:
             return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                     for tp in tps}
@@ -563,7 +564,7 @@ class TransactionCoordinator:
         """Housekeeping on the partitions' transaction side: drop ``.txnindex`` files of deleted segments
         and forget producers silent for producer.id.expiration.ms (Kafka's LogManager does both)."""
         now = now_ms()
-        for partition in list(self.broker.partitions.values()):
+        for partition in list(self.registry.partitions.values()):
             partition.maintain_transaction_index()
             partition.producer_state.remove_expired(now, self.broker.config.producer_id_expiration_ms)
 

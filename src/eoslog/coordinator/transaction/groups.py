@@ -199,7 +199,7 @@ class TransactionGroups:
         """Appends the group record to the group's partition and applies it once durable."""
         coordinator = self.coordinator
         coordinator._ensure_state_topic()
-        partition = coordinator.broker.partition(TRANSACTION_STATE, coordinator.partition_for(record.group_name))
+        partition = coordinator.registry.partition(TRANSACTION_STATE, coordinator.partition_for(record.group_name))
         batch = build_batch([SimpleRecord(encode_group_key(record.group_name), encode_group_value(record))])
         info = partition.append_internal(batch)
         await partition.wait_for_high_watermark(info.last_offset + 1)
@@ -317,7 +317,7 @@ class TransactionGroups:
                 continue
             self._busy.add(name)  # no commit of this group while its tombstone is being written
             try:
-                partition = coordinator.broker.partition(TRANSACTION_STATE, coordinator.partition_for(name))
+                partition = coordinator.registry.partition(TRANSACTION_STATE, coordinator.partition_for(name))
                 info = partition.append_internal(build_batch([SimpleRecord(encode_group_key(name), None)]))
                 await partition.wait_for_high_watermark(info.last_offset + 1)
             finally:

@@ -1,0 +1,293 @@
+"""The partitions this broker holds, and the topics they belong to: one registry that the API handlers
+and the coordinators use, on a single node and in a cluster alike.
+
+Contract
+- Owns the map of local partition replicas and the topic registry: ``topics.json`` on a single node
+  (cluster/topics.py), ZooKeeper through the cluster view in cluster mode (cluster/cluster_topics.py).
+- ``partition()`` is the local replica whatever its role (coordinators load and append through it; a
+  replica that is not the leader refuses appends itself); ``leader_partition()`` is what a client's
+  produce or fetch may use: on a cluster, only the leader's.
+- Topic changes are prepare -> log -> apply: the registry (or ZooKeeper) first, then the logs.
+- Only the broker's event-loop thread calls it. It knows nothing of the network or of server/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eoslog.cluster.partition import Partition
+from eoslog.cluster.topic_configs import INTERNAL_TOPIC_CONFIGS, check_names
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicInfo, TopicRegistry
+from eoslog.log.config import LogConfig
+from eoslog.log.manager import LogDirectory
+from eoslog.protocol.errors import (
+    CoordinatorNotAvailableError,
+    InvalidConfigError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    from eoslog.cluster.service import ClusterService
+
+log = logging.getLogger(__name__)
+
+
+class PartitionRegistry:
+    def __init__(self, config: Any, default_log_properties: dict[str, str]) -> None:
+        self.config = config  # the broker's settings (server/config.py BrokerConfig), read only
+        self.default_log_properties = default_log_properties
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.topics: Any = None  # TopicRegistry, or ClusterTopics in cluster mode
+        self.log_directory: LogDirectory | None = None
+        self.cluster: ClusterService | None = None
+        # Called with every partition opened (the transaction coordinator attaches its KIP-890 check).
+        self.partition_listeners: list[Callable[[Partition], None]] = []
+        self._creating: set[str] = set()
+
+    # ---- opening -------------------------------------------------------------------------------------
+
+    def open_single_node(self, data_dir: Path) -> None:
+        self.topics = TopicRegistry(data_dir)
+        self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic)
+        for info in self.topics.topics.values():
+            self.open_partitions(info, range(info.partitions))
+
+    def open_log_directory(self, data_dir: Path) -> None:
+        """Cluster mode: the logs first; which of them are replicas here the cluster view says."""
+        self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic)
+
+    def attach_cluster(self, cluster: ClusterService) -> None:
+        from eoslog.cluster.cluster_topics import ClusterTopics
+
+        self.cluster = cluster
+        self.topics = ClusterTopics(cluster)
+        cluster.replicas.min_isr_for = self.min_insync_replicas
+        cluster.view_listeners.append(self.apply_topic_configs)
+
+    def _opened(self, partition: Partition) -> None:
+        for listener in self.partition_listeners:
+            listener(partition)
+        self.partitions[(partition.topic, partition.index)] = partition
+
+    async def close(self) -> None:
+        for partition in self.partitions.values():
+            await partition.close()
+        if self.log_directory is not None:
+            self.log_directory.close()
+
+    # ---- topics and partitions -----------------------------------------------------------------------
+
+    def log_config_for_topic(self, topic: str) -> LogConfig:
+        info = self.topics.get(topic) if self.topics is not None else None
+        if info is None:  # an orphan directory about to be removed
+            return LogConfig.from_properties(self.default_log_properties)
+        return self.log_config_for(info)
+
+    def log_config_for(self, info: TopicInfo) -> LogConfig:
+        properties = dict(self.default_log_properties)
+        if info.is_internal:
+            properties.update(INTERNAL_TOPIC_CONFIGS)
+        properties.update(info.configs)
+        return LogConfig.from_properties(properties)
+
+    def open_partitions(self, info: TopicInfo, indexes: range) -> None:
+        config = self.log_config_for(info)
+        for index in indexes:
+            partition_log = self.log_directory.get_or_create_log(info.name, index, config)
+            self._opened(Partition(info.name, index, partition_log, self.log_directory.group_commit))
+
+    def remove_orphan_logs(self) -> None:
+        """Partition directories of topics the registry no longer has (a crash during a delete); in a
+        cluster, replicas the assignment no longer places here."""
+        for topic, index in list(self.log_directory.logs):
+            if self.cluster is not None:
+                if (topic, index) not in self.partitions and topic not in self.cluster.view.unreadable_topics:
+                    log.info("removing %s-%d: the cluster does not place it on this broker", topic, index)
+                    self.log_directory.delete_log(topic, index)
+                continue
+            info = self.topics.get(topic)
+            if info is None or index >= info.partitions:
+                log.info("removing %s-%d: its topic was deleted", topic, index)
+                self.log_directory.delete_log(topic, index)
+
+    def partition(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist on this broker")
+        return partition
+
+    def check_topic_configs(self, configs: dict[str, str]) -> None:
+        try:
+            LogConfig.from_properties({**self.default_log_properties, **configs})
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+
+    def create_topic(self, name: str, partitions: int | None, configs: dict[str, str] | None = None,
+                     validate_only: bool = False) -> TopicInfo:
+        count = self.config.num_partitions if partitions is None or partitions == -1 else partitions
+        configs = dict(configs or {})
+        check_names(configs)
+        try:
+            LogConfig.from_properties({**self.default_log_properties, **configs})
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+        if validate_only:
+            from eoslog.cluster.topics import validate_topic_name
+
+            validate_topic_name(name)
+            return TopicInfo(name, uuid.UUID(int=0), count, configs)
+        info = self.topics.create(name, count, configs)
+        self.open_partitions(info, range(count))
+        log.info("created topic %s with %d partitions", name, count)
+        return info
+
+    def ensure_internal_topic(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is not None:
+            return info
+        count = (self.config.offsets_topic_num_partitions if name == CONSUMER_OFFSETS
+                 else self.config.transaction_state_log_num_partitions)
+        assert name in (CONSUMER_OFFSETS, TRANSACTION_STATE)
+        if self.cluster is not None:
+            self.request_internal_topic(name)
+            raise CoordinatorNotAvailableError(f"{name} is being created")
+        return self.create_topic(name, count)
+
+    def request_internal_topic(self, name: str) -> None:
+        """Cluster mode: creates an internal topic in the background (Kafka's replication factor rule: as
+        many live brokers as offsets.topic.replication.factor / transaction.state.log.replication.factor,
+        or the topic waits)."""
+        if name in self._creating:
+            return
+        if name == CONSUMER_OFFSETS:
+            count, factor = self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor
+            configs = dict(INTERNAL_TOPIC_CONFIGS)
+        else:
+            count = self.config.transaction_state_log_num_partitions
+            factor = self.config.transaction_state_log_replication_factor
+            configs = {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(self.config.transaction_state_log_min_isr)}
+        live = len(self.cluster.view.brokers)
+        if live < factor:
+            log.warning("cannot create %s yet: replication factor %d needs %d live brokers, %d are registered",
+                        name, factor, factor, live)
+            return
+
+        async def create() -> None:
+            try:
+                replicas = self.topics.plan_assignment(count, factor)
+                await self.topics.create(name, replicas, configs, timeout_s=30)
+            except TopicAlreadyExistsError:
+                pass
+            except Exception:
+                log.exception("creating %s failed", name)
+            finally:
+                self._creating.discard(name)
+
+        self._creating.add(name)
+        asyncio.get_running_loop().create_task(create())
+
+    def request_topic_creation(self, name: str) -> None:
+        """Cluster mode: Metadata's auto-creation, in the background (the client sees
+        LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
+        if name in self._creating:
+            return
+
+        async def create() -> None:
+            try:
+                replicas = self.topics.plan_assignment(self.config.num_partitions, self.config.default_replication_factor)
+                await self.topics.create(name, replicas, {}, timeout_s=30)
+            except TopicAlreadyExistsError:
+                pass
+            except Exception:
+                log.exception("auto-creating topic %s failed", name)
+            finally:
+                self._creating.discard(name)
+
+        self._creating.add(name)
+        asyncio.get_running_loop().create_task(create())
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.topics.delete(name)
+        for index in range(info.partitions):
+            partition = self.partitions.pop((name, index), None)
+            if partition is not None:
+                partition.wake_fetchers()
+            self.log_directory.delete_log(name, index)
+        log.info("deleted topic %s", name)
+        return info
+
+    def create_partitions(self, name: str, count: int) -> TopicInfo:
+        info = self.topics.require(name)
+        old = info.partitions
+        self.topics.set_partitions(name, count)
+        self.open_partitions(info, range(old, count))
+        log.info("topic %s grew from %d to %d partitions", name, old, count)
+        return info
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        info = self.topics.require(name)
+        try:
+            config = LogConfig.from_properties({**self.default_log_properties, **configs})
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+        self.topics.set_configs(name, configs)
+        for index in range(info.partitions):
+            self.partition(name, index).log.config = config
+
+    def topic_ids(self) -> dict[str, Any]:
+        return {name: info.topic_id for name, info in self.topics.topics.items()}
+    def open_replica(self, topic: str, index: int) -> Partition:
+        info = self.topics.get(topic)
+        config = self.log_config_for(info) if info is not None else LogConfig.from_properties(self.default_log_properties)
+        partition_log = self.log_directory.get_or_create_log(topic, index, config)
+        partition_log.config = config
+        partition = Partition(topic, index, partition_log, self.log_directory.group_commit)
+        partition.writable = False  # until the controller makes this replica the leader
+        self._opened(partition)
+        return partition
+
+    def remove_replica(self, topic: str, index: int) -> None:
+        partition = self.partitions.pop((topic, index), None)
+        if partition is not None:
+            partition.wake_fetchers()
+        self.log_directory.delete_log(topic, index)
+        log.info("removed the local replica of %s-%d: the cluster no longer places it here", topic, index)
+
+    def apply_topic_configs(self, view) -> None:
+        for (topic, index), partition in self.partitions.items():
+            info = self.topics.get(topic)
+            if info is None:
+                continue
+            try:
+                config = self.log_config_for(info)
+            except ValueError:  # ConfigError is one
+                log.exception("ignoring the invalid configs of topic %s in ZooKeeper", topic)
+                continue
+            if config != partition.log.config:
+                partition.log.config = config
+
+    def min_insync_replicas(self, topic: str) -> int:
+        info = self.topics.get(topic)
+        value = info.configs.get("min.insync.replicas") if info is not None else None
+        if value is None and topic == TRANSACTION_STATE:
+            return self.config.transaction_state_log_min_isr
+        return int(value) if value is not None else self.config.min_insync_replicas
+
+    def coordinator_partitions(self, topic: str, count: int) -> list[int]:
+        """The partitions of an internal topic whose coordinator runs here: all of them on a single node,
+        the ones this broker leads in a cluster."""
+        if self.cluster is None:
+            return list(range(count))
+        return [i for i in range(count) if self.cluster.replicas.is_leader(topic, i)]
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition for a client's produce or fetch: only its leader serves it."""
+        if self.cluster is None:
+            return self.partition(topic, index)
+        return self.cluster.replicas.leader_partition(topic, index)
