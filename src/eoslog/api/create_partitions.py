@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from eoslog.cluster.topics import INTERNAL_TOPICS
-from eoslog.protocol.errors import InvalidPartitionsError, InvalidTopicError
 from eoslog.protocol.messages import CreatePartitionsResponse
 from eoslog.server.errors import error_code_for
 
@@ -14,45 +12,19 @@ MAX_VERSION = 3
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-async def _grow_in_cluster(context, request):
-    broker = context.broker
+async def _grow(context, request):
+    admin = context.registry.admin
     results = []
     for topic in request.topics:
         try:
-            if topic.name in INTERNAL_TOPICS:
-                raise InvalidTopicError(f"the internal topic {topic.name} cannot be resized")
-            info = broker.registry.topics.require(topic.name)
-            if topic.count <= info.partitions:
-                raise InvalidPartitionsError(
-                    f"topic {topic.name} has {info.partitions} partitions; the new count {topic.count} must be larger")
-            manual = None
-            if topic.assignments:
-                manual = {info.partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
-            if not request.validate_only:
-                await broker.registry.topics.add_partitions(topic.name, topic.count, max(request.timeout_ms, 0) / 1000, manual)
+            assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+            await admin.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only,
+                                          timeout_s=max(request.timeout_ms, 0) / 1000)
             results.append(Result(name=topic.name, error_code=0, error_message=None))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - per-topic outcome, mapped in one place
             results.append(Result(name=topic.name, error_code=int(error_code_for(exc)), error_message=str(exc)))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
 def handle(context, request):
-    broker = context.broker
-    if broker.cluster is not None:
-        return _grow_in_cluster(context, request)
-    results = []
-    for topic in request.topics:
-        try:
-            if topic.name in INTERNAL_TOPICS:
-                raise InvalidTopicError(f"the internal topic {topic.name} cannot be resized")
-            info = broker.registry.topics.require(topic.name)
-            if topic.count <= info.partitions:
-                raise InvalidPartitionsError(
-                    f"topic {topic.name} has {info.partitions} partitions; the new count {topic.count} must be larger"
-                )
-            if not request.validate_only:
-                broker.registry.create_partitions(topic.name, topic.count)
-            results.append(Result(name=topic.name, error_code=0, error_message=None))
-        except Exception as exc:  # noqa: BLE001
-            results.append(Result(name=topic.name, error_code=int(error_code_for(exc)), error_message=str(exc)))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return _grow(context, request)

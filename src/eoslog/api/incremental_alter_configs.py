@@ -41,56 +41,24 @@ def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
     return configs
 
 
-def handle(context, request):
-    if context.broker.cluster is not None:
-        return _alter(context, request)
-    return _alter_sync(context, request)
-
-
 async def _alter(context, request):
-    """Cluster mode: validated here, written to ZooKeeper's /config/topics, applied by every replica."""
-    done: dict = {}
-    for resource in request.resources:
-        try:
-            configs = _validated(context.broker, resource)
-            if not request.validate_only:
-                await context.registry.topics.set_configs(resource.resource_name, configs)
-            done[resource.resource_name] = None
-        except Exception as exc:  # noqa: BLE001
-            done[resource.resource_name] = exc
-    return _alter_sync(context, request, done)
-
-
-def _validated(broker, resource) -> dict[str, str]:
-    if resource.resource_type != TOPIC:
-        raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-    info = broker.registry.topics.require(resource.resource_name)
-    configs = apply_operations(info.configs, resource.configs)
-    check_names(configs)
-    broker.registry.check_topic_configs(configs)
-    return configs
-
-
-def _alter_sync(context, request, done: dict | None = None):
-    broker = context.broker
+    registry = context.registry
     results = []
     for resource in request.resources:
         try:
-            if done is not None:
-                if done.get(resource.resource_name) is not None:
-                    raise done[resource.resource_name]
-                results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
-                                      resource_name=resource.resource_name))
-                continue
             if resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-            info = broker.registry.topics.require(resource.resource_name)
+            info = registry.topics.require(resource.resource_name)
             configs = apply_operations(info.configs, resource.configs)
             if not request.validate_only:
-                broker.registry.alter_topic_configs(info.name, configs)
+                await registry.admin.alter_configs(info.name, configs)
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
                                   resource_name=resource.resource_name))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - per-resource outcome, mapped in one place
             results.append(Result(error_code=int(error_code_for(exc)), error_message=str(exc),
                                   resource_type=resource.resource_type, resource_name=resource.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+
+
+def handle(context, request):
+    return _alter(context, request)

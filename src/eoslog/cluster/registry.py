@@ -49,6 +49,9 @@ class PartitionRegistry:
         # Called with every partition opened (the transaction coordinator attaches its KIP-890 check).
         self.partition_listeners: list[Callable[[Partition], None]] = []
         self._creating: set[str] = set()
+        from eoslog.cluster.admin import TopicAdmin
+
+        self.admin = TopicAdmin(self)  # what the admin APIs call (CreateTopics, DeleteTopics, ...)
 
     # ---- opening -------------------------------------------------------------------------------------
 
@@ -177,6 +180,16 @@ class PartitionRegistry:
             log.warning("cannot create %s yet: replication factor %d needs %d live brokers, %d are registered",
                         name, factor, factor, live)
             return
+        self._create_in_background(name, count, factor, configs)
+
+    def request_topic_creation(self, name: str) -> None:
+        """Cluster mode: Metadata's auto-creation, in the background (the client sees
+        LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
+        self._create_in_background(name, self.config.num_partitions, self.config.default_replication_factor, {})
+
+    def _create_in_background(self, name: str, count: int, factor: int, configs: dict[str, str]) -> None:
+        if name in self._creating:
+            return
 
         async def create() -> None:
             try:
@@ -185,27 +198,7 @@ class PartitionRegistry:
             except TopicAlreadyExistsError:
                 pass
             except Exception:
-                log.exception("creating %s failed", name)
-            finally:
-                self._creating.discard(name)
-
-        self._creating.add(name)
-        asyncio.get_running_loop().create_task(create())
-
-    def request_topic_creation(self, name: str) -> None:
-        """Cluster mode: Metadata's auto-creation, in the background (the client sees
-        LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
-        if name in self._creating:
-            return
-
-        async def create() -> None:
-            try:
-                replicas = self.topics.plan_assignment(self.config.num_partitions, self.config.default_replication_factor)
-                await self.topics.create(name, replicas, {}, timeout_s=30)
-            except TopicAlreadyExistsError:
-                pass
-            except Exception:
-                log.exception("auto-creating topic %s failed", name)
+                log.exception("creating topic %s failed", name)
             finally:
                 self._creating.discard(name)
 

@@ -1,0 +1,102 @@
+"""Topic administration as the admin APIs ask for it (Kafka's AdminManager): CreateTopics, DeleteTopics,
+CreatePartitions and IncrementalAlterConfigs, the same on a single node and in a cluster.
+
+Validation happens here once; what differs by mode is only where the change is written: the local
+topic registry (topics.json) and logs, or ZooKeeper, whose change every broker then applies, and whose
+answer waits (up to the request's timeout) until this broker's view shows the partitions led.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from eoslog.cluster.topic_configs import check_names
+from eoslog.cluster.topics import INTERNAL_TOPICS, TopicInfo, validate_topic_name
+from eoslog.protocol.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    UnknownTopicIdError,
+)
+
+if TYPE_CHECKING:
+    from eoslog.cluster.registry import PartitionRegistry
+
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+class TopicAdmin:
+    def __init__(self, registry: PartitionRegistry) -> None:
+        self.registry = registry
+
+    @property
+    def _clustered(self) -> bool:
+        return self.registry.cluster is not None
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]] | None, configs: dict[str, str], *,
+                           validate_only: bool, timeout_s: float) -> tuple[TopicInfo, int]:
+        """The topic made (or, validate_only, what would be made) and its replication factor."""
+        registry, config = self.registry, self.registry.config
+        check_names(configs)
+        registry.check_topic_configs(configs)
+        if assignments and (num_partitions != -1 or replication_factor != -1):
+            raise InvalidRequestError("give either a replica assignment or partitions and replication factor")
+        if not self._clustered:
+            if replication_factor not in (-1, 1):
+                raise InvalidReplicationFactorError(
+                    f"replication factor {replication_factor} is larger than the 1 broker available")
+            if assignments:
+                raise InvalidRequestError("manual replica assignment is not supported on a single node")
+            return registry.create_topic(name, num_partitions, configs, validate_only=validate_only), 1
+        count = config.num_partitions if num_partitions == -1 else num_partitions
+        factor = config.default_replication_factor if replication_factor == -1 else replication_factor
+        if not assignments and count < 1:
+            raise InvalidPartitionsError(f"a topic needs at least one partition, got {count}")
+        replicas = registry.topics.plan_assignment(count, factor, assignments)
+        factor = len(replicas[min(replicas)])
+        if validate_only:
+            validate_topic_name(name)
+            return TopicInfo(name, NO_TOPIC_ID, len(replicas), configs), factor
+        return await registry.topics.create(name, replicas, configs, timeout_s=timeout_s), factor
+
+    def resolve(self, name: str | None, topic_id: uuid.UUID | None) -> str:
+        """A topic named by name or (DeleteTopics v6) by id; internal topics may not be touched."""
+        if name is None:
+            info = self.registry.topics.by_id.get(topic_id)
+            if info is None:
+                raise UnknownTopicIdError(f"no topic has id {topic_id}")
+            name = info.name
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"the internal topic {name} cannot be changed this way")
+        return name
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        if self._clustered:
+            return await self.registry.topics.delete(name)
+        return self.registry.delete_topic(name)
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool, timeout_s: float) -> None:
+        name = self.resolve(name, None)
+        info = self.registry.topics.require(name)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
+        if validate_only:
+            return
+        if not self._clustered:
+            self.registry.create_partitions(name, count)
+            return
+        manual = {info.partitions + i: list(a) for i, a in enumerate(assignments)} if assignments else None
+        await self.registry.topics.add_partitions(name, count, timeout_s, manual)
+
+    async def alter_configs(self, name: str, configs: dict[str, str]) -> None:
+        check_names(configs)
+        self.registry.check_topic_configs(configs)
+        if self._clustered:
+            await self.registry.topics.set_configs(name, configs)
+        else:
+            self.registry.alter_topic_configs(name, configs)
