@@ -9,6 +9,7 @@ import time
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from cluster_helpers import consume_all, create_topic, log_bytes, wait_replicas_identical
 
 from eoslog.testing.cluster import embedded_cluster
@@ -180,3 +181,25 @@ def test_a_leader_whose_session_expired_stops_leading_and_nothing_acked_is_lost(
         assert values == sorted(values) and len(values) == len(set(values))
         assert set(acked) <= set(values) and len(acked) == 1500
         wait_replicas_identical(cluster, "expire", 0)
+
+
+def test_a_replica_whose_disk_is_full_leaves_the_isr_instead_of_acknowledging(tmp_path):
+    # Broker 3 may write no file past 256 KiB (RLIMIT_FSIZE: writes fail with EFBIG, like a full disk).
+    with embedded_cluster(3, tmp_path, properties={"replica.lag.time.max.ms": "2000"},
+                          file_size_limits={3: 256 * 1024}) as cluster:
+        # A manual assignment (CreateTopics with replica assignments): broker 1 leads, the full disk follows.
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        topic = NewTopic("full", 1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})
+        admin.create_topics([topic])["full"].result(60)
+        cluster.wait_for(lambda s: s.leader_of("full", 0) == 1 and len(s.isr_of("full", 0)) == 3, 30, "in sync")
+        values = [b"%05d" % i + b"x" * 1000 for i in range(1000)]  # ~1 MB: more than broker 3 can hold
+        outcomes = _produce(cluster.bootstrap, "full", values, acks="all", **{"message.timeout.ms": 60000})
+        assert outcomes == [None] * len(values)
+        state = cluster.wait_for(lambda s: 3 not in s.isr_of("full", 0), 30, "the full replica left the ISR")
+        assert len(state.isr_of("full", 0)) == 2
+        # What broker 3 holds is a prefix of the leader's log, never more than it could write.
+        full = log_bytes(cluster.broker(3).data_dir, "full", 0)
+        leader = log_bytes(cluster.broker(state.leader_of("full", 0)).data_dir, "full", 0)
+        assert len(full) < len(leader) and leader.startswith(full)
+        assert cluster.broker(3).process.poll() is None, "a full disk must not crash the broker"
+        assert consume_all(cluster.bootstrap, "full", 1, len(values))[0] == values

@@ -48,7 +48,8 @@ class ClusterState:
 
 class EmbeddedCluster:
     def __init__(self, base_dir: Path, brokers: int = 3, zookeeper_nodes: int = 1,
-                 properties: dict[str, str] | None = None, session_timeout_ms: int = 4000) -> None:
+                 properties: dict[str, str] | None = None, session_timeout_ms: int = 4000,
+                 file_size_limits: dict[int, int] | None = None) -> None:
         self.base_dir = Path(base_dir)
         self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", nodes=zookeeper_nodes)
         self.session_timeout_ms = session_timeout_ms
@@ -64,6 +65,7 @@ class EmbeddedCluster:
         }
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
+        self._file_size_limits = file_size_limits or {}
         self._zk_client = None
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -75,7 +77,8 @@ class EmbeddedCluster:
             self.brokers[broker_id] = BrokerProcess(
                 data_dir=self.base_dir / f"broker-{broker_id}" / "data", port=free_port(),
                 properties={"broker.id": str(broker_id), "zookeeper.connect": connect, **self.properties},
-                log_path=self.base_dir / f"broker-{broker_id}.log")
+                log_path=self.base_dir / f"broker-{broker_id}.log",
+                file_size_limit=self._file_size_limits.get(broker_id))
         for broker in self.brokers.values():
             broker.start(timeout)
         self.wait_for(lambda s: len(s.brokers) == self._count and s.controller in self.brokers, timeout,

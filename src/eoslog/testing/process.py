@@ -23,7 +23,7 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None,
                  properties: dict[str, str] | None = None, advertised: str | None = None,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, file_size_limit: int | None = None) -> None:
         self._tempdir = None
         if data_dir is None:
             self._tempdir = tempfile.TemporaryDirectory(prefix="eoslog-proc-")
@@ -35,6 +35,9 @@ class BrokerProcess:
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.process: subprocess.Popen | None = None
         self.starts = 0
+        # RLIMIT_FSIZE for the broker: a write past it fails with EFBIG (CPython ignores SIGXFSZ), which
+        # is how a test gives one broker a full disk without touching the machine's filesystems.
+        self.file_size_limit = file_size_limit
 
     @property
     def bootstrap(self) -> str:
@@ -53,7 +56,8 @@ class BrokerProcess:
         for name, value in self.properties.items():
             command += ["--set", f"{name}={value}"]
         log_file = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        preexec_fn=self._limits if self.file_size_limit else None)
         log_file.close()
         deadline = time.monotonic() + timeout
         while not port_file.exists():
@@ -65,6 +69,11 @@ class BrokerProcess:
             time.sleep(0.02)
         self.starts += 1
         return self
+
+    def _limits(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size_limit, self.file_size_limit))
 
     def log_tail(self, lines: int = 40) -> str:
         try:
