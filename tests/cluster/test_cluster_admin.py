@@ -13,7 +13,7 @@ import time
 import confluent_kafka
 import pytest
 from cluster_helpers import create_topic
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
@@ -185,3 +185,34 @@ def test_topic_config_changes_reach_every_broker(cluster):
         ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(confluent_kafka.KafkaException, match="retention.ms"):
         admin.incremental_alter_configs([bad])[bad].result(30)
+
+
+def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = NewTopic("moving", 1, replica_assignment=[[1, 2]])
+    admin.create_topics([topic])["moving"].result(60)
+    cluster.wait_for(lambda s: s.isr_of("moving", 0) == (1, 2), 30, "in sync on 1 and 2")
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(3000):
+        producer.produce("moving", b"before-%05d" % i, partition=0)
+    assert producer.flush(60) == 0
+    moved = eoslog("cluster", "reassign", "--bootstrap", cluster.broker(2).bootstrap, "--topic", "moving",
+                   "--partition", "0", "--replicas", "3,2")
+    assert moved.returncode == 0 and "moving-0: accepted" in moved.stdout, moved.stdout + moved.stderr
+    final = cluster.wait_for(lambda s: s.replicas[("moving", 0)] == (3, 2) and set(s.isr_of("moving", 0)) == {2, 3},
+                             60, "the reassignment finished")
+    assert final.leader_of("moving", 0) in (2, 3)
+    listed = eoslog("cluster", "reassignments", "--bootstrap", cluster.broker(1).bootstrap)
+    assert listed.returncode == 0 and "0 reassignment(s) in progress" in listed.stdout
+    deadline = time.monotonic() + 30
+    while (cluster.broker(1).data_dir / "moving-0").exists():
+        assert time.monotonic() < deadline, "broker 1 kept the replica it no longer has"
+        time.sleep(0.1)
+    for i in range(100):
+        producer.produce("moving", b"after-%05d" % i, partition=0)
+    assert producer.flush(60) == 0
+    from cluster_helpers import consume_all, wait_replicas_identical
+
+    values = consume_all(cluster.bootstrap, "moving", 1, 3100)[0]
+    assert values == [b"before-%05d" % i for i in range(3000)] + [b"after-%05d" % i for i in range(100)]
+    wait_replicas_identical(cluster, "moving", 0)

@@ -45,6 +45,8 @@ _MODULES = (
     "describe_transactions",
     "offset_for_leader_epoch",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
     # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
     "commit_transaction_group",
     "describe_transaction_groups",

@@ -121,6 +121,38 @@ class ClusterTopics:
         await self.service.wait_for(lambda v: _all_led(v, name), timeout_s)
         return self.require(name)
 
+    async def reassign(self, name: str, targets: dict[int, list[int] | None]) -> None:
+        """AlterPartitionReassignments (KIP-455): each partition to its target replicas, or (None) its
+        reassignment cancelled. The new replicas join as followers; the controller finishes the move
+        once they are in the ISR."""
+        assignment = self.assignment(name)
+        if assignment is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        replicas, adding, removing = dict(assignment.replicas), dict(assignment.adding), dict(assignment.removing)
+        view = self.service.view
+        for index, target in targets.items():
+            if index not in replicas:
+                raise UnknownTopicOrPartitionError(f"{name}-{index} does not exist")
+            original = assignment.original(index)
+            adding.pop(index, None)
+            removing.pop(index, None)
+            if target is None:
+                replicas[index] = original
+                continue
+            try:
+                target = check_manual_assignment(target, view.brokers)
+            except ReplicaAssignmentError as exc:
+                raise InvalidReplicationFactorError(str(exc)) from None
+            replicas[index] = (*target, *(r for r in original if r not in target))
+            if set(target) != set(original):
+                adding[index] = tuple(r for r in target if r not in original)
+                removing[index] = tuple(r for r in original if r not in target)
+            else:
+                replicas[index] = target  # a new order only: the preferred leader changes
+        changed = TopicAssignment(name, assignment.topic_id, replicas, adding, removing)
+        await asyncio.to_thread(self.service.zk.set_assignment, changed)
+        self.service.refresh()
+
     async def delete(self, name: str) -> TopicInfo:
         info = self.require(name)
         try:

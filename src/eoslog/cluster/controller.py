@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from eoslog.cluster import election
 from eoslog.cluster.zk.errors import NotController
-from eoslog.cluster.zk.layout import ClusterView, PartitionState
+from eoslog.cluster.zk.layout import ClusterView, PartitionState, TopicAssignment
 
 if TYPE_CHECKING:
     from eoslog.cluster.zk.client import ZooKeeper
@@ -123,12 +123,47 @@ class Controller:
                         decision.reason))
         return writes
 
+    def plan_reassignments(self, view: ClusterView) -> list[tuple[TopicAssignment, list[tuple[int, PartitionState]]]]:
+        """KIP-455: a partition whose target replicas are all in the ISR finishes its reassignment: the
+        leader moves into the target if it is outside, the ISR drops the removed replicas (epoch bump),
+        and the assignment becomes the target."""
+        finished = []
+        for topic, assignment in view.topics.items():
+            if not assignment.adding and not assignment.removing:
+                continue
+            replicas, adding, removing = dict(assignment.replicas), dict(assignment.adding), dict(assignment.removing)
+            states = []
+            for index in set(assignment.adding) | set(assignment.removing):
+                state = view.states.get((topic, index))
+                target = assignment.target(index)
+                if state is None or state.leader == -1 or not set(target) <= set(state.isr):
+                    continue
+                leader = state.leader if state.leader in target else next(
+                    (r for r in target if r in state.isr and r in view.brokers), -1)
+                if leader == -1:
+                    continue
+                isr = tuple(r for r in state.isr if r in target)
+                states.append((index, PartitionState(leader, state.leader_epoch + 1, isr, self.epoch, state.zk_version)))
+                replicas[index] = target
+                adding.pop(index, None)
+                removing.pop(index, None)
+            if states:
+                finished.append((TopicAssignment(topic, assignment.topic_id, replicas, adding, removing), states))
+        return finished
+
     async def _reconcile(self, view: ClusterView, preferred: set[tuple[str, int]] | None = None) -> int:
         writes = self.plan(view, preferred=preferred)
-        if not writes:
+        reassignments = self.plan_reassignments(view) if not writes else []
+        if not writes and not reassignments:
             return 0
         try:
             done = await asyncio.to_thread(self._write_all, writes)
+            for assignment, states in reassignments:
+                if await asyncio.to_thread(self.zk.finish_reassignment_as_controller, assignment, states,
+                                           self._epoch_version):
+                    done += 1
+                    log.info("controller: reassignment of %s finished for partitions %s", assignment.name,
+                             [p for p, _ in states])
         except NotController as exc:
             self._resign(str(exc))
             return 0

@@ -78,6 +78,15 @@ class LeaderIsr:
         return (replica not in self.isr and state is not None
                 and state.log_end_offset >= max(high_watermark, self.epoch_start_offset))
 
+    def set_replicas(self, replicas: tuple[int, ...], now_ms: int) -> None:
+        """The assignment changed under the same epoch (a reassignment adding or dropping replicas)."""
+        for replica in replicas:
+            if replica != self.leader and replica not in self.followers:
+                self.followers[replica] = FollowerState(last_caught_up_ms=0)
+        for replica in list(self.followers):
+            if replica not in replicas and replica not in self.isr:
+                del self.followers[replica]
+
     def propose(self, isr: tuple[int, ...]) -> None:
         self.pending = isr
 

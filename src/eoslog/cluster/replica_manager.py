@@ -161,9 +161,10 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             leader = self.leaders.get(tp)
             if leader is not None and leader.leader_epoch == state.leader_epoch:
-                # Same epoch: an ISR change (ours, read back). It is committed now.
+                # Same epoch: an ISR change (ours, read back), or replicas added by a reassignment.
                 if leader.pending is None or tuple(leader.pending) == state.isr:
                     leader.commit(state.isr)
+                leader.set_replicas(replicas, now_ms())
                 self._update_high_watermark(partition)
                 return
             self._become_leader(tp, partition, replicas, state)

@@ -1,5 +1,6 @@
 """A pytest plugin (entry point ``eoslog``): the ``eoslog_broker`` fixture yields a real broker's
-bootstrap address, so any Python project can test against Kafka without a JVM or Docker."""
+bootstrap address, so any Python project can test against Kafka without a JVM or Docker. The cluster
+and ZooKeeper fixtures (``eoslog_cluster*``, ``zookeeper*``) need Java and Debian's ``zookeeper``."""
 
 from __future__ import annotations
 
@@ -51,3 +52,32 @@ def eoslog_cluster_factory(tmp_path):
     yield make
     for cluster in made:
         cluster.stop()
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    """A started standalone ZooKeeper (Debian's ``zookeeper`` package and Java needed): an
+    :class:`eoslog.testing.zookeeper.ZooKeeperEnsemble` with ``.connect_string`` and ``.nodes[0]`` to
+    kill/pause/resume/restart; stopped after the test."""
+    from eoslog.testing.zookeeper import ZooKeeperEnsemble
+
+    with ZooKeeperEnsemble(tmp_path / "zookeeper", nodes=1) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path):
+    """``make(nodes=1|3)`` -> a started ZooKeeper (standalone or a quorum of three); every one made is
+    stopped after the test."""
+    from eoslog.testing.zookeeper import ZooKeeperEnsemble
+
+    made: list[ZooKeeperEnsemble] = []
+
+    def make(nodes: int = 1) -> ZooKeeperEnsemble:
+        ensemble = ZooKeeperEnsemble(tmp_path / f"zookeeper-{len(made)}", nodes)
+        made.append(ensemble)
+        return ensemble.start()
+
+    yield make
+    for ensemble in made:
+        ensemble.stop()

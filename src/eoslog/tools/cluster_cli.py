@@ -3,6 +3,7 @@
     eoslog cluster up [--brokers 3] [--zookeeper-nodes 1|3] [--dir DIR]
     eoslog cluster describe [--bootstrap HOST:PORT] [--topic T] [--zookeeper CONNECT] [--json]
     eoslog cluster elect-leaders [--preferred | --unclean] [--topic T] [--bootstrap HOST:PORT]
+    eoslog cluster reassign --topic T --partition P --replicas 2,3 | --cancel;  eoslog cluster reassignments
 
 describe and elect-leaders use Metadata, DescribeCluster and ElectLeaders, so they work against any
 Kafka cluster too; elect-leaders sends to the controller Metadata names, as Kafka's admin client does.
@@ -206,3 +207,47 @@ def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
             elif p.error_code != ErrorCode.ELECTION_NOT_NEEDED:
                 click.echo(f"{result.topic}-{p.partition_id}: {ErrorCode(p.error_code).name}")
     click.echo(f"{elected} partition(s) changed leader")
+
+
+@cluster_group.command("reassign")
+@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--topic", required=True)
+@click.option("--partition", "partitions", type=int, multiple=True, required=True, help="Repeatable.")
+@click.option("--replicas", default=None, help="Comma-separated broker ids, the first the preferred leader.")
+@click.option("--cancel", is_flag=True, help="Cancel the partitions' reassignment in progress instead.")
+def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: str | None, cancel: bool) -> None:
+    """Move partitions to new replicas (AlterPartitionReassignments, KIP-455), or cancel a move."""
+    if cancel == (replicas is not None):
+        raise click.UsageError("give either --replicas or --cancel")
+    target = None if cancel else [int(r) for r in replicas.split(",")]
+    request = messages.AlterPartitionReassignmentsRequest(timeout_ms=30_000, topics=[
+        messages.AlterPartitionReassignmentsRequest.ReassignableTopic(name=topic, partitions=[
+            messages.AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=p, replicas=target)
+            for p in partitions])])
+    wire = KafkaWire(bootstrap)
+    try:
+        response = wire.call(45, 0, request)
+    finally:
+        wire.close()
+    if response.error_code:
+        raise click.ClickException(f"AlterPartitionReassignments: {ErrorCode(response.error_code).name}")
+    for result in response.responses:
+        for p in result.partitions:
+            outcome = "accepted" if p.error_code == 0 else f"{ErrorCode(p.error_code).name}: {p.error_message}"
+            click.echo(f"{result.name}-{p.partition_index}: {outcome}")
+
+
+@cluster_group.command("reassignments")
+@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+def reassignments(bootstrap: str) -> None:
+    """Reassignments in progress (ListPartitionReassignments)."""
+    wire = KafkaWire(bootstrap)
+    try:
+        response = wire.call(46, 0, messages.ListPartitionReassignmentsRequest(timeout_ms=30_000, topics=None))
+    finally:
+        wire.close()
+    moving = [(t.name, p) for t in response.topics for p in t.partitions]
+    for name, p in moving:
+        click.echo(f"{name}-{p.partition_index}: replicas {p.replicas}, adding {p.adding_replicas}, "
+                   f"removing {p.removing_replicas}")
+    click.echo(f"{len(moving)} reassignment(s) in progress")

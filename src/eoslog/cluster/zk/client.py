@@ -234,6 +234,21 @@ class ZooKeeper:
                 raise result
         return True
 
+    def finish_reassignment_as_controller(self, assignment: TopicAssignment,
+                                          states: list[tuple[int, PartitionState]], epoch_zk_version: int) -> bool:
+        """Completes reassignments (KIP-455): the new leader/ISR of each partition and the topic's new
+        assignment in one transaction, checked against the controller epoch. False when anything moved."""
+        transaction = self.client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, epoch_zk_version)
+        for partition, state in states:
+            transaction.set_data(layout.partition_state_path(assignment.name, partition), state.encode(),
+                                 state.zk_version)
+        transaction.set_data(layout.topic_path(assignment.name), assignment.encode())
+        results = transaction.commit()
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise NotController(f"controller epoch znode moved: {results[0]!r}")
+        return not any(isinstance(r, Exception) for r in results)
+
     def _ensure_partition_parents(self, topic: str, partition: int) -> bool:
         """Creates ``.../partitions/<p>`` without ``makepath``: a deleted topic's znode must stay deleted."""
         for path in (layout.partitions_path(topic), f"{layout.partitions_path(topic)}/{partition}"):

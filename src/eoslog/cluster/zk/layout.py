@@ -152,18 +152,31 @@ class TopicAssignment:
     name: str
     topic_id: uuid.UUID
     replicas: dict[int, tuple[int, ...]]
+    # KIP-455: a reassignment in progress lists every replica, old and new, in ``replicas``; these say
+    # which are being added and which will be removed once the new ones are in sync.
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
         return len(self.replicas)
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """The replicas a partition ends with (the current ones when no reassignment is in progress)."""
+        removing = self.removing.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in removing)
+
+    def original(self, partition: int) -> tuple[int, ...]:
+        adding = self.adding.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in adding)
 
     def encode(self) -> bytes:
         return _dump({
             "version": 3,
             "topic_id": _kafka_uuid(self.topic_id),
             "partitions": {str(p): list(r) for p, r in sorted(self.replicas.items())},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted(self.adding.items()) if r},
+            "removing_replicas": {str(p): list(r) for p, r in sorted(self.removing.items()) if r},
         })
 
     @classmethod
@@ -179,7 +192,12 @@ class TopicAssignment:
         if sorted(replicas) != list(range(len(replicas))) or any(not r for r in replicas.values()):
             raise LayoutError(f"{topic_path(name)}: partitions must be 0..n-1, each with replicas")
         topic_id = value.get("topic_id")
-        return cls(name, _parse_kafka_uuid(topic_id) if topic_id else uuid.UUID(int=0), replicas)
+        try:
+            adding = {int(p): tuple(int(b) for b in r) for p, r in (value.get("adding_replicas") or {}).items()}
+            removing = {int(p): tuple(int(b) for b in r) for p, r in (value.get("removing_replicas") or {}).items()}
+        except (TypeError, ValueError, AttributeError):
+            raise LayoutError(f"{topic_path(name)}: adding/removing replicas must map numbers to lists") from None
+        return cls(name, _parse_kafka_uuid(topic_id) if topic_id else uuid.UUID(int=0), replicas, adding, removing)
 
 
 def _kafka_uuid(value: uuid.UUID) -> str:

@@ -1,0 +1,49 @@
+"""AlterPartitionReassignments (key 45), v0: move partitions to new replicas, or cancel a move (KIP-455).
+
+The change is written to ZooKeeper (the topic znode's ``adding_replicas``/``removing_replicas``); the new
+replicas catch up as followers, and the controller finishes the move once they are in sync
+(cluster/controller.py). A single node has nowhere to move anything."""
+
+from __future__ import annotations
+
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import AlterPartitionReassignmentsResponse
+from eoslog.server.errors import error_code_for
+
+API_KEY = 45
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+PartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
+
+
+async def _alter(context, request):
+    topics = context.registry.topics
+    responses = []
+    for topic in request.topics:
+        targets = {p.partition_index: (list(p.replicas) if p.replicas is not None else None) for p in topic.partitions}
+        try:
+            await topics.reassign(topic.name, targets)
+            code, message = 0, None
+        except Exception as exc:  # noqa: BLE001 - per-topic outcome, mapped in one place
+            code, message = int(error_code_for(exc)), str(exc)
+        responses.append(TopicResponse(name=topic.name, partitions=[
+            PartitionResponse(partition_index=p.partition_index, error_code=code, error_message=message)
+            for p in topic.partitions]))
+    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, allow_replication_factor_change=True,
+                                               error_code=0, error_message=None, responses=responses)
+
+
+def handle(context, request):
+    if context.broker.cluster is None:
+        return error_response(context, request, ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return _alter(context, request)
+
+
+def error_response(context, request, code):
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, allow_replication_factor_change=True, error_code=int(code), error_message=None,
+        responses=[TopicResponse(name=t.name, partitions=[
+            PartitionResponse(partition_index=p.partition_index, error_code=int(code), error_message=None)
+            for p in t.partitions]) for t in request.topics])
