@@ -203,3 +203,15 @@ def test_a_replica_whose_disk_is_full_leaves_the_isr_instead_of_acknowledging(tm
         assert len(full) < len(leader) and leader.startswith(full)
         assert cluster.broker(3).process.poll() is None, "a full disk must not crash the broker"
         assert consume_all(cluster.bootstrap, "full", 1, len(values))[0] == values
+
+
+def test_auto_leader_rebalance_gives_leadership_back_to_the_preferred_replica(tmp_path):
+    with embedded_cluster(3, tmp_path, properties={"leader.imbalance.check.interval.seconds": "1"}) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("prefer", 1, replica_assignment=[[2, 3, 1]])])["prefer"].result(60)
+        cluster.wait_for(lambda s: s.leader_of("prefer", 0) == 2 and len(s.isr_of("prefer", 0)) == 3, 30, "led by 2")
+        cluster.broker(2).terminate()
+        cluster.wait_for(lambda s: s.leader_of("prefer", 0) in (3, 1), 30, "leadership moved away")
+        cluster.broker(2).start()
+        # No operator action: the controller's periodic check elects the preferred replica again.
+        cluster.wait_for(lambda s: s.leader_of("prefer", 0) == 2, 60, "the preferred replica leads again")
