@@ -1,0 +1,68 @@
+"""The controller's reconciliation as a function of a cluster view (Controller.plan and
+plan_reassignments): no ZooKeeper needed, every decision checked."""
+
+from __future__ import annotations
+
+import uuid
+
+from eoslog.cluster.controller import Controller
+from eoslog.cluster.zk.layout import BrokerRegistration, ClusterView, PartitionState, TopicAssignment
+
+
+def view(brokers, topics, states, configs=None) -> ClusterView:
+    return ClusterView(brokers={b: BrokerRegistration(b, "127.0.0.1", 9000 + b) for b in brokers},
+                       controller_id=1, topics=topics, configs=configs or {}, states=states)
+
+
+def controller() -> Controller:
+    c = Controller(zk=None, broker_id=1)
+    c.epoch = 7
+    return c
+
+
+TOPIC_ID = uuid.uuid4()
+
+
+def test_new_partitions_get_states_with_the_controller_epoch():
+    topics = {"t": TopicAssignment("t", TOPIC_ID, {0: (2, 3, 1), 1: (4, 5, 6)})}
+    writes = controller().plan(view({1, 2, 3}, topics, {}))
+    assert [(t, p, s.leader, s.leader_epoch, s.isr, s.controller_epoch, s.zk_version) for t, p, s, _ in writes] == [
+        ("t", 0, 2, 0, (2, 3, 1), 7, -1)]  # partition 1 has no live replica: nothing yet
+
+
+def test_dead_leader_is_replaced_with_an_epoch_bump_on_the_same_znode_version():
+    topics = {"t": TopicAssignment("t", TOPIC_ID, {0: (1, 2, 3)})}
+    states = {("t", 0): PartitionState(1, 4, (1, 2, 3), 6, zk_version=11)}
+    (write,) = controller().plan(view({2, 3}, topics, states))
+    _, _, state, reason = write
+    assert (state.leader, state.leader_epoch, state.isr, state.zk_version) == (2, 5, (2, 3), 11)
+    assert "clean election" in reason
+
+
+def test_topic_level_unclean_setting_wins_over_the_broker_default():
+    topics = {"t": TopicAssignment("t", TOPIC_ID, {0: (1, 2)})}
+    states = {("t", 0): PartitionState(1, 4, (1,), 6, zk_version=2)}
+    (write,) = controller().plan(view({2}, topics, states, {"t": {"unclean.leader.election.enable": "true"}}))
+    assert (write[2].leader, write[2].isr) == (2, (2,))
+    (offline,) = controller().plan(view({2}, topics, states))
+    assert offline[2].leader == -1
+
+
+def test_reassignment_finishes_only_when_the_target_is_in_sync():
+    moving = TopicAssignment("t", TOPIC_ID, {0: (3, 2, 1)}, adding={0: (3,)}, removing={0: (1,)})
+    not_yet = {("t", 0): PartitionState(1, 4, (1, 2), 6, zk_version=5)}
+    assert controller().plan_reassignments(view({1, 2, 3}, {"t": moving}, not_yet)) == []
+    in_sync = {("t", 0): PartitionState(1, 4, (1, 2, 3), 6, zk_version=6)}
+    ((assignment, states),) = controller().plan_reassignments(view({1, 2, 3}, {"t": moving}, in_sync))
+    assert assignment.replicas == {0: (3, 2)} and assignment.adding == {} and assignment.removing == {}
+    ((index, state),) = states
+    # The old leader is being removed: leadership moves to the target's first in-sync replica (its
+    # preferred leader), the ISR drops broker 1.
+    assert (index, state.leader, state.leader_epoch, state.isr, state.zk_version) == (0, 3, 5, (2, 3), 6)
+
+
+def test_reassignment_keeps_a_leader_that_stays():
+    moving = TopicAssignment("t", TOPIC_ID, {0: (2, 3, 1)}, adding={0: (3,)}, removing={0: (1,)})
+    states = {("t", 0): PartitionState(2, 1, (2, 1, 3), 6, zk_version=3)}
+    ((_, ((_, state),)),) = controller().plan_reassignments(view({1, 2, 3}, {"t": moving}, states))
+    assert (state.leader, state.isr) == (2, (2, 3))
