@@ -91,6 +91,7 @@ class ReplicaManager:
         self._isr_writes: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task] = set()
         self.on_became_leader: list[Callable[[str, int], None]] = []
+        self.on_resigned: list[Callable[[str, int], None]] = []
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -227,6 +228,8 @@ class ReplicaManager:
         partition.writable = False
         partition.high_watermark_policy = _follower_high_watermark
         partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: leadership moved ({reason})"))
+        for callback in self.on_resigned:
+            callback(*tp)
 
     def _forget(self, tp) -> None:
         if tp in self.leaders:

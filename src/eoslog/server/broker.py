@@ -84,6 +84,11 @@ class Broker:
         # Groups load first: the transaction coordinator's recovery may write markers to
         # __consumer_offsets, which the group service must see on top of what it loaded.
         self.group_service = GroupService(self)
+        if self.cluster is not None:
+            # Only the groups of the __consumer_offsets partitions led here; the rest are coordinated
+            # elsewhere and answer NOT_COORDINATOR (partitions led later are added as they load).
+            self.group_service.coordinator.own_partitions(self.registry.coordinator_partitions(
+                CONSUMER_OFFSETS, self.group_service.coordinator.config.offsets_topic_num_partitions))
         await self.group_service.start()
         await self.transaction_coordinator.start()
         self._coordinators_started = True
@@ -162,6 +167,7 @@ class Broker:
         self.cluster = ClusterService(self.config, registry.partitions, registry.open_replica, registry.remove_replica)
         registry.attach_cluster(self.cluster)
         self.cluster.replicas.on_became_leader.append(self._on_became_leader)
+        self.cluster.replicas.on_resigned.append(self._on_resigned)
         local = self._read_cluster_id(data_dir)
         proposed = local or self.config.cluster_id or uuid.uuid4().hex[:22]
         host, port = self.config.advertised
@@ -193,6 +199,11 @@ class Broker:
             self.group_service.load_partition(index)
         elif topic == TRANSACTION_STATE:
             self.transaction_coordinator.load_partition(index)
+
+    def _on_resigned(self, topic: str, index: int) -> None:
+        """A coordinator partition is led elsewhere now: its groups are served there."""
+        if self._coordinators_started and topic == CONSUMER_OFFSETS:
+            self.group_service.unload_partition(index)
 
     async def _housekeeping(self) -> None:
         """Flushes due by flush.messages / flush.ms, retention, deferred file deletion and checkpoints,

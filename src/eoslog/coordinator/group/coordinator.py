@@ -86,6 +86,9 @@ class GroupCoordinator:
         self._write_ids = itertools.count(1)
         self._writes_in_flight: dict[int, WriteCallback] = {}
         self._loading: set[int] = set()
+        # The __consumer_offsets partitions this coordinator serves: None on a single node (all of them);
+        # in a cluster, the ones this broker leads. Groups of other partitions answer NOT_COORDINATOR.
+        self._owned: set[int] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # Plumbing
@@ -99,7 +102,10 @@ class GroupCoordinator:
     def _check(self, group_id: str, *, allow_empty_id: bool = False) -> Errors:
         if not group_id and not allow_empty_id:
             return Errors.INVALID_GROUP_ID
-        if self.partition_for(group_id) in self._loading:
+        partition = self.partition_for(group_id)
+        if self._owned is not None and partition not in self._owned:
+            return Errors.NOT_COORDINATOR
+        if partition in self._loading:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         return Errors.NONE
 
@@ -499,8 +505,26 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------------------------------
     # Loading
 
+    def own_partitions(self, partitions: Iterable[int]) -> None:
+        """Cluster mode: serve only these partitions' groups (the rest answer NOT_COORDINATOR)."""
+        self._owned = set(partitions)
+
     def begin_loading(self, partition: int) -> None:
         self._loading.add(partition)
+        if self._owned is not None:
+            self._owned.add(partition)
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
+        loads them from the replicated log); their requests answer NOT_COORDINATOR from now on."""
+        group_ids = [g for g in set(self.groups) | self.offsets.groups() if self.partition_for(g) == partition]
+        for group_id in group_ids:
+            self.groups.pop(group_id, None)
+        self.offsets.unload(group_ids)
+        self._loading.discard(partition)
+        if self._owned is not None:
+            self._owned.discard(partition)
+        return group_ids
 
     def load_partition(self, partition: int, entries: Iterable[LogEntry], *, now_ms: int) -> None:
         """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from its records."""

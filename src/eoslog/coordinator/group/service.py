@@ -137,6 +137,14 @@ class GroupService:
                 future.cancel()
         self._futures.clear()
 
+    def unload_partition(self, index: int) -> None:
+        """Leadership of ``__consumer_offsets``-``index`` moved away (cluster mode)."""
+        unloaded = self.coordinator.unload_partition(index)
+        if unloaded:
+            log.info("group coordinator gave up %s-%d: %d groups now coordinated elsewhere", CONSUMER_OFFSETS,
+                     index, len(unloaded))
+        self._schedule()
+
     def load_partition(self, index: int) -> None:
         partition = self.registry.partition(CONSUMER_OFFSETS, index)
         self.coordinator.begin_loading(index)
