@@ -42,9 +42,11 @@ def wait_replicas_identical(cluster: EmbeddedCluster, topic: str, partition: int
         time.sleep(0.1)
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 120) -> dict[int, list[bytes]]:
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 120,
+                isolation: str = "read_committed") -> dict[int, list[bytes]]:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time()}",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                         "isolation.level": isolation})
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                      for p in range(partitions)])
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}

@@ -90,6 +90,9 @@ class Broker:
             self.group_service.coordinator.own_partitions(self.registry.coordinator_partitions(
                 CONSUMER_OFFSETS, self.group_service.coordinator.config.offsets_topic_num_partitions))
         await self.group_service.start()
+        if self.cluster is not None:
+            self.transaction_coordinator.own_partitions(self.registry.coordinator_partitions(
+                TRANSACTION_STATE, self.config.transaction_state_log_num_partitions))
         await self.transaction_coordinator.start()
         self._coordinators_started = True
         if self._server is not None:
@@ -201,9 +204,13 @@ class Broker:
             self.transaction_coordinator.load_partition(index)
 
     def _on_resigned(self, topic: str, index: int) -> None:
-        """A coordinator partition is led elsewhere now: its groups are served there."""
-        if self._coordinators_started and topic == CONSUMER_OFFSETS:
+        """A coordinator partition is led elsewhere now: its groups or transactional ids are served there."""
+        if not self._coordinators_started:
+            return
+        if topic == CONSUMER_OFFSETS:
             self.group_service.unload_partition(index)
+        elif topic == TRANSACTION_STATE:
+            self.transaction_coordinator.unload_partition(index)
 
     async def _housekeeping(self) -> None:
         """Flushes due by flush.messages / flush.ms, retention, deferred file deletion and checkpoints,

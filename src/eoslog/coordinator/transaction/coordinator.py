@@ -121,6 +121,9 @@ class TransactionCoordinator:
         self._block_path = Path(config.data_dir) / BLOCK_FILE_NAME
         self._allocator: ProducerIdBlockAllocator | None = None
         self._zk_block: list[int] | None = None  # [next, end) in cluster mode
+        # The __transaction_state partitions served here: None on a single node (all); in a cluster the
+        # ones this broker leads. Other transactional ids answer NOT_COORDINATOR.
+        self._owned: set[int] | None = None
         self._completions: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self._timer: asyncio.Task | None = None
@@ -162,9 +165,31 @@ class TransactionCoordinator:
         self.groups.load(records)
         return len(self._states[index])
 
+    def own_partitions(self, partitions: Iterable[int]) -> None:
+        """Cluster mode: coordinate only these partitions' transactional ids."""
+        self._owned = set(partitions)
+
+    def owns(self, transactional_id: str) -> bool:
+        return self._owned is None or self.partition_for(transactional_id) in self._owned
+
+    def unload_partition(self, index: int) -> None:
+        """Leadership of ``__transaction_state``-``index`` moved away: forget its ids and stop finishing
+        their transactions here (the new leader finishes them from the replicated log)."""
+        if self._owned is not None:
+            self._owned.discard(index)
+        states = self._states.get(index, {})
+        for transactional_id in list(states):
+            task = self._completions.pop(transactional_id, None)
+            if task is not None:
+                task.cancel()
+        self._states[index] = {}
+        log.info("transaction coordinator gave up %s-%d: %d transactional ids now coordinated elsewhere",
+                 TRANSACTION_STATE, index, len(states))
+
     def load_partition(self, index: int) -> None:
-        """This broker now leads ``__transaction_state``-``index``: load it and finish what it decided.
-        (Requests that arrive meanwhile, and moving away again, are the next step: docs/cluster.md.)"""
+        """This broker now leads ``__transaction_state``-``index``: load it and finish what it decided."""
+        if self._owned is not None:
+            self._owned.add(index)
         self._ensure_state_topic()
         loaded = self._load(index)
         actions = 0
@@ -379,6 +404,8 @@ class TransactionCoordinator:
         """InitProducerId: (error, producer id, epoch)."""
         if transactional_id is None:
             return ErrorCode.NONE, self.allocate_producer_id(), 0
+        if not self.owns(transactional_id):
+            return _wire(TxnError.NOT_COORDINATOR, API_INIT_PRODUCER_ID, api_version), -1, -1
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         metadata = self.get(transactional_id) if transactional_id else None
@@ -410,6 +437,8 @@ class TransactionCoordinator:
         """AddPartitionsToTxn v0-3: one error per partition. Unknown partitions fail the whole request
         with UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the rest, as Kafka."""
         tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+        if not self.owns(transactional_id):
+            return {tp: _wire(TxnError.NOT_COORDINATOR, API_ADD_PARTITIONS, api_version) for tp in tps}
         unknown = [tp for tp in tps if (tp.topic, tp.partition) not in self.registry.partitions]
         if unknown:
             return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
@@ -423,6 +452,8 @@ class TransactionCoordinator:
 
     async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                  group_id: str, api_version: int) -> ErrorCode:
+        if not self.owns(transactional_id):
+            return _wire(TxnError.NOT_COORDINATOR, API_ADD_OFFSETS, api_version)
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
@@ -432,6 +463,8 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       api_version: int) -> ErrorCode:
+        if not self.owns(transactional_id):
+            return _wire(TxnError.NOT_COORDINATOR, API_END_TXN, api_version)
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
