@@ -70,3 +70,54 @@ def test_only_the_coordinator_answers_and_a_colocated_transaction_commits_and_ab
         wait_replicas_identical(cluster, "ledger", 0)
         everything = consume_all(cluster.bootstrap, "ledger", 1, 15, timeout=30, isolation="read_uncommitted")[0]
         assert sorted(everything) == sorted(committed + [f"abort-{i}".encode() for i in range(5)])
+
+
+def test_offsets_in_a_transaction_reach_a_group_coordinator_on_another_broker(tmp_path):
+    # The data partition is led by the transaction coordinator's broker, the group's __consumer_offsets
+    # partition by another: the COMMIT marker for the offsets goes there as WriteTxnMarkers.
+    with embedded_cluster(3, tmp_path) as cluster:
+        probe = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "probe"})
+        probe.init_transactions(60)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        consumer_probe = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
+        consumer_probe.list_topics(timeout=30)
+        consumer_probe.close()
+        index = partition_for(TRANSACTIONAL_ID, 4)
+        state = cluster.wait_for(lambda s: (s.leader_of("__transaction_state", index) or -1) > 0
+                                 and all((s.leader_of("__consumer_offsets", p) or -1) > 0 for p in range(4))
+                                 if ("__consumer_offsets", 0) in s.replicas else False, 60, "internal topics led")
+        coordinator = state.leader_of("__transaction_state", index)
+        group = next(g for g in (f"copier-{n}" for n in range(1000))
+                     if state.leader_of("__consumer_offsets", partition_for(g, 4)) != coordinator)
+        others = [b for b in cluster.brokers if b != coordinator]
+        admin.create_topics([NewTopic("out", 1, replica_assignment=[[coordinator, *others]]),
+                             NewTopic("in", 1, 3)])["out"].result(60)
+        cluster.wait_for(lambda s: s.leader_of("out", 0) == coordinator, 30, "out led by the coordinator's broker")
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap,
+                                             "transactional.id": TRANSACTIONAL_ID})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce("out", b"copied", partition=0)
+        offsets = [confluent_kafka.TopicPartition("in", 0, 42)]
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                             "enable.auto.commit": False})
+        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+        committed = consumer.committed([confluent_kafka.TopicPartition("in", 0)], timeout=30)
+        consumer.close()
+        assert committed[0].offset == 42
+        # The group coordinator checks with the remote transaction coordinator (KIP-890 part 1): offsets
+        # in a transaction that is not ongoing there, or from another producer, are refused.
+        group_leader = state.leader_of("__consumer_offsets", partition_for(group, 4))
+        wire = KafkaWire(cluster.broker(group_leader).bootstrap)
+        try:
+            Topic = messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+            Partition = messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+            stale = wire.call(28, 3, messages.TxnOffsetCommitRequest(
+                transactional_id=TRANSACTIONAL_ID, group_id=group, producer_id=987654, producer_epoch=0,
+                generation_id=-1, member_id="", group_instance_id=None, topics=[Topic(name="in", partitions=[
+                    Partition(partition_index=0, committed_offset=7, committed_leader_epoch=-1,
+                              committed_metadata=None)])]))
+        finally:
+            wire.close()
+        assert stale.topics[0].partitions[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH

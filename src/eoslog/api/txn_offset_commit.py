@@ -8,6 +8,8 @@ before anything is written."""
 
 from __future__ import annotations
 
+import inspect
+
 from eoslog.api._group_common import commit_response, respond_to_commit, service
 from eoslog.api.offset_commit import split_known
 from eoslog.cluster.topics import CONSUMER_OFFSETS
@@ -20,15 +22,31 @@ MAX_VERSION = 3
 
 
 def handle(context, request):
-    version = context.api_version
     group_service = service(context)
     txn = context.broker.transaction_coordinator
+    if txn is not None and not txn.owns(request.transactional_id):
+        return _verify_remotely_then_commit(context, request)
     if txn is not None:
         # Raises (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...) unless AddOffsetsToTxn put the group's
         # partition into this producer's ongoing transaction; error_response answers every partition.
         txn.verify_partition_in_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
             group_service.coordinator.partition_for(request.group_id))
+    return _commit(context, request)
+
+
+async def _verify_remotely_then_commit(context, request):
+    """Cluster mode, the transaction coordinated by another broker: the same check, asked over the wire."""
+    await context.broker.transaction_coordinator.verify_partition_remotely(
+        request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
+        service(context).coordinator.partition_for(request.group_id))
+    result = _commit(context, request)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _commit(context, request):
+    version = context.api_version
+    group_service = service(context)
     commits, errors = split_known(context.broker, request.topics,
                                   lambda p: p.committed_leader_epoch if version >= 2 else -1)
     answer = None

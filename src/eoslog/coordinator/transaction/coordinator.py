@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eoslog.cluster.broker_client import BrokerClient, BrokerConnectionError
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
 from eoslog.coordinator.transaction import decisions as d
 from eoslog.coordinator.transaction.decisions import Decision, TransactionConfig, TxnError
@@ -58,7 +59,13 @@ from eoslog.coordinator.transaction.producer_id_block import (
 )
 from eoslog.coordinator.transaction.state import TransactionState
 from eoslog.log.producer_state import ProducerStateError
-from eoslog.protocol.errors import CoordinatorNotAvailableError, ErrorCode, error_for_code
+from eoslog.protocol.errors import (
+    CoordinatorNotAvailableError,
+    ErrorCode,
+    NotLeaderOrFollowerError,
+    error_for_code,
+)
+from eoslog.protocol.messages import DescribeTransactionsRequest, WriteTxnMarkersRequest
 from eoslog.records.batch import iter_batches
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.control import ControlType, build_control_batch
@@ -75,6 +82,7 @@ COORDINATOR_EPOCH = 0
 END_TXN_COMPLETION_WAIT_S = 5.0
 MARKER_RETRY_BACKOFF_S = (0.05, 1.0)
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN = 22, 24, 25, 26
+WRITE_TXN_MARKERS_KEY, DESCRIBE_TRANSACTIONS_KEY = 27, 65
 LOAD_CHUNK = 8 * 1024 * 1024
 
 # KIP-890 part 1 on the produce path: how a failed verification is put to the producer. Transient
@@ -124,6 +132,7 @@ class TransactionCoordinator:
         # The __transaction_state partitions served here: None on a single node (all); in a cluster the
         # ones this broker leads. Other transactional ids answer NOT_COORDINATOR.
         self._owned: set[int] | None = None
+        self._marker_clients: dict[int, BrokerClient] = {}  # cluster mode: markers to other leaders
         self._completions: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self._timer: asyncio.Task | None = None
@@ -201,6 +210,8 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self._stopping = True
+        for client in self._marker_clients.values():
+            client.close()
         tasks = [t for t in [self._timer, *self._tasks] if t is not None]
         for task in tasks:
             task.cancel()
@@ -351,19 +362,39 @@ class TransactionCoordinator:
 
     async def write_markers(self, producer_id: int, producer_epoch: int, result: TransactionResult,
                             partitions: Iterable[TopicPartition],
-                            coordinator_epoch: int = COORDINATOR_EPOCH) -> dict[TopicPartition, ErrorCode]:
+                            coordinator_epoch: int = COORDINATOR_EPOCH, *,
+                            follow_leaders: bool = True) -> dict[TopicPartition, ErrorCode]:
         """Writes a ``result`` marker on every partition and waits until each is durable. Storage errors
         are retried; a partition that refuses the marker (a newer epoch or coordinator wrote there) or
         no longer exists is reported and skipped. Also serves the WriteTxnMarkers API."""
         tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
         outcomes = await asyncio.gather(*(self._write_marker(tp, producer_id, producer_epoch, result,
-                                                             coordinator_epoch) for tp in tps))
+                                                             coordinator_epoch, follow_leaders) for tp in tps))
         return dict(zip(tps, outcomes))
 
     async def _write_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                            result: TransactionResult, coordinator_epoch: int) -> ErrorCode:
+                            result: TransactionResult, coordinator_epoch: int, follow_leaders: bool = True) -> ErrorCode:
+        """One marker, made durable. The coordinator's own markers follow the partition's leader on a
+        cluster (WriteTxnMarkers to another broker, retried across leader moves until done); a
+        WriteTxnMarkers request (``follow_leaders=False``) writes here or answers NOT_LEADER_OR_FOLLOWER."""
         delay = MARKER_RETRY_BACKOFF_S[0]
         while True:
+            cluster = self.registry.cluster
+            if cluster is not None and tp.topic in self.registry.topics.topics:
+                state = cluster.view.states.get((tp.topic, tp.partition))
+                leader = state.leader if state is not None else -1
+                if leader != self.broker.config.node_id:
+                    if not follow_leaders:
+                        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    code = await self._write_remote_marker(leader, tp, producer_id, producer_epoch, result,
+                                                           coordinator_epoch)
+                    if code is not None and code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                        return code
+                    if self._stopping:
+                        raise asyncio.CancelledError()
+                    await asyncio.sleep(delay)  # no leader yet, or it moved: ask the view again
+                    delay = min(delay * 2, MARKER_RETRY_BACKOFF_S[1])
+                    continue
             partition = self.registry.partitions.get((tp.topic, tp.partition))
             if partition is None and tp.topic == CONSUMER_OFFSETS:
                 self.registry.ensure_internal_topic(CONSUMER_OFFSETS)
@@ -385,6 +416,8 @@ class TransactionCoordinator:
             except Exception as exc:
                 if self._stopping:
                     raise
+                if not follow_leaders and isinstance(exc, NotLeaderOrFollowerError):
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
                 log.warning("marker for %s-%d failed, retrying: %s", tp.topic, tp.partition, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MARKER_RETRY_BACKOFF_S[1])
@@ -396,6 +429,63 @@ class TransactionCoordinator:
                     except Exception:
                         log.exception("offsets marker listener failed")
             return ErrorCode.NONE
+
+    async def _write_remote_marker(self, leader: int, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                                   result: TransactionResult, coordinator_epoch: int) -> ErrorCode | None:
+        """WriteTxnMarkers v1 to the partition's leader; None when it cannot be reached (retry)."""
+        registration = self.registry.cluster.view.brokers.get(leader)
+        if registration is None:
+            return None
+        client = self._marker_clients.get(leader)
+        if client is None or (client.host, client.port) != (registration.host, registration.port):
+            if client is not None:
+                client.close()
+            client = self._marker_clients[leader] = BrokerClient(
+                registration.host, registration.port, f"eoslog-txn-coordinator-{self.broker.config.node_id}")
+        Marker = WriteTxnMarkersRequest.WritableTxnMarker
+        request = WriteTxnMarkersRequest(markers=[Marker(
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            transaction_result=result is TransactionResult.COMMIT, coordinator_epoch=coordinator_epoch,
+            topics=[Marker.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])])])
+        try:
+            response = await client.request(WRITE_TXN_MARKERS_KEY, 1, request, 30)
+        except BrokerConnectionError as exc:
+            log.warning("marker for %s-%d: broker %d unreachable (%s), retrying", tp.topic, tp.partition, leader, exc)
+            return None
+        return ErrorCode(response.markers[0].topics[0].partitions[0].error_code)
+
+    async def verify_partition_remotely(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                        topic: str, partition: int) -> None:
+        """KIP-890 part 1 when the transactional id is coordinated by another broker: that coordinator's
+        DescribeTransactions must show the transaction Ongoing, with this producer id and epoch, over
+        ``topic``-``partition``; otherwise this raises as :meth:`verify_partition_in_transaction` does."""
+        cluster = self.registry.cluster
+        state = cluster.view.states.get((TRANSACTION_STATE, self.partition_for(transactional_id)))
+        registration = cluster.view.brokers.get(state.leader) if state is not None else None
+        if registration is None:
+            raise error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(
+                f"no coordinator for {transactional_id!r} right now")
+        client = self._marker_clients.get(registration.broker_id)
+        if client is None or (client.host, client.port) != (registration.host, registration.port):
+            client = self._marker_clients[registration.broker_id] = BrokerClient(
+                registration.host, registration.port, f"eoslog-txn-coordinator-{self.broker.config.node_id}")
+        try:
+            response = await client.request(DESCRIBE_TRANSACTIONS_KEY, 0, DescribeTransactionsRequest(
+                transactional_ids=[transactional_id]), 30)
+        except BrokerConnectionError as exc:
+            raise error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(str(exc)) from exc
+        described = response.transaction_states[0]
+        if described.error_code:
+            raise error_for_code(described.error_code)(f"coordinator of {transactional_id!r} answered "
+                                                       f"{ErrorCode(described.error_code).name}")
+        if (described.producer_id, described.producer_epoch) != (producer_id, producer_epoch):
+            raise error_for_code(ErrorCode.INVALID_PRODUCER_EPOCH)(
+                f"{transactional_id!r} is producer {described.producer_id} epoch {described.producer_epoch} now")
+        partitions = {(t.topic, p) for t in described.topics for p in t.partitions}
+        if described.transaction_state != TransactionState.ONGOING.kafka_name or (topic, partition) not in partitions:
+            raise error_for_code(ErrorCode.INVALID_TXN_STATE)(
+                f"{topic}-{partition} is not in the ongoing transaction of {transactional_id!r} "
+                f"({described.transaction_state})")
 
     # ---- the APIs ---------------------------------------------------------------------------------
 
