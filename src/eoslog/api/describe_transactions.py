@@ -24,6 +24,10 @@ def handle(context, request):
     coordinator = context.broker.transaction_coordinator
     entries = []
     for transactional_id in request.transactional_ids:
+        not_here = coordinator.ownership_error(transactional_id)
+        if not_here is not None:  # a cluster: the id's coordinator is another broker (or still loading)
+            entries.append(_error(transactional_id, int(not_here)))
+            continue
         found = coordinator.describe(transactional_id)
         if found is None:
             entries.append(_error(transactional_id, int(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)))

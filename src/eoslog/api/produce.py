@@ -1,7 +1,15 @@
 """Produce (key 0): append record batches; acks=0/1/all; responses in request order per connection.
 
 The append itself is synchronous, so batches from one connection land in the order they arrived; only
-the acks=all wait (the group-commit fsync) is asynchronous.
+the acks=all wait (the group-commit fsync, or the ISR on a cluster) is asynchronous.
+
+KIP-890 part 1 across brokers: on a cluster, the first transactional batch of a transaction on a
+partition whose transactional id is coordinated by another broker is verified with that coordinator
+(one DescribeTransactions per request) before it is appended. The connection is held meanwhile, so
+the producer's next request cannot overtake it; later batches of the same transaction find it open
+in the partition's producer state and need no round trip. A marker that lands on the partition while
+the question is out makes the answer stale: the batch is refused with a retriable error and its retry
+asks again.
 """
 
 from __future__ import annotations
@@ -9,8 +17,16 @@ from __future__ import annotations
 import asyncio
 
 from eoslog.cluster.topics import INTERNAL_TOPICS
-from eoslog.protocol.errors import ErrorCode, InvalidRecordError, InvalidRequiredAcksError, InvalidTopicError
+from eoslog.protocol.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    error_for_code,
+)
 from eoslog.protocol.messages import ProduceResponse
+from eoslog.records.header import iter_headers
 from eoslog.server.errors import error_code_for
 
 API_KEY = 0
@@ -20,6 +36,11 @@ MAX_VERSION = 11
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 NO_TIMESTAMP = -1
+REMOTE_VERIFY_TIMEOUT_S = 10.0
+# A coordinator that cannot answer yet is put to the producer as NOT_ENOUGH_REPLICAS, the retriable
+# error every client retries a Produce on (as for a local coordinator; see the transaction coordinator).
+_RETRIABLE_VERIFY_CODES = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
 def _partition_response(index: int, code: int, base_offset: int = -1, log_append_time: int = NO_TIMESTAMP,
@@ -30,17 +51,98 @@ def _partition_response(index: int, code: int, base_offset: int = -1, log_append
 
 
 def handle(context, request):
+    if request.acks not in (-1, 0, 1):
+        raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
+    broker = context.broker
+    if broker.cluster is not None and request.transactional_id is not None \
+            and not broker.transaction_coordinator.owns(request.transactional_id):
+        to_verify, verified = _needing_verification(broker, request)
+        if to_verify:
+            release = context.connection.hold()
+            return _verify_then_append(context, request, to_verify, verified, release)
+        return _append(context, request, verified)
+    return _append(context, request)
+
+
+def _needing_verification(broker, request):
+    """Partitions of a transactional request whose first batch of this transaction must be verified
+    with the remote coordinator: {(topic, index): (producer id, epoch, guard)}; and those already open
+    in this producer's transaction here (verified when that transaction's first batch was)."""
+    to_verify, verified = {}, set()
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            key = (topic_data.name, data.index)
+            partition = broker.registry.partitions.get(key)
+            if partition is None or not data.records:
+                continue  # the append answers for it
+            try:
+                header = next(iter_headers(data.records, verify_crc=False))
+            except (KafkaError, StopIteration, ValueError):
+                continue
+            if not header.is_transactional:
+                continue
+            entry = partition.producer_state.get(header.producer_id)
+            if entry is not None and entry.producer_epoch == header.producer_epoch and entry.has_open_transaction:
+                verified.add(key)
+            else:
+                to_verify[key] = (header.producer_id, header.producer_epoch, _guard(partition, header.producer_id))
+    return to_verify, verified
+
+
+def _guard(partition, producer_id):
+    """What must not change between asking the coordinator and appending: the partition's leadership
+    and the producer's entry there (a marker, a truncation or a reload replaces it)."""
+    state = partition.producer_state
+    return partition.leader_epoch, state, state.get(producer_id)
+
+
+async def _verify_then_append(context, request, to_verify, verified, release):
+    refused = {}
+    try:
+        by_producer = {}
+        for key, (producer_id, producer_epoch, _) in to_verify.items():
+            by_producer.setdefault((producer_id, producer_epoch), []).append(key)
+        coordinator = context.broker.transaction_coordinator
+        answers = await asyncio.gather(*(
+            asyncio.wait_for(coordinator.verify_partitions_remotely(request.transactional_id, pid, epoch, keys),
+                             REMOTE_VERIFY_TIMEOUT_S)
+            for (pid, epoch), keys in by_producer.items()), return_exceptions=True)
+        for keys, answer in zip(by_producer.values(), answers):
+            for key in keys:
+                error = answer if isinstance(answer, BaseException) else answer[key]
+                if isinstance(error, asyncio.CancelledError):
+                    raise error
+                if error is None:
+                    partition = context.broker.registry.partitions.get(key)
+                    if partition is not None and _guard(partition, to_verify[key][0]) == to_verify[key][2]:
+                        verified.add(key)
+                        continue
+                    error = error_for_code(ErrorCode.NOT_ENOUGH_REPLICAS)(f"{key[0]}-{key[1]} changed while the transaction was "
+                                                   f"verified; retry")
+                code = ErrorCode.REQUEST_TIMED_OUT if isinstance(error, TimeoutError) else error_code_for(error)
+                if code in _RETRIABLE_VERIFY_CODES or code is ErrorCode.REQUEST_TIMED_OUT:
+                    code = ErrorCode.NOT_ENOUGH_REPLICAS
+                refused[key] = (code, str(error) or type(error).__name__)
+        result = _append(context, request, verified, refused)
+    finally:
+        release()
+    return await result if asyncio.iscoroutine(result) else result
+
+
+def _append(context, request, verified=frozenset(), refused=None):
     broker = context.broker
     replicas = broker.cluster.replicas if broker.cluster is not None else None
     acks = request.acks
-    if acks not in (-1, 0, 1):
-        raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {acks}")
     responses = []
     waits: list[tuple[asyncio.Future, PartitionResponse, int]] = []
     for topic_data in request.topic_data:
         partition_responses = []
         responses.append(TopicResponse(name=topic_data.name, partition_responses=partition_responses))
         for data in topic_data.partition_data:
+            if refused and (topic_data.name, data.index) in refused:
+                code, message = refused[(topic_data.name, data.index)]
+                partition_responses.append(_partition_response(data.index, int(code), message=message))
+                continue
             try:
                 if topic_data.name in INTERNAL_TOPICS:
                     raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
@@ -49,7 +151,8 @@ def handle(context, request):
                     raise InvalidRecordError("the produce request carries no record batches")
                 if acks == -1 and replicas is not None:
                     replicas.check_enough_replicas(partition)  # NOT_ENOUGH_REPLICAS: nothing written
-                info = partition.append(data.records, transactional_id=request.transactional_id)
+                info = partition.append(data.records, transactional_id=request.transactional_id,
+                                        verified=(topic_data.name, data.index) in verified)
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
                 code = error_code_for(exc)
                 partition_responses.append(_partition_response(data.index, code, message=str(exc) or None))

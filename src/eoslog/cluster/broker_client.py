@@ -1,9 +1,17 @@
-"""A broker's connection to another broker (replica fetches, OffsetForLeaderEpoch): Kafka's wire
-protocol through our own codec, one request in flight at a time, asyncio streams."""
+"""A broker's connection to another broker (replica fetches, OffsetForLeaderEpoch, transaction markers,
+transaction verification): Kafka's wire protocol through our own codec over asyncio streams.
+
+Requests are pipelined: each is written as soon as it is made, and a reader task hands the responses
+out in order (a Kafka broker answers a connection's requests in the order it received them), so a
+marker waiting for its partition's high watermark does not hold up a verification behind it. A
+timeout, a hang-up or an unparsable answer closes the connection and fails every request on it;
+the next request connects again.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import struct
 
 from eoslog.protocol import codec
@@ -18,34 +26,68 @@ class BrokerConnectionError(ConnectionError):
 class BrokerClient:
     def __init__(self, host: str, port: int, client_id: str) -> None:
         self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        # (correlation id, api key, api version, future) of each request written, oldest first.
+        self._waiting: collections.deque[tuple[int, int, int, asyncio.Future]] = collections.deque()
         self._correlation_id = 0
-        self._lock = asyncio.Lock()
+        self._connect_lock = asyncio.Lock()
 
     async def request(self, api_key: int, api_version: int, request, timeout_s: float):
-        async with self._lock:
-            try:
-                return await asyncio.wait_for(self._round_trip(api_key, api_version, request), timeout_s)
-            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
-                self.close()
-                raise BrokerConnectionError(f"{self.host}:{self.port}: {exc!r}") from exc
+        try:
+            return await asyncio.wait_for(self._request(api_key, api_version, request), timeout_s)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            self.close()
+            raise BrokerConnectionError(f"{self.host}:{self.port}: {exc!r}") from exc
 
-    async def _round_trip(self, api_key: int, api_version: int, request):
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+    async def _request(self, api_key: int, api_version: int, request):
+        writer = await self._connected()
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         header = codec.RequestHeader(api_key, api_version, self._correlation_id, self.client_id)
-        self._writer.write(codec.encode_request(header, request))
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        frame = await self._reader.readexactly(size)
-        correlation_id, response = codec.decode_response_frame(api_key, api_version, frame)
-        if correlation_id != self._correlation_id:
-            raise ValueError(f"correlation id {correlation_id}, expected {self._correlation_id}")
-        return response
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((self._correlation_id, api_key, api_version, future))
+        writer.write(codec.encode_request(header, request))
+        await writer.drain()
+        return await future
 
-    def close(self) -> None:
+    async def _connected(self) -> asyncio.StreamWriter:
+        async with self._connect_lock:
+            if self._writer is None:
+                reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+                self._writer = writer
+                self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer))
+            return self._writer
+
+    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                if not self._waiting:
+                    raise ValueError("a response nobody asked for")
+                expected, api_key, api_version, future = self._waiting.popleft()
+                correlation_id, response = codec.decode_response_frame(api_key, api_version, frame)
+                if correlation_id != expected:
+                    raise ValueError(f"correlation id {correlation_id}, expected {expected}")
+                if not future.done():
+                    future.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every waiting request learns the connection is gone
+            if self._writer is writer:
+                self._fail_all(exc)
+
+    def _fail_all(self, exc: BaseException) -> None:
         if self._writer is not None:
             self._writer.close()
-        self._reader = self._writer = None
+        self._writer = None
+        waiting, self._waiting = self._waiting, collections.deque()
+        for _, _, _, future in waiting:
+            if not future.done():
+                future.set_exception(BrokerConnectionError(f"{self.host}:{self.port}: {exc!r}"))
+
+    def close(self) -> None:
+        task, self._reader_task = self._reader_task, None
+        self._fail_all(ConnectionResetError("closed"))
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()

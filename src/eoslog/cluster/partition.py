@@ -124,13 +124,15 @@ class Partition:
         return self.high_watermark
 
     # --- writes ------------------------------------------------------------------------------------
-    def append(self, records: Any, transactional_id: str | None = None) -> PartitionAppend:
+    def append(self, records: Any, transactional_id: str | None = None, verified: bool = False) -> PartitionAppend:
         """Validates and appends one Produce request's records for this partition.
 
         prepare -> log -> apply: the producer-state checks run first and change nothing; the log
         assigns offsets; only then is producer state updated. A retried batch already in the log is
         answered with its original offsets and not written again. Synchronous on purpose: appends of
         one connection happen in arrival order, and nothing else can run between the three steps.
+        ``verified``: the caller already checked a transactional batch with its transaction coordinator
+        on another broker (api/produce.py), so :attr:`transaction_verifier` is not asked.
         """
         # The log checks every CRC before it writes; here only the header fields matter (and a corrupt
         # batch then fails in log.append, before producer state is touched: prepare changes nothing).
@@ -150,7 +152,7 @@ class Partition:
             if not self.test_disable_duplicate_detection:
                 return PartitionAppend(prepared.first_offset, prepared.last_offset, -1, True)
             prepared = None  # the test fault: append the retry again, producer state untouched
-        if header.is_transactional and self.transaction_verifier is not None:
+        if header.is_transactional and self.transaction_verifier is not None and not verified:
             self.transaction_verifier(transactional_id, header.producer_id, header.producer_epoch, self.topic, self.index)
         info = self.log.append(records, now_ms=now_ms, leader_epoch=self.leader_epoch)
         if prepared is not None:

@@ -8,6 +8,9 @@ Contract
   responses to requests by correlation id, but librdkafka and others also rely on order).
 - Backpressure: when the socket's write buffer passes the high-water mark we stop reading from that
   client until it drains, so a client that stops reading cannot make the broker buffer without bound.
+- A handler may :meth:`~KafkaConnection.hold` the connection: no further request of it is dispatched
+  until released (a transactional Produce waiting for its remote coordinator's verification must not
+  be overtaken by the same producer's next batch). Reads pause meanwhile, so holding costs no memory.
 - A frame larger than ``socket.request.max.bytes`` closes the connection: we cannot skip it without
   reading it, and Kafka does the same.
 - Bytes come in through ``asyncio.BufferedProtocol`` into buffers the frame reader (server/framing.py)
@@ -20,6 +23,7 @@ import asyncio
 import logging
 import os
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog.log.region import FileRegion
@@ -51,6 +55,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
+        self._holds = 0
         self.peer = "?"
         self.closed = False
         self._socket_fd: int | None = None
@@ -80,8 +85,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._set_reading(True)
+        if not self._holds:
+            self._set_reading(True)
         self._process_frames()
+
+    def hold(self) -> Callable[[], None]:
+        """Stops dispatching this connection's requests until the returned function is called (once is
+        enough; later calls do nothing). Requests already dispatched are not affected."""
+        self._holds += 1
+        self._set_reading(False)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._holds -= 1
+            if self._holds == 0 and not self.closed:
+                if not self._writing_paused:
+                    self._set_reading(True)
+                # Not from inside the holder's own call stack: frames are dispatched from the loop.
+                asyncio.get_running_loop().call_soon(self._process_frames)
+
+        return release
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
@@ -97,7 +124,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         requests (300 Fetches fit in 30 KB), so we also stop taking frames out of the reader while the
         socket's write side is over its high-water mark, and pick up again in resume_writing.
         """
-        while not self._writing_paused and not self.closed:
+        while not self._writing_paused and not self._holds and not self.closed:
             try:
                 frame = self._frames.next_frame()
             except FrameTooLarge as exc:

@@ -14,8 +14,13 @@ Contract
 - ``offsets_marker_listeners`` are called as ``listener(partition, producer_id, commit)`` once a marker
   written to ``__consumer_offsets``-``partition`` is durable: the group coordinator publishes or drops
   that producer's pending transactional offsets there.
-- The coordinator epoch is 0: one node, never a second coordinator, so markers never need to fence an
-  older one. It is carried in every marker, as Kafka's brokers expect.
+- The coordinator epoch is the leader epoch of the id's ``__transaction_state`` partition at the time
+  this broker loaded it (0 on a single node). Every marker carries it; a partition that has seen a
+  marker from a newer coordinator refuses an older one (TRANSACTION_COORDINATOR_FENCED), and a
+  completion that meets that refusal stops: a newer coordinator owns the transaction.
+- On a cluster, requests for ids of a partition this broker leads but has not loaded yet are answered
+  COORDINATOR_LOAD_IN_PROGRESS; ids of partitions led elsewhere, NOT_COORDINATOR. The load itself is
+  one step on the loop (the topic is compacted, so it stays small), so no request sees half a load.
 - Transaction groups (eoslog's CommitTransactionGroup and siblings) live in ``groups.py``
   (``self.groups``): a transactional id it has *pinned* gets CONCURRENT_TRANSACTIONS from every API here
   and is passed by the timeout, until its group commit is complete.
@@ -84,6 +89,7 @@ MARKER_RETRY_BACKOFF_S = (0.05, 1.0)
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN = 22, 24, 25, 26
 WRITE_TXN_MARKERS_KEY, DESCRIBE_TRANSACTIONS_KEY = 27, 65
 LOAD_CHUNK = 8 * 1024 * 1024
+SKIP_COORDINATOR_LOAD = "eoslog.test.skip.coordinator.load"  # a test-only fault (server/config.py)
 
 # KIP-890 part 1 on the produce path: how a failed verification is put to the producer. Transient
 # coordinator states become NOT_ENOUGH_REPLICAS, the one retriable error every client has always
@@ -132,6 +138,7 @@ class TransactionCoordinator:
         # The __transaction_state partitions served here: None on a single node (all); in a cluster the
         # ones this broker leads. Other transactional ids answer NOT_COORDINATOR.
         self._owned: set[int] | None = None
+        self._coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch when loaded (cluster)
         self._marker_clients: dict[int, BrokerClient] = {}  # cluster mode: markers to other leaders
         self._completions: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -181,6 +188,25 @@ class TransactionCoordinator:
     def owns(self, transactional_id: str) -> bool:
         return self._owned is None or self.partition_for(transactional_id) in self._owned
 
+    def _not_owned_error(self, transactional_id: str) -> TxnError:
+        """Why this broker does not serve ``transactional_id``: led here but not loaded yet, or led elsewhere."""
+        cluster = self.registry.cluster
+        if cluster is not None:
+            state = cluster.view.states.get((TRANSACTION_STATE, self.partition_for(transactional_id)))
+            if state is not None and state.leader == self.broker.config.node_id:
+                return TxnError.COORDINATOR_LOAD_IN_PROGRESS
+        return TxnError.NOT_COORDINATOR
+
+    def ownership_error(self, transactional_id: str) -> ErrorCode | None:
+        """None when this broker coordinates ``transactional_id``; else NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS (admin APIs answer it per id)."""
+        if self.owns(transactional_id):
+            return None
+        return ErrorCode[self._not_owned_error(transactional_id).value]
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        return self._coordinator_epochs.get(self.partition_for(transactional_id), COORDINATOR_EPOCH)
+
     def unload_partition(self, index: int) -> None:
         """Leadership of ``__transaction_state``-``index`` moved away: forget its ids and stop finishing
         their transactions here (the new leader finishes them from the replicated log)."""
@@ -200,13 +226,19 @@ class TransactionCoordinator:
         if self._owned is not None:
             self._owned.add(index)
         self._ensure_state_topic()
+        partition = self.registry.partition(TRANSACTION_STATE, index)
+        self._coordinator_epochs[index] = max(partition.leader_epoch, COORDINATOR_EPOCH)
+        if self.broker.config.test_faults.get(SKIP_COORDINATOR_LOAD):
+            self._states[index] = {}
+            log.warning("test fault: %s-%d served without loading it", TRANSACTION_STATE, index)
+            return
         loaded = self._load(index)
         actions = 0
         for action in recovery_actions(self._states[index], now_ms()):
             actions += 1
             self._spawn_completion(action.markers, action.complete)
-        log.info("transaction coordinator took over %s-%d: %d transactional ids, finishing %d",
-                 TRANSACTION_STATE, index, loaded, actions)
+        log.info("transaction coordinator took over %s-%d (coordinator epoch %d): %d transactional ids, "
+                 "finishing %d", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded, actions)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -330,7 +362,13 @@ class TransactionCoordinator:
     async def _complete_transaction(self, markers: WriteTxnMarkers, complete: TxnTransitMetadata | None) -> None:
         """Markers on every partition, then the Complete record. ``complete`` is a transit recovery
         already prepared (pending on the metadata); otherwise markers_written() prepares one."""
-        await self.write_markers(markers.producer_id, markers.producer_epoch, markers.result, markers.partitions)
+        coordinator_epoch = self.coordinator_epoch(markers.transactional_id)
+        codes = await self.write_markers(markers.producer_id, markers.producer_epoch, markers.result,
+                                         markers.partitions, coordinator_epoch)
+        if ErrorCode.TRANSACTION_COORDINATOR_FENCED in codes.values():
+            log.warning("markers of %r (coordinator epoch %d) were refused: a newer coordinator owns it; "
+                        "this one stops", markers.transactional_id, coordinator_epoch)
+            return
         delay = MARKER_RETRY_BACKOFF_S[0]
         while not self._stopping:
             metadata = self.get(markers.transactional_id)
@@ -388,7 +426,10 @@ class TransactionCoordinator:
                         return ErrorCode.NOT_LEADER_OR_FOLLOWER
                     code = await self._write_remote_marker(leader, tp, producer_id, producer_epoch, result,
                                                            coordinator_epoch)
-                    if code is not None and code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    # A leader that has not opened the partition yet (its view lags ours) is asked again:
+                    # giving up while the topic exists would leave the transaction open there.
+                    if code is not None and code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                         return code
                     if self._stopping:
                         raise asyncio.CancelledError()
@@ -456,9 +497,39 @@ class TransactionCoordinator:
 
     async def verify_partition_remotely(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                         topic: str, partition: int) -> None:
-        """KIP-890 part 1 when the transactional id is coordinated by another broker: that coordinator's
-        DescribeTransactions must show the transaction Ongoing, with this producer id and epoch, over
-        ``topic``-``partition``; otherwise this raises as :meth:`verify_partition_in_transaction` does."""
+        """KIP-890 part 1 when the transactional id is coordinated by another broker: raises as
+        :meth:`verify_partition_in_transaction` does unless ``topic``-``partition`` is in the producer's
+        ongoing transaction there."""
+        errors = await self.verify_partitions_remotely(transactional_id, producer_id, producer_epoch,
+                                                       [(topic, partition)])
+        error = errors[(topic, partition)]
+        if error is not None:
+            raise error
+
+    async def verify_partitions_remotely(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                         partitions: Iterable[tuple[str, int]]
+                                         ) -> dict[tuple[str, int], Exception | None]:
+        """One DescribeTransactions to the id's coordinator: for each partition None when it is in the
+        producer's Ongoing transaction (this producer id and epoch), else the error to answer with."""
+        tps = list(partitions)
+        try:
+            described = await self._describe_remotely(transactional_id)
+        except Exception as exc:  # noqa: BLE001 - every partition gets the same answer
+            return {tp: exc for tp in tps}
+        if (described.producer_id, described.producer_epoch) != (producer_id, producer_epoch):
+            error = error_for_code(ErrorCode.INVALID_PRODUCER_EPOCH)(
+                f"{transactional_id!r} is producer {described.producer_id} epoch {described.producer_epoch} now, "
+                f"not producer {producer_id} epoch {producer_epoch}")
+            return {tp: error for tp in tps}
+        ongoing = described.transaction_state == TransactionState.ONGOING.kafka_name
+        in_txn = {(t.topic, p) for t in described.topics for p in t.partitions}
+        return {tp: None if ongoing and tp in in_txn else error_for_code(ErrorCode.INVALID_TXN_STATE)(
+                    f"{tp[0]}-{tp[1]} is not in the ongoing transaction of {transactional_id!r} "
+                    f"({described.transaction_state})")
+                for tp in tps}
+
+    async def _describe_remotely(self, transactional_id: str):
+        """The DescribeTransactions answer of the broker that coordinates ``transactional_id``."""
         cluster = self.registry.cluster
         state = cluster.view.states.get((TRANSACTION_STATE, self.partition_for(transactional_id)))
         registration = cluster.view.brokers.get(state.leader) if state is not None else None
@@ -467,6 +538,8 @@ class TransactionCoordinator:
                 f"no coordinator for {transactional_id!r} right now")
         client = self._marker_clients.get(registration.broker_id)
         if client is None or (client.host, client.port) != (registration.host, registration.port):
+            if client is not None:
+                client.close()
             client = self._marker_clients[registration.broker_id] = BrokerClient(
                 registration.host, registration.port, f"eoslog-txn-coordinator-{self.broker.config.node_id}")
         try:
@@ -478,14 +551,7 @@ class TransactionCoordinator:
         if described.error_code:
             raise error_for_code(described.error_code)(f"coordinator of {transactional_id!r} answered "
                                                        f"{ErrorCode(described.error_code).name}")
-        if (described.producer_id, described.producer_epoch) != (producer_id, producer_epoch):
-            raise error_for_code(ErrorCode.INVALID_PRODUCER_EPOCH)(
-                f"{transactional_id!r} is producer {described.producer_id} epoch {described.producer_epoch} now")
-        partitions = {(t.topic, p) for t in described.topics for p in t.partitions}
-        if described.transaction_state != TransactionState.ONGOING.kafka_name or (topic, partition) not in partitions:
-            raise error_for_code(ErrorCode.INVALID_TXN_STATE)(
-                f"{topic}-{partition} is not in the ongoing transaction of {transactional_id!r} "
-                f"({described.transaction_state})")
+        return described
 
     # ---- the APIs ---------------------------------------------------------------------------------
 
@@ -495,7 +561,7 @@ class TransactionCoordinator:
         if transactional_id is None:
             return ErrorCode.NONE, self.allocate_producer_id(), 0
         if not self.owns(transactional_id):
-            return _wire(TxnError.NOT_COORDINATOR, API_INIT_PRODUCER_ID, api_version), -1, -1
+            return _wire(self._not_owned_error(transactional_id), API_INIT_PRODUCER_ID, api_version), -1, -1
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         metadata = self.get(transactional_id) if transactional_id else None
@@ -528,7 +594,7 @@ class TransactionCoordinator:
         with UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the rest, as Kafka."""
         tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
         if not self.owns(transactional_id):
-            return {tp: _wire(TxnError.NOT_COORDINATOR, API_ADD_PARTITIONS, api_version) for tp in tps}
+            return {tp: _wire(self._not_owned_error(transactional_id), API_ADD_PARTITIONS, api_version) for tp in tps}
         unknown = [tp for tp in tps if (tp.topic, tp.partition) not in self.registry.partitions]
         if unknown:
             return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
@@ -543,7 +609,7 @@ class TransactionCoordinator:
     async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                  group_id: str, api_version: int) -> ErrorCode:
         if not self.owns(transactional_id):
-            return _wire(TxnError.NOT_COORDINATOR, API_ADD_OFFSETS, api_version)
+            return _wire(self._not_owned_error(transactional_id), API_ADD_OFFSETS, api_version)
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
@@ -554,7 +620,7 @@ class TransactionCoordinator:
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       api_version: int) -> ErrorCode:
         if not self.owns(transactional_id):
-            return _wire(TxnError.NOT_COORDINATOR, API_END_TXN, api_version)
+            return _wire(self._not_owned_error(transactional_id), API_END_TXN, api_version)
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
