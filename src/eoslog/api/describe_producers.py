@@ -29,7 +29,7 @@ def handle(context, request):
         partitions = []
         for index in topic.partition_indexes:
             try:
-                producers = describe_partition(context.registry.partition(topic.name, index))
+                producers = describe_partition(context.registry.leader_partition(topic.name, index))
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
                 partitions.append(PartitionResponse(partition_index=index, error_code=int(error_code_for(exc)),
                                                     error_message=str(exc), active_producers=[]))

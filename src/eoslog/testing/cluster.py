@@ -5,6 +5,11 @@ three, Debian's server) and N ``eoslog serve`` processes, each with handles to k
         producer = Producer({"bootstrap.servers": cluster.bootstrap, ...})
         cluster.broker(cluster.leader_of("t", 0)).kill()
         cluster.wait_for(lambda s: s.leader_of("t", 0) not in (None, -1), 30)
+
+``proxied=True`` puts each broker behind its own fault proxy (testing/faultproxy.py) and advertises the
+proxy's address in the broker's registration, so clients and the other brokers reach it only through
+the proxy: ``cluster.cut(1, 2)`` then breaks the link between brokers 1 and 2 while both keep their
+ZooKeeper sessions and their clients (the verifier's network partitions; loopback only).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ class ClusterState:
 class EmbeddedCluster:
     def __init__(self, base_dir: Path, brokers: int = 3, zookeeper_nodes: int = 1,
                  properties: dict[str, str] | None = None, session_timeout_ms: int = 4000,
-                 file_size_limits: dict[int, int] | None = None) -> None:
+                 file_size_limits: dict[int, int] | None = None, proxied: bool = False) -> None:
         self.base_dir = Path(base_dir)
         self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", nodes=zookeeper_nodes)
         self.session_timeout_ms = session_timeout_ms
@@ -67,6 +72,8 @@ class EmbeddedCluster:
         self._count = brokers
         self._file_size_limits = file_size_limits or {}
         self._zk_client = None
+        self.proxied = proxied
+        self.proxies: dict = {}  # broker id -> FaultProxy, when proxied
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -74,11 +81,18 @@ class EmbeddedCluster:
         self.zookeeper.start()
         connect = self.zookeeper.connect_string_with_chroot(CHROOT)
         for broker_id in range(1, self._count + 1):
+            port = free_port()
+            advertised = None
+            if self.proxied:
+                from eoslog.testing.faultproxy import FaultProxy
+
+                proxy = self.proxies[broker_id] = FaultProxy("127.0.0.1", port, seed=broker_id)
+                advertised = f"127.0.0.1:{proxy.start_in_thread()}"
             self.brokers[broker_id] = BrokerProcess(
-                data_dir=self.base_dir / f"broker-{broker_id}" / "data", port=free_port(),
+                data_dir=self.base_dir / f"broker-{broker_id}" / "data", port=port,
                 properties={"broker.id": str(broker_id), "zookeeper.connect": connect, **self.properties},
                 log_path=self.base_dir / f"broker-{broker_id}.log",
-                file_size_limit=self._file_size_limits.get(broker_id))
+                file_size_limit=self._file_size_limits.get(broker_id), advertised=advertised)
         for broker in self.brokers.values():
             broker.start(timeout)
         self.wait_for(lambda s: len(s.brokers) == self._count and s.controller in self.brokers, timeout,
@@ -95,6 +109,9 @@ class EmbeddedCluster:
                 self._zk_client.close()
             self._zk_client = None
         self.zookeeper.stop()
+        for proxy in self.proxies.values():
+            with contextlib.suppress(Exception):
+                proxy.stop()
 
     def __enter__(self) -> EmbeddedCluster:
         try:
@@ -110,7 +127,19 @@ class EmbeddedCluster:
 
     @property
     def bootstrap(self) -> str:
+        if self.proxied:
+            return ",".join(f"127.0.0.1:{p.port}" for p in self.proxies.values())
         return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def cut(self, a: int, b: int) -> None:
+        """Breaks the link between brokers ``a`` and ``b`` both ways (proxied clusters): each one's
+        connections to the other are closed, and new ones too, until :meth:`heal_links`."""
+        self.proxies[b].block_clients(rf"eoslog-.*-{a}")
+        self.proxies[a].block_clients(rf"eoslog-.*-{b}")
+
+    def heal_links(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.unblock_clients()
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]

@@ -18,6 +18,13 @@ decides (with one seeded random generator) to:
 Rates are probabilities per frame and can be changed while traffic flows (:meth:`FaultProxy.set_faults`);
 :meth:`FaultProxy.pause` holds every frame (both directions) until :meth:`FaultProxy.resume`.
 
+A network partition between brokers: each connection is known by the client id of its first request
+(an eoslog broker's own connections say ``eoslog-<role>-<broker id>``), and :meth:`FaultProxy.block_clients`
+closes every connection whose client id matches a pattern, now and whenever one is made, until
+:meth:`FaultProxy.unblock_clients`. Put each broker of a cluster behind its own proxy, advertised in its
+registration, and blocking broker 2's ids in broker 1's proxy cuts the link 2 -> 1 while clients and
+ZooKeeper still reach both.
+
 Using it with a real Kafka client: Metadata responses carry the broker's advertised address, and clients
 connect to that address for everything after the bootstrap. Start the broker with its advertised listener
 set to the proxy's address, e.g. ``eoslog serve --advertised-listener 127.0.0.1:PROXYPORT``, so that all
@@ -37,6 +44,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import random
+import re
 import struct
 import threading
 import time
@@ -122,6 +130,7 @@ class _Connection:
         self.tasks: list[asyncio.Task] = []
         self.doomed = False  # a response was dropped: every later one is discarded
         self.closed = False
+        self.client_id: str | None = None  # from the first request's header
 
     def close(self) -> None:
         if self.closed:
@@ -133,6 +142,17 @@ class _Connection:
                 task.cancel()
         for writer in (self.client_writer, self.upstream_writer):
             writer.close()
+
+
+def _client_id(frame: bytes) -> str | None:
+    """The client id of a request frame (size, api key, version, correlation id, then the id as a
+    2-byte-length string in every request header version)."""
+    if len(frame) < 14:
+        return None
+    (length,) = struct.unpack_from(">h", frame, 12)
+    if length < 0 or len(frame) < 14 + length:
+        return None
+    return frame[14:14 + length].decode("utf-8", "replace")
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
@@ -175,6 +195,7 @@ class FaultProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._blocked: list[re.Pattern[str]] = []
 
     # ------------------------------------------------------------------ lifecycle (asyncio)
 
@@ -292,6 +313,32 @@ class FaultProxy:
                 self._record("resume")
 
         self._in_loop(apply)
+
+    def block_clients(self, pattern: str) -> None:
+        """Close every connection whose client id fully matches ``pattern`` (a regex), and every such
+        connection made from now on, until :meth:`unblock_clients`."""
+        compiled = re.compile(pattern)
+
+        def apply() -> None:
+            self._blocked.append(compiled)
+            self._record("block", None, pattern)
+            for connection in list(self._connections.values()):
+                if connection.client_id is not None and compiled.fullmatch(connection.client_id):
+                    self.counters.cuts += 1
+                    self._close(connection)
+
+        self._in_loop(apply)
+
+    def unblock_clients(self) -> None:
+        def apply() -> None:
+            if self._blocked:
+                self._blocked = []
+                self._record("unblock")
+
+        self._in_loop(apply)
+
+    def _is_blocked(self, client_id: str | None) -> bool:
+        return client_id is not None and any(p.fullmatch(client_id) for p in self._blocked)
 
     @property
     def paused(self) -> bool:
@@ -413,7 +460,12 @@ class FaultProxy:
                 frame = await _read_frame(connection.client_reader)
                 if frame is None:
                     break
+                if connection.client_id is None:
+                    connection.client_id = _client_id(frame) or ""
                 await self._flowing.wait()
+                if self._is_blocked(connection.client_id):
+                    self.counters.cuts += 1
+                    return  # the finally closes both sides: the link is down
                 if self._should_cut():
                     await self._cut(connection, connection.upstream_writer, frame)
                     return

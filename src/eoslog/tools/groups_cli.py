@@ -1,7 +1,9 @@
 """`eoslog groups list` and `eoslog groups describe GROUP`: consumer groups as the broker sees them.
 
 Talks to a running broker over the Kafka protocol (ListGroups, DescribeGroups, OffsetFetch,
-ListOffsets) with eoslog's own codec, so it needs no client library. Lag is measured to the last
+ListOffsets) with eoslog's own codec, so it needs no client library. On a cluster (tools/brokers.py)
+every broker lists the groups it coordinates, a group is described by its coordinator, and each
+partition's last stable offset comes from its leader. Lag is measured to the last
 stable offset (ListOffsets with read_committed): what a read_committed consumer can still read,
 which for topics without transactions is the high watermark. The lead registers ``groups_group``
 on the main CLI.
@@ -20,6 +22,7 @@ import click
 from eoslog.protocol import codec, messages
 from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
+from eoslog.tools.brokers import GROUP, Brokers
 
 CLIENT_ID = "eoslog-groups"
 LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 2, 9, 15, 16
@@ -114,11 +117,21 @@ class GroupView:
     partitions: list[PartitionView] = field(default_factory=list)
 
 
-def list_groups(conn: BrokerConnection) -> list[GroupListing]:
-    resp = conn.request(LIST_GROUPS, 4, messages.ListGroupsRequest(states_filter=[]))
-    _check(resp.error_code, "ListGroups")
-    return sorted((GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups),
-                  key=lambda g: g.group_id)
+def _calls(conn: BrokerConnection | Brokers):
+    """The request functions of every broker to ask (one for a plain connection)."""
+    if isinstance(conn, Brokers):
+        return [wire.call for _, wire in conn.each()]
+    return [conn.request]
+
+
+def list_groups(conn: BrokerConnection | Brokers) -> list[GroupListing]:
+    groups = {}
+    for call in _calls(conn):
+        resp = call(LIST_GROUPS, 4, messages.ListGroupsRequest(states_filter=[]))
+        _check(resp.error_code, "ListGroups")
+        for g in resp.groups:
+            groups[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state)
+    return [groups[g] for g in sorted(groups)]
 
 
 def _decode_assignment(data: bytes) -> dict[str, list[int]]:
@@ -132,8 +145,9 @@ def _decode_assignment(data: bytes) -> dict[str, list[int]]:
     return {tp.topic: sorted(tp.partitions) for tp in assignment.assigned_partitions}
 
 
-def describe_group(conn: BrokerConnection, group_id: str) -> GroupView:
-    resp = conn.request(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=[group_id]))
+def describe_group(conn: BrokerConnection | Brokers, group_id: str) -> GroupView:
+    call = conn.coordinator(group_id, GROUP).call if isinstance(conn, Brokers) else conn.request
+    resp = call(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=[group_id]))
     [described] = resp.groups
     _check(described.error_code, f"DescribeGroups {group_id}")
     view = GroupView(group_id, described.group_state, described.protocol_type, described.protocol_data)
@@ -144,7 +158,7 @@ def describe_group(conn: BrokerConnection, group_id: str) -> GroupView:
         for topic, partitions in assignment.items():
             for p in partitions:
                 owner[(topic, p)] = m.member_id
-    fetched = conn.request(OFFSET_FETCH, 7, messages.OffsetFetchRequest(group_id=group_id, topics=None))
+    fetched = call(OFFSET_FETCH, 7, messages.OffsetFetchRequest(group_id=group_id, topics=None))
     _check(fetched.error_code, f"OffsetFetch {group_id}")
     committed = {(t.name, p.partition_index): (p.committed_offset, p.metadata or "")
                  for t in fetched.topics for p in t.partitions}
@@ -158,18 +172,27 @@ def describe_group(conn: BrokerConnection, group_id: str) -> GroupView:
     return view
 
 
-def _last_stable_offsets(conn: BrokerConnection, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _last_stable_offsets(conn: BrokerConnection | Brokers, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """ListOffsets(latest, read_committed), each partition asked of its leader on a cluster."""
     if not tps:
         return {}
     Topic, Partition = messages.ListOffsetsRequest.ListOffsetsTopic, messages.ListOffsetsRequest.ListOffsetsPartition
-    by_topic: dict[str, list[int]] = {}
+    by_call: dict = {}
     for topic, p in tps:
-        by_topic.setdefault(topic, []).append(p)
-    resp = conn.request(LIST_OFFSETS, 2, messages.ListOffsetsRequest(
-        replica_id=-1, isolation_level=READ_COMMITTED, topics=[
-            Topic(name=topic, partitions=[Partition(partition_index=p, timestamp=LATEST) for p in ps])
-            for topic, ps in by_topic.items()]))
-    return {(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions if p.error_code == 0}
+        try:
+            call = conn.leader(topic, p).call if isinstance(conn, Brokers) else conn.request
+        except click.ClickException:
+            continue  # no leader right now: shown without a last stable offset
+        by_call.setdefault(call, {}).setdefault(topic, []).append(p)
+    out = {}
+    for call, by_topic in by_call.items():
+        resp = call(LIST_OFFSETS, 2, messages.ListOffsetsRequest(
+            replica_id=-1, isolation_level=READ_COMMITTED, topics=[
+                Topic(name=topic, partitions=[Partition(partition_index=p, timestamp=LATEST) for p in ps])
+                for topic, ps in by_topic.items()]))
+        out.update({(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions
+                    if p.error_code == 0})
+    return out
 
 
 # ---- the commands ---------------------------------------------------------------------------------
@@ -196,8 +219,8 @@ def groups_group() -> None:
 @_json_option
 def list_command(bootstrap_server: str, as_json: bool) -> None:
     """Every group the broker coordinates, with its state."""
-    with BrokerConnection(bootstrap_server) as conn:
-        groups = list_groups(conn)
+    with Brokers(bootstrap_server) as brokers:
+        groups = list_groups(brokers)
     if as_json:
         click.echo(json.dumps([asdict(g) for g in groups]))
     elif groups:
@@ -213,8 +236,8 @@ def list_command(bootstrap_server: str, as_json: bool) -> None:
 def describe_command(group_id: str, bootstrap_server: str, as_json: bool) -> None:
     """Members with their assignments, and per partition the committed offset and the lag to the
     last stable offset."""
-    with BrokerConnection(bootstrap_server) as conn:
-        view = describe_group(conn, group_id)
+    with Brokers(bootstrap_server) as brokers:
+        view = describe_group(brokers, group_id)
     if as_json:
         click.echo(json.dumps(asdict(view)))
         return

@@ -6,8 +6,10 @@
     eoslog transactions abort TOPIC-PARTITION --start-offset N
     eoslog producers describe TOPIC-PARTITION
 
-They speak the Kafka protocol to a running broker (ListTransactions, DescribeTransactions,
-DescribeProducers, WriteTxnMarkers, Metadata) over one plain socket, so they also work against Kafka.
+They speak the Kafka protocol (ListTransactions, DescribeTransactions, DescribeProducers,
+WriteTxnMarkers, Metadata, FindCoordinator) over plain sockets, so they also work against Kafka; on a
+cluster each request goes where Kafka serves it (tools/brokers.py): listings to every broker, a
+transactional id to its coordinator, a partition to its leader.
 A *hanging* transaction is one a partition holds open (it pins the last stable offset) that its
 coordinator does not know as Ongoing over that partition, or that has been open longer than the
 broker's transaction.max.timeout.ms: only an ABORT marker written to the partition ends it.
@@ -15,45 +17,18 @@ broker's transaction.max.timeout.ms: only an ABORT marker written to the partiti
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 
 import click
 
-from eoslog.protocol import codec, messages
+from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
+from eoslog.tools.brokers import TRANSACTION, Brokers, KafkaWire
+
+__all__ = ["Brokers", "KafkaWire", "producers_group", "transactions_group"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_MAX_AGE_MS = 900_000  # transaction.max.timeout.ms: no legitimate transaction is older
-
-
-class KafkaWire:
-    """One blocking connection, one request at a time: enough for admin tools."""
-
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.correlation_id = 0
-
-    def call(self, api_key: int, api_version: int, request):
-        self.correlation_id += 1
-        header = codec.RequestHeader(api_key, api_version, self.correlation_id, "eoslog-txn-cli")
-        self.sock.sendall(codec.encode_request(header, request))
-        size = struct.unpack(">i", self._read(4))[0]
-        return codec.decode_response(api_key, api_version, self._read(size))
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def parse_topic_partition(text: str) -> tuple[str, int]:
@@ -70,48 +45,59 @@ def _check(code: int, what: str) -> None:
 
 # ---- requests ---------------------------------------------------------------------------------------
 
-def list_transactions(wire: KafkaWire, states=(), producer_ids=(), min_duration_ms: int = -1, pattern=None):
+def list_transactions(brokers: Brokers, states=(), producer_ids=(), min_duration_ms: int = -1, pattern=None):
+    """Every broker lists the transactional ids it coordinates; the union, by transactional id."""
     request = messages.ListTransactionsRequest(state_filters=list(states), producer_id_filters=list(producer_ids),
                                                duration_filter=min_duration_ms, transactional_id_pattern=pattern)
-    response = wire.call(66, 2, request)
-    _check(response.error_code, "ListTransactions")
-    return response.transaction_states
+    rows = {}
+    for node_id, wire in brokers.each():
+        response = wire.call(66, 2, request)
+        _check(response.error_code, f"ListTransactions at broker {node_id}")
+        for row in response.transaction_states:
+            rows[row.transactional_id] = row
+    return [rows[t] for t in sorted(rows)]
 
 
-def describe_transactions(wire: KafkaWire, transactional_ids):
-    return wire.call(65, 0, messages.DescribeTransactionsRequest(transactional_ids=list(transactional_ids))
-                     ).transaction_states
+def describe_transactions(brokers: Brokers, transactional_ids):
+    """Each id asked of its own coordinator."""
+    out = []
+    for transactional_id in transactional_ids:
+        request = messages.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+        out += brokers.coordinator(transactional_id, TRANSACTION).call(65, 0, request).transaction_states
+    return out
 
 
-def describe_producers(wire: KafkaWire, topic: str, partitions):
-    request = messages.DescribeProducersRequest(topics=[messages.DescribeProducersRequest.TopicRequest(
-        name=topic, partition_indexes=list(partitions))])
-    return wire.call(61, 0, request).topics[0].partitions
+def describe_producers(brokers: Brokers, topic: str, partitions):
+    """Each partition asked of its leader."""
+    out = []
+    for partition in partitions:
+        request = messages.DescribeProducersRequest(topics=[messages.DescribeProducersRequest.TopicRequest(
+            name=topic, partition_indexes=[partition])])
+        out += brokers.leader(topic, partition).call(61, 0, request).topics[0].partitions
+    return out
 
 
-def topic_partitions(wire: KafkaWire, topic: str | None) -> dict[str, list[int]]:
-    request = messages.MetadataRequest(topics=None if topic is None else [
-        messages.MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
-    response = wire.call(3, 4, request)
+def topic_partitions(brokers: Brokers, topic: str | None) -> dict[str, list[int]]:
+    response = brokers.metadata(None if topic is None else [topic])
     return {t.name: sorted(p.partition_index for p in t.partitions) for t in response.topics
             if t.error_code == 0 and not t.is_internal}
 
 
-def find_hanging(wire: KafkaWire, topic: str | None, max_age_ms: int) -> list[dict]:
+def find_hanging(brokers: Brokers, topic: str | None, max_age_ms: int) -> list[dict]:
     """Open transactions on partitions whose coordinator does not have them Ongoing over that
     partition, or older than ``max_age_ms``."""
     now = int(time.time() * 1000)
     hanging = []
-    for name, partitions in topic_partitions(wire, topic).items():
-        for result in describe_producers(wire, name, partitions):
+    for name, partitions in topic_partitions(brokers, topic).items():
+        for result in describe_producers(brokers, name, partitions):
             for producer in result.active_producers:
                 if producer.current_txn_start_offset < 0:
                     continue
                 entry = {"topic": name, "partition": result.partition_index, "producer_id": producer.producer_id,
                          "producer_epoch": producer.producer_epoch, "start_offset": producer.current_txn_start_offset,
                          "coordinator_epoch": producer.coordinator_epoch, "last_timestamp": producer.last_timestamp}
-                ongoing = [t for t in list_transactions(wire, ["Ongoing"], [producer.producer_id])]
-                described = describe_transactions(wire, [t.transactional_id for t in ongoing]) if ongoing else []
+                ongoing = list_transactions(brokers, ["Ongoing"], [producer.producer_id])
+                described = describe_transactions(brokers, [t.transactional_id for t in ongoing]) if ongoing else []
                 covered = any(any(td.topic == name and result.partition_index in td.partitions for td in d.topics)
                               for d in described if d.error_code == 0)
                 too_old = producer.last_timestamp >= 0 and now - producer.last_timestamp > max_age_ms
@@ -120,10 +106,10 @@ def find_hanging(wire: KafkaWire, topic: str | None, max_age_ms: int) -> list[di
     return hanging
 
 
-def abort_transaction(wire: KafkaWire, topic: str, partition: int, start_offset: int) -> None:
+def abort_transaction(brokers: Brokers, topic: str, partition: int, start_offset: int) -> None:
     """Writes an ABORT marker for the producer whose open transaction on the partition starts at
     ``start_offset`` (KIP-664's `kafka-transactions.sh abort`)."""
-    producers = describe_producers(wire, topic, [partition])[0]
+    producers = describe_producers(brokers, topic, [partition])[0]
     _check(producers.error_code, f"DescribeProducers {topic}-{partition}")
     match = [p for p in producers.active_producers if p.current_txn_start_offset == start_offset]
     if not match:
@@ -133,7 +119,7 @@ def abort_transaction(wire: KafkaWire, topic: str, partition: int, start_offset:
         producer_id=producer.producer_id, producer_epoch=producer.producer_epoch, transaction_result=False,
         topics=[messages.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
         coordinator_epoch=max(producer.coordinator_epoch, 0))
-    response = wire.call(27, 1, messages.WriteTxnMarkersRequest(markers=[marker]))
+    response = brokers.leader(topic, partition).call(27, 1, messages.WriteTxnMarkersRequest(markers=[marker]))
     _check(response.markers[0].topics[0].partitions[0].error_code, f"WriteTxnMarkers {topic}-{partition}")
 
 
@@ -154,11 +140,8 @@ def transactions_group() -> None:
 @click.option("--min-duration-ms", type=int, default=-1, help="only transactions open at least this long")
 @click.option("--pattern", default=None, help="transactional id regular expression")
 def list_command(bootstrap_server, states, producer_ids, min_duration_ms, pattern) -> None:
-    wire = KafkaWire(bootstrap_server)
-    try:
-        rows = list_transactions(wire, states, producer_ids, min_duration_ms, pattern)
-    finally:
-        wire.close()
+    with Brokers(bootstrap_server) as brokers:
+        rows = list_transactions(brokers, states, producer_ids, min_duration_ms, pattern)
     click.echo(f"{'TransactionalId':<40} {'ProducerId':>12} State")
     for row in rows:
         click.echo(f"{row.transactional_id:<40} {row.producer_id:>12} {row.transaction_state}")
@@ -168,11 +151,8 @@ def list_command(bootstrap_server, states, producer_ids, min_duration_ms, patter
 @bootstrap_option
 @click.argument("transactional_id")
 def describe_command(bootstrap_server, transactional_id) -> None:
-    wire = KafkaWire(bootstrap_server)
-    try:
-        (found,) = describe_transactions(wire, [transactional_id])
-    finally:
-        wire.close()
+    with Brokers(bootstrap_server) as brokers:
+        (found,) = describe_transactions(brokers, [transactional_id])
     _check(found.error_code, f"DescribeTransactions {transactional_id}")
     partitions = ", ".join(f"{t.topic}-{p}" for t in found.topics for p in t.partitions) or "-"
     click.echo(f"TransactionalId: {found.transactional_id}\nState: {found.transaction_state}\n"
@@ -186,11 +166,8 @@ def describe_command(bootstrap_server, transactional_id) -> None:
 @click.option("--topic", default=None)
 @click.option("--max-age-ms", type=int, default=DEFAULT_MAX_AGE_MS, show_default=True)
 def find_hanging_command(bootstrap_server, topic, max_age_ms) -> None:
-    wire = KafkaWire(bootstrap_server)
-    try:
-        rows = find_hanging(wire, topic, max_age_ms)
-    finally:
-        wire.close()
+    with Brokers(bootstrap_server) as brokers:
+        rows = find_hanging(brokers, topic, max_age_ms)
     click.echo(f"{'Partition':<30} {'ProducerId':>12} {'Epoch':>6} {'StartOffset':>12}")
     for row in rows:
         click.echo(f"{row['topic'] + '-' + str(row['partition']):<30} {row['producer_id']:>12} "
@@ -203,11 +180,8 @@ def find_hanging_command(bootstrap_server, topic, max_age_ms) -> None:
 @click.option("--start-offset", type=int, required=True, help="first offset of the hanging transaction")
 def abort_command(bootstrap_server, topic_partition, start_offset) -> None:
     topic, partition = parse_topic_partition(topic_partition)
-    wire = KafkaWire(bootstrap_server)
-    try:
-        abort_transaction(wire, topic, partition, start_offset)
-    finally:
-        wire.close()
+    with Brokers(bootstrap_server) as brokers:
+        abort_transaction(brokers, topic, partition, start_offset)
     click.echo(f"aborted the transaction starting at {start_offset} on {topic}-{partition}")
 
 
@@ -221,11 +195,8 @@ def producers_group() -> None:
 @click.argument("topic_partition")
 def producers_describe_command(bootstrap_server, topic_partition) -> None:
     topic, partition = parse_topic_partition(topic_partition)
-    wire = KafkaWire(bootstrap_server)
-    try:
-        (result,) = describe_producers(wire, topic, [partition])
-    finally:
-        wire.close()
+    with Brokers(bootstrap_server) as brokers:
+        (result,) = describe_producers(brokers, topic, [partition])
     _check(result.error_code, f"DescribeProducers {topic_partition}")
     click.echo(f"{'ProducerId':>12} {'Epoch':>6} {'LastSequence':>12} {'LastTimestamp':>14} "
                f"{'CoordinatorEpoch':>16} {'CurrentTxnStartOffset':>21}")

@@ -8,16 +8,20 @@ from pathlib import Path
 
 import click
 
+from eoslog.verify.cluster_faults import CLUSTER_KINDS
 from eoslog.verify.faults import ALL_KINDS
 
 
-def _kinds(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
+def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
     if value is None:
         return None
     kinds = tuple(kind.strip() for kind in value.split(",") if kind.strip())
-    unknown = [kind for kind in kinds if kind not in ALL_KINDS]
+    if kinds == ("none",):
+        return ()
+    unknown = [kind for kind in kinds if kind not in known]
     if unknown:
-        raise click.BadParameter(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(ALL_KINDS)}")
+        raise click.BadParameter(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(known)}",
+                                 param_hint="--faults")
     return kinds
 
 
@@ -33,18 +37,28 @@ def _kinds(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
               help="Transactional client processes.")
 @click.option("--partitions", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Partitions of the test topic (each one is a key).")
-@click.option("--faults", callback=_kinds, default=None, metavar="KIND,...",
-              help=f"Fault kinds to inject (default: all that apply): {', '.join(ALL_KINDS)}.")
+@click.option("--faults", default=None, metavar="KIND,...",
+              help=f"Fault kinds to inject (default: all that apply; 'none' for a run without faults): "
+                   f"{', '.join(ALL_KINDS)}; with --cluster: {', '.join(CLUSTER_KINDS)}.")
+@click.option("--cluster", type=click.IntRange(0, 9), default=0, show_default=True, metavar="N",
+              help="Start a cluster of N brokers on a local ZooKeeper (Debian's server), each behind a "
+                   "fault proxy, instead of one broker; faults then aim at leaders and coordinators.")
 @click.option("--abort-rate", type=click.FloatRange(0.0, 1.0), default=0.15, show_default=True,
               help="Share of transactions the clients abort on purpose.")
 @click.option("--broker-set", "broker_set", multiple=True, metavar="NAME=VALUE",
               help="A property for the broker the verifier starts (repeatable).")
 @click.option("--quiet", is_flag=True, help="Print only the report.")
-def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, abort_rate, broker_set, quiet):
+def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, cluster, abort_rate, broker_set,
+                   quiet):
     """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
     client crashes, dropped responses, cut connections), then check the history for exactly-once
     anomalies. Exits non-zero when any is found."""
     from eoslog.verify.run import VerifyOptions, run_verify
+
+    if cluster and bootstrap is not None:
+        raise click.BadParameter("--cluster starts its own brokers; it cannot be combined with --bootstrap",
+                                 param_hint="--cluster")
+    faults = _kinds(faults, CLUSTER_KINDS if cluster else ALL_KINDS)
 
     properties = {}
     for item in broker_set:
@@ -57,7 +71,7 @@ def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, 
                                  param_hint="--broker-set")
     options = VerifyOptions(duration=duration, bootstrap=bootstrap, seed=seed, out=out, workers=workers,
                             partitions=partitions, abort_rate=abort_rate, faults=faults,
-                            broker_properties=properties)
+                            broker_properties=properties, cluster=cluster)
     log = None if quiet else (lambda message: click.echo(message, err=True))
     result = run_verify(options, log=log)
     click.echo(result.render_text())

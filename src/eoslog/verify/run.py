@@ -1,6 +1,7 @@
 """One verify run: start a broker behind the fault proxy, run worker processes (workload.py) while the
 nemesis (faults.py) injects faults, heal, fence every transactional id, read every partition from the
-start, check the history and plot it.
+start, check the history and plot it. With ``cluster`` = N, the broker is a cluster of N brokers on a
+ZooKeeper the run starts, each behind its own fault proxy, and the nemesis is cluster_faults.py's.
 
 Everything lands in ``out``: ``history.jsonl``, ``report.txt``, ``summary.json``, ``plot.png``,
 ``broker.log`` and ``clients.log`` (librdkafka's own logging), and the broker's data directory.
@@ -50,6 +51,7 @@ class VerifyOptions:
     fault_seconds: tuple[float, float] = (1.0, 4.0)
     quiet_seconds: tuple[float, float] = (1.0, 3.0)
     drop_rate: float = DROP_RATE  # share of responses the proxy drops while proxy-drop holds
+    cluster: int = 0  # N > 0: a cluster of N brokers on ZooKeeper instead of one broker
 
 
 @dataclasses.dataclass
@@ -193,9 +195,11 @@ class WorkerPool:
         return killed
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def _create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
+                  config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_TUNING})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, partitions, replication_factor,
+                                                config=config or {})]).values():
         future.result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -205,6 +209,17 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             return
         time.sleep(0.1)
     raise TimeoutError(f"topic {topic} not visible in metadata")
+
+
+def _wait_cluster_led(cluster, topic: str, partitions: int, say, timeout: float = 120.0) -> list[str]:
+    """After healing: every broker registered and every partition of the topic led by one of them."""
+    try:
+        cluster.wait_for(lambda s: len(s.brokers) == len(cluster.brokers) and all(
+            (s.leader_of(topic, p) or -1) > 0 for p in range(partitions)), timeout, "cluster healed")
+    except TimeoutError as exc:
+        return [f"the cluster did not heal: {str(exc).splitlines()[0]}"]
+    say("cluster healed: every broker registered, every partition led")
+    return []
 
 
 def fence_slots(bootstrap: str, slots: int, timeout: float = 60.0) -> list[str]:
@@ -271,6 +286,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     history_path.unlink(missing_ok=True)
     # A reused --out directory starts from scratch: the data directory and logs belong to earlier runs.
     shutil.rmtree(out / "data", ignore_errors=True)
+    shutil.rmtree(out / "cluster", ignore_errors=True)
     for stale in ("broker.log", "clients.log", "plot.png", "report.txt", "summary.json", "faults.json"):
         (out / stale).unlink(missing_ok=True)
     rng = random.Random(seed)
@@ -279,8 +295,19 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     def say(message: str) -> None:
         log(f"[{time.monotonic() - began:7.1f}s] {message}")
 
-    broker = proxy = None
-    if options.bootstrap is None:
+    broker = proxy = cluster = None
+    replication_factor, topic_config = 1, None
+    if options.cluster:
+        from eoslog.testing.cluster import EmbeddedCluster
+        from eoslog.verify.cluster_faults import CLUSTER_KINDS
+
+        cluster = EmbeddedCluster(out / "cluster", options.cluster, proxied=True,
+                                  properties=options.broker_properties)
+        kinds = options.faults if options.faults is not None else CLUSTER_KINDS
+        topic = "t"
+        replication_factor = min(3, options.cluster)
+        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+    elif options.bootstrap is None:
         from eoslog.testing.faultproxy import FaultProxy
         from eoslog.testing.process import BrokerProcess, free_port
 
@@ -305,11 +332,25 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         if broker is not None:
             broker.start()
             say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
-        _create_topic(bootstrap, topic, options.partitions)
+        if cluster is not None:
+            cluster.start()
+            bootstrap = cluster.bootstrap
+            say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
+                f"each behind a fault proxy: {bootstrap}")
+        _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
         pool = WorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log")
-        nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, kill_client=pool.kill_one,
-                          fault_seconds=options.fault_seconds, quiet_seconds=options.quiet_seconds,
-                          drop_rate=options.drop_rate, log=say)
+        common = dict(kill_client=pool.kill_one, fault_seconds=options.fault_seconds,
+                      quiet_seconds=options.quiet_seconds, drop_rate=options.drop_rate, log=say)
+        if cluster is not None:
+            from eoslog.verify.cluster_faults import ClusterNemesis
+            from eoslog.verify.workload import transactional_id
+
+            nemesis = ClusterNemesis(kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic,
+                                     transactional_ids=[transactional_id(s) for s in range(options.workers)],
+                                     internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
+                                     **common)
+        else:
+            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, **common)
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
@@ -328,6 +369,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         killed = pool.stop()
         if killed:
             say(f"{killed} worker(s) did not stop within {WORKER_STOP_TIMEOUT_S:.0f} s and were killed")
+        if cluster is not None:
+            problems += _wait_cluster_led(cluster, topic, options.partitions, say)
         problems += fence_slots(bootstrap, options.workers)
         final_complete, description = final_read(bootstrap, topic, options.partitions, history)
         say(description)
@@ -344,6 +387,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                 problems.append(f"broker shutdown: {exc}")
         if proxy is not None:
             proxy.stop()
+        if cluster is not None:
+            cluster.stop()
     duration = time.monotonic() - began
     report = check(history_path)
     windows = list(nemesis.windows) if nemesis is not None else []

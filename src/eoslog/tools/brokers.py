@@ -1,0 +1,132 @@
+"""The admin tools' view of a cluster: one blocking connection per broker, found through Metadata, and
+each request sent where Kafka serves it: a partition's requests to its leader, a transactional id's or
+a group's to its coordinator (FindCoordinator), cluster-wide listings to every broker. A single node is
+the one-broker case of the same thing.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import click
+
+from eoslog.protocol import codec, messages
+from eoslog.protocol.errors import ErrorCode
+
+CLIENT_ID = "eoslog-admin-tool"
+METADATA, FIND_COORDINATOR = 3, 10
+GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
+
+
+class KafkaWire:
+    """One blocking connection, one request at a time: enough for admin tools."""
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = CLIENT_ID) -> None:
+        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        self.correlation_id = 0
+        self.client_id = client_id
+
+    def call(self, api_key: int, api_version: int, request):
+        self.correlation_id += 1
+        header = codec.RequestHeader(api_key, api_version, self.correlation_id, self.client_id)
+        self.sock.sendall(codec.encode_request(header, request))
+        size = struct.unpack(">i", self._read(4))[0]
+        return codec.decode_response(api_key, api_version, self._read(size))
+
+    def _read(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Brokers:
+    """Connections to the brokers of the cluster behind ``bootstrap`` (comma-separated), made lazily."""
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+        self.timeout = timeout
+        self._bootstrap = self._connect_any([b.strip() for b in bootstrap.split(",") if b.strip()])
+        self._wires: dict[int, KafkaWire] = {}
+        self._metadata = None
+
+    def _connect_any(self, addresses: list[str]) -> KafkaWire:
+        errors = []
+        for address in addresses:
+            try:
+                return KafkaWire(address, self.timeout)
+            except OSError as exc:
+                errors.append(f"{address}: {exc}")
+        raise click.ClickException(f"cannot reach any broker ({'; '.join(errors) or 'no address given'})")
+
+    def call(self, api_key: int, api_version: int, request):
+        """To whichever broker answered first (requests any broker serves)."""
+        return self._bootstrap.call(api_key, api_version, request)
+
+    def metadata(self, topics: list[str] | None = None, refresh: bool = False):
+        if topics is not None or refresh or self._metadata is None:
+            request = messages.MetadataRequest(
+                topics=None if topics is None else [messages.MetadataRequest.MetadataRequestTopic(name=t)
+                                                    for t in topics], allow_auto_topic_creation=False)
+            response = self.call(METADATA, 4, request)
+            if topics is None:
+                self._metadata = response
+            return response
+        return self._metadata
+
+    def node_ids(self) -> list[int]:
+        return sorted(b.node_id for b in self.metadata().brokers)
+
+    def node(self, node_id: int) -> KafkaWire:
+        wire = self._wires.get(node_id)
+        if wire is None:
+            broker = next((b for b in self.metadata().brokers if b.node_id == node_id), None)
+            if broker is None:
+                broker = next((b for b in self.metadata(refresh=True).brokers if b.node_id == node_id), None)
+            if broker is None:
+                raise click.ClickException(f"broker {node_id} is not in the cluster's metadata")
+            wire = self._wires[node_id] = KafkaWire(f"{broker.host}:{broker.port}", self.timeout)
+        return wire
+
+    def leader(self, topic: str, partition: int) -> KafkaWire:
+        for entry in self.metadata([topic]).topics:
+            if entry.name != topic:
+                continue
+            if entry.error_code:
+                raise click.ClickException(f"topic {topic}: {ErrorCode(entry.error_code).name}")
+            for p in entry.partitions:
+                if p.partition_index == partition:
+                    if p.leader_id < 0:
+                        raise click.ClickException(f"{topic}-{partition} has no leader right now")
+                    return self.node(p.leader_id)
+        raise click.ClickException(f"{topic}-{partition} does not exist")
+
+    def coordinator(self, key: str, key_type: int) -> KafkaWire:
+        response = self.call(FIND_COORDINATOR, 3, messages.FindCoordinatorRequest(key=key, key_type=key_type))
+        if response.error_code:
+            raise click.ClickException(f"FindCoordinator {key!r}: {ErrorCode(response.error_code).name}")
+        return self.node(response.node_id)
+
+    def each(self):
+        """(node id, connection) for every broker: listings that each broker answers for its share."""
+        for node_id in self.node_ids():
+            yield node_id, self.node(node_id)
+
+    def close(self) -> None:
+        self._bootstrap.close()
+        for wire in self._wires.values():
+            wire.close()
+        self._wires.clear()
+
+    def __enter__(self) -> Brokers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

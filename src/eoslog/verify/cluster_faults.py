@@ -1,0 +1,149 @@
+"""The nemesis of ``eoslog verify --cluster N``: faults of a replicated cluster, aimed at the brokers that
+matter at that moment (read from ZooKeeper just before each fault), on the same seeded schedule of
+rounds as the single-node nemesis (faults.py).
+
+| kind | what it does |
+|---|---|
+| ``leader-kill`` | SIGKILL the leader of a random partition of the test topic, start it again |
+| ``coordinator-kill`` | SIGKILL the broker coordinating a worker's transactional id or its group, start it again |
+| ``leader-pause`` | SIGSTOP a partition leader for less than the ZooKeeper session timeout, then SIGCONT |
+| ``session-expiry`` | SIGSTOP a leader or coordinator past the session timeout: ZooKeeper expires its session, the controller moves its leaderships, and it wakes up a zombie that must find out |
+| ``partition`` | cut a partition leader off from every other broker (its fault proxy and theirs close the links), while it keeps ZooKeeper and its clients; then heal |
+| ``client-kill`` | SIGKILL one worker process; the runner replaces it (same transactional id) |
+| ``proxy-drop`` | every broker's proxy drops (and delays) some responses, inter-broker ones included |
+| ``proxy-cut`` | every broker's proxy cuts connections at random frames |
+
+Every fault is healed before the next one starts: killed brokers run again, paused ones continue,
+links are restored.
+"""
+
+from __future__ import annotations
+
+import time
+
+from eoslog.coordinator.partitioning import partition_for
+from eoslog.verify.faults import DELAY_RATE, CUT_RATE, FaultWindow, Nemesis, NemesisError
+
+CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition",
+                 "client-kill", "proxy-drop", "proxy-cut")
+RESTART_ATTEMPTS = 3
+
+
+class ClusterNemesis(Nemesis):
+    """``cluster`` is an EmbeddedCluster started with ``proxied=True``; ``topic`` the workers' topic;
+    ``transactional_ids`` the workers' ids (their groups have the same names)."""
+
+    KNOWN_KINDS = CLUSTER_KINDS
+
+    def __init__(self, kinds, *, seed: int, cluster, topic: str, transactional_ids: list[str],
+                 internal_partitions: int, **kwargs) -> None:
+        super().__init__(kinds, seed=seed, **kwargs)
+        self.cluster = cluster
+        self.topic = topic
+        self.transactional_ids = transactional_ids
+        self.internal_partitions = internal_partitions
+        self._paused: set[int] = set()
+
+    def heal(self) -> None:
+        for proxy in self.cluster.proxies.values():
+            proxy.set_faults(drop_response_rate=0.0, delay_response_rate=0.0, cut_rate=0.0)
+        self.cluster.heal_links()
+        for broker_id in list(self._paused):
+            self.cluster.broker(broker_id).resume()
+            self._paused.discard(broker_id)
+        for broker_id, broker in self.cluster.brokers.items():
+            if broker.process is None or broker.process.poll() is not None:
+                self._restart(broker_id)
+
+    # ---- choosing a target ------------------------------------------------------------------------
+
+    def _leader(self) -> int | None:
+        state = self.cluster.state()
+        leaders = [state.leader_of(t, p) for (t, p) in state.partitions if t == self.topic]
+        leaders = [b for b in leaders if b is not None and b > 0]
+        return self.random.choice(sorted(leaders)) if leaders else None
+
+    def _coordinator(self) -> tuple[int | None, str]:
+        transactional_id = self.random.choice(self.transactional_ids)
+        topic = self.random.choice(["__transaction_state", "__consumer_offsets"])
+        leader = self.cluster.state().leader_of(topic, partition_for(transactional_id, self.internal_partitions))
+        role = "transaction" if topic == "__transaction_state" else "group"
+        return (leader if leader is not None and leader > 0 else None), f"{role} coordinator of {transactional_id}"
+
+    # ---- faults -----------------------------------------------------------------------------------
+
+    def _inject(self, kind: str) -> None:
+        hold = self.random.uniform(*self.fault_seconds)
+        start = time.time()
+        session_s = self.cluster.session_timeout_ms / 1000
+        if kind in ("leader-kill", "coordinator-kill"):
+            victim, what = (self._leader(), "leader") if kind == "leader-kill" else self._coordinator()
+            if victim is None:
+                detail = f"no {what} right now"
+            else:
+                self.cluster.broker(victim).kill()
+                self._wait(self.random.uniform(0.2, 1.0))
+                took = self._restart(victim)
+                detail = f"broker {victim} ({what}) restarted in {took:.2f} s"
+        elif kind in ("leader-pause", "session-expiry"):
+            if kind == "leader-pause":
+                victim, what = self._leader(), "leader"
+                hold = self.random.uniform(0.3, session_s / 2)
+            else:
+                victim, what = (self._leader(), "leader") if self.random.random() < 0.5 else self._coordinator()
+                hold = session_s + self.random.uniform(1.0, 3.0)
+            if victim is None:
+                detail = f"no {what} right now"
+            else:
+                self.cluster.broker(victim).pause()
+                self._paused.add(victim)
+                self._wait(hold)
+                self.cluster.broker(victim).resume()
+                self._paused.discard(victim)
+                detail = f"broker {victim} ({what}) stopped for {hold:.1f} s"
+        elif kind == "partition":
+            victim = self._leader()
+            if victim is None:
+                detail = "no leader right now"
+            else:
+                for other in self.cluster.brokers:
+                    if other != victim:
+                        self.cluster.cut(victim, other)
+                self._wait(hold)
+                self.cluster.heal_links()
+                detail = f"broker {victim} cut off from the other brokers for {hold:.1f} s"
+        elif kind == "client-kill":
+            detail = self.kill_client() or "no client running"
+        elif kind == "proxy-drop":
+            self._all_proxies(drop_response_rate=self.drop_rate, delay_response_rate=DELAY_RATE)
+            self._wait(hold)
+            self._all_proxies(drop_response_rate=0.0, delay_response_rate=0.0)
+            detail = f"drop={self.drop_rate:g} delay={DELAY_RATE:g} on every broker for {hold:.1f} s"
+        elif kind == "proxy-cut":
+            self._all_proxies(cut_rate=CUT_RATE)
+            self._wait(hold)
+            self._all_proxies(cut_rate=0.0)
+            detail = f"cut={CUT_RATE:g} on every broker for {hold:.1f} s"
+        else:
+            raise AssertionError(kind)
+        window = FaultWindow(start, time.time(), kind, detail)
+        self.windows.append(window)
+        self.counts[kind] += 1
+        self.log(f"{kind}: {detail}")
+
+    def _all_proxies(self, **rates: float) -> None:
+        for proxy in self.cluster.proxies.values():
+            proxy.set_faults(**rates)
+
+    def _restart(self, broker_id: int) -> float:
+        started = time.monotonic()
+        broker = self.cluster.broker(broker_id)
+        for attempt in range(1, RESTART_ATTEMPTS + 1):
+            try:
+                broker.start(timeout=60)
+                return time.monotonic() - started
+            except (RuntimeError, TimeoutError) as exc:
+                if attempt == RESTART_ATTEMPTS:
+                    raise NemesisError(f"broker {broker_id} did not restart: {exc}") from exc
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
