@@ -43,3 +43,19 @@ def test_every_row_is_queued_once_in_order_despite_full_queues(shape):
     if headers is not None:
         assert [q[4] for q in producer.queued] == [h or None for h in headers]
     assert producer.polls > 100  # every BufferError was followed by a drain
+
+
+def test_member_ids_are_colocated_with_their_group_deterministically():
+    from eoslog.coordinator.partitioning import partition_for
+    from eoslog.spark.task_writer import colocated_transactional_id
+
+    group = "eoslog-sink-s-q"
+    for partitions in (1, 4, 50):
+        for task in range(20):
+            base = f"{group}-7-{task}"
+            tid = colocated_transactional_id(base, group, partitions)
+            assert partition_for(tid, partitions) == partition_for(group, partitions)
+            assert tid == base or tid.startswith(base + "~")
+            assert colocated_transactional_id(base, group, partitions) == tid  # a retried task finds it again
+            assert tid.startswith(f"{group}-7-")  # still under the batch's abort prefix
+    assert colocated_transactional_id("x-1", group, None) == "x-1"  # a broker that did not say

@@ -16,7 +16,7 @@ DescribedGroup = DescribeTransactionGroupsResponse.DescribedGroup
 def handle(context, request):
     described = context.broker.transaction_coordinator.groups.describe(request.group_names)
     return DescribeTransactionGroupsResponse(throttle_time_ms=0, groups=[
-        DescribedGroup(group_name=g.group_name, error_code=0, last_committed_sequence=g.last_committed_sequence,
+        DescribedGroup(group_name=g.group_name, error_code=int(g.error), last_committed_sequence=g.last_committed_sequence,
                        last_commit_timestamp_ms=g.last_commit_timestamp_ms) for g in described])
 
 

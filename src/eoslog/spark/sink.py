@@ -29,7 +29,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from eoslog.spark import faults
 from eoslog.spark.options import OptionError, SinkOptions
-from eoslog.spark.task_writer import SinkCommitMessage, group_name, transactional_id, write_transaction
+from eoslog.spark.task_writer import (
+    SinkCommitMessage,
+    colocated_transactional_id,
+    group_name,
+    transactional_id,
+    write_transaction,
+)
 from eoslog.spark.txn_group_client import TxnGroupClient, Unsupported
 from eoslog.spark.txn_group_protocol import TxnMember
 
@@ -63,6 +69,16 @@ def query_id_from_checkpoint(checkpoint_location: str | None) -> str | None:
         first = (path / "metadata").read_text().splitlines()[0]
         return json.loads(first)["id"]
     except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def _transaction_state_partitions(options: SinkOptions, group: str) -> int | None:
+    """Asked once on the driver, pickled into the tasks (see colocated_transactional_id)."""
+    try:
+        with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=30) as client:
+            return client.transaction_state_partitions(group) if client.supported() else None
+    except Exception:  # noqa: BLE001 - a broker without the extension: ids stay as they are
+        log.warning("eoslog sink: cannot learn __transaction_state's partitions", exc_info=True)
         return None
 
 
@@ -100,11 +116,11 @@ class _Committer:
             end_transaction(self.options.client["bootstrap.servers"], member, commit=True)
         faults.reached("commit-after", sequence)
 
-    def _abort(self, prefix: str | None, messages) -> None:
+    def _abort(self, prefix: str | None, messages, group: str | None = None) -> None:
         with self._client() as client:
             if client.supported():
                 if prefix is not None:
-                    client.abort_by_prefix(prefix)
+                    client.abort_by_prefix(prefix, coordinator_key=group)
                 return
         from eoslog.spark.end_txn import end_transaction
 
@@ -120,6 +136,7 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
         _check_schema(schema, options)
         self.options = options
         self.checkpoint_location = checkpoint_location
+        self.transaction_state_partitions = _transaction_state_partitions(options, f"eoslog-sink-{options.sink_id}")
 
     def write(self, iterator):
         from pyspark import TaskContext
@@ -130,7 +147,8 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
         o = self.options
         return write_transaction(
             iterator, client=o.client, topic_option=o.topic,
-            txn_id=transactional_id(o.sink_id, query_id, batch_id, ctx.partitionId()),
+            txn_id=colocated_transactional_id(transactional_id(o.sink_id, query_id, batch_id, ctx.partitionId()),
+                                              group_name(o.sink_id, query_id), self.transaction_state_partitions),
             group=group_name(o.sink_id, query_id), partition_id=ctx.partitionId(),
             attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms, batch_id=batch_id)
 
@@ -146,7 +164,7 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
 
     def abort(self, messages, batchId: int) -> None:
         group = self._group(messages)
-        self._abort(f"{group}-{batchId}-" if group else None, messages)
+        self._abort(f"{group}-{batchId}-" if group else None, messages, group)
 
 
 class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
@@ -157,6 +175,8 @@ class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
         self.options = options
         # Created on the driver and pickled into the tasks and into commit(): one id per job.
         self.job_id = uuid.uuid4().hex
+        self.transaction_state_partitions = _transaction_state_partitions(options, group_name(options.sink_id,
+                                                                                               self.job_id))
 
     def write(self, iterator):
         from pyspark import TaskContext
@@ -165,7 +185,8 @@ class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
         o = self.options
         return write_transaction(
             iterator, client=o.client, topic_option=o.topic,
-            txn_id=transactional_id(o.sink_id, self.job_id, 0, ctx.partitionId()),
+            txn_id=colocated_transactional_id(transactional_id(o.sink_id, self.job_id, 0, ctx.partitionId()),
+                                              group_name(o.sink_id, self.job_id), self.transaction_state_partitions),
             group=group_name(o.sink_id, self.job_id), partition_id=ctx.partitionId(),
             attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms)
 
@@ -173,4 +194,5 @@ class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
         self._commit(group_name(self.options.sink_id, self.job_id), 0, messages)
 
     def abort(self, messages) -> None:
-        self._abort(f"{group_name(self.options.sink_id, self.job_id)}-", messages)
+        group = group_name(self.options.sink_id, self.job_id)
+        self._abort(f"{group}-", messages, group)

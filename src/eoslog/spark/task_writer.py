@@ -58,6 +58,24 @@ def transactional_id(sink_id: str, query_id: str, batch_id: int, partition_id: i
     return f"{group_name(sink_id, query_id)}-{batch_id}-{partition_id}"
 
 
+def colocated_transactional_id(base: str, group: str, partitions: int | None) -> str:
+    """``base``, or ``base~k`` for the smallest k that makes it hash to the ``__transaction_state``
+    partition of ``group`` (Kafka's partition_for over ``partitions``). On a cluster a transaction group
+    is committed by one coordinator, the leader of its partition, so every member must be coordinated
+    there too (docs/cluster.md, "Transaction groups on a cluster"); on one node it changes nothing
+    that matters. Deterministic, so a retried task finds the same id."""
+    if not partitions:
+        return base
+    from eoslog.coordinator.partitioning import partition_for
+
+    target = partition_for(group, partitions)
+    candidate, k = base, 0
+    while partition_for(candidate, partitions) != target:
+        k += 1
+        candidate = f"{base}~{k}"
+    return candidate
+
+
 def group_name(sink_id: str, query_id: str) -> str:
     return f"eoslog-sink-{sink_id}-{query_id}"
 

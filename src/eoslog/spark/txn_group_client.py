@@ -25,6 +25,8 @@ from eoslog.spark.txn_group_protocol import CommitRequest, CommitResponse, TxnMe
 API_VERSIONS = 18
 FIND_COORDINATOR = 10
 FIND_COORDINATOR_VERSION = 1  # non-flexible: key, key_type
+METADATA, METADATA_VERSION = 3, 4
+TRANSACTION_STATE = "__transaction_state"
 COORDINATOR_TYPE_TRANSACTION = 1
 CLIENT_ID = "eoslog-spark-sink"
 
@@ -62,6 +64,7 @@ def _split_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 
 class _Connection:
     def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.address = (host, port)
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
@@ -145,7 +148,7 @@ class TxnGroupClient:
                 key=key, key_type=COORDINATOR_TYPE_TRANSACTION))
             if found.error_code != 0:
                 raise _Retry(found.error_code)
-            if (found.host, found.port) not in _split_bootstrap(self.bootstrap):
+            if (found.host, found.port) != conn.address:  # on a cluster, often another bootstrap broker
                 conn.close()
                 conn = _Connection(found.host, found.port, min(self.timeout_s, 30.0))
         except BaseException:
@@ -214,12 +217,32 @@ class TxnGroupClient:
             raise TxnGroupError(f"describing {group_name}", groups[0].error_code)
         return groups[0].last_committed_sequence
 
-    def abort_by_prefix(self, prefix: str) -> tuple[str, ...]:
+    def transaction_state_partitions(self, group_name: str) -> int | None:
+        """How many partitions ``__transaction_state`` has (None when the broker does not say): what the
+        sink needs to give its members transactional ids coordinated with their group. FindCoordinator
+        first, because the topic is created on first use."""
+        self._coordinator(group_name)
+        conn = self._bootstrap_connection()
+        try:
+            response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
+                allow_auto_topic_creation=False))
+        finally:
+            conn.close()
+        for topic in response.topics:
+            if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
+                return len(topic.partitions)
+        return None
+
+    def abort_by_prefix(self, prefix: str, coordinator_key: str | None = None) -> tuple[str, ...]:
+        """AbortTransactionsByPrefix at the coordinator of ``coordinator_key`` (the group whose members
+        the prefix names: they are coordinated with it), or of ``prefix`` itself."""
         if len(prefix) < proto.MIN_ABORT_PREFIX:
             raise ValueError(f"refusing to abort by the short prefix {prefix!r}")
         if not self.supported():
             raise Unsupported("AbortTransactionsByPrefix", ErrorCode.UNSUPPORTED_VERSION)
-        response = self._call(prefix, proto.ABORT_TRANSACTIONS_BY_PREFIX, proto.encode_abort_request(prefix),
+        response = self._call(coordinator_key or prefix, proto.ABORT_TRANSACTIONS_BY_PREFIX,
+                              proto.encode_abort_request(prefix),
                               proto.decode_abort_response, lambda r: r.error_code)
         if response.error_code != 0:
             raise TxnGroupError(f"aborting transactions under {prefix!r}", response.error_code)

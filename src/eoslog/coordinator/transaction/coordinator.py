@@ -188,6 +188,11 @@ class TransactionCoordinator:
     def owns(self, transactional_id: str) -> bool:
         return self._owned is None or self.partition_for(transactional_id) in self._owned
 
+    def coordinated_together(self, a: str, b: str) -> bool:
+        """Whether two transactional ids always share a coordinator: on one node every id does; on a
+        cluster only ids of one ``__transaction_state`` partition (leadership moves per partition)."""
+        return self._owned is None or self.partition_for(a) == self.partition_for(b)
+
     def _not_owned_error(self, transactional_id: str) -> TxnError:
         """Why this broker does not serve ``transactional_id``: led here but not loaded yet, or led elsewhere."""
         cluster = self.registry.cluster
@@ -218,6 +223,7 @@ class TransactionCoordinator:
             if task is not None:
                 task.cancel()
         self._states[index] = {}
+        self.groups.unload(index)
         log.info("transaction coordinator gave up %s-%d: %d transactional ids now coordinated elsewhere",
                  TRANSACTION_STATE, index, len(states))
 
@@ -237,6 +243,7 @@ class TransactionCoordinator:
         for action in recovery_actions(self._states[index], now_ms()):
             actions += 1
             self._spawn_completion(action.markers, action.complete)
+        actions += self.groups.recover(index)  # its members are coordinated here too
         log.info("transaction coordinator took over %s-%d (coordinator epoch %d): %d transactional ids, "
                  "finishing %d", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded, actions)
 

@@ -19,6 +19,12 @@ Contract
 - On load (:meth:`load` for every partition, then :meth:`recover`), a group whose newest record is
   PrepareCommit is rolled forward in the background, after ``recovery_actions`` has restarted the
   markers of members found in PrepareCommit.
+- On a cluster a group is committed by the coordinator of its own ``__transaction_state`` partition,
+  and every member must be coordinated there too (the Spark sink names its members so:
+  spark/task_writer.py, ``colocated_transactional_id``); a commit naming a member of another
+  partition is refused with INVALID_REQUEST before anything is decided. So a partition's group records
+  and its members move together: the new leader loads both and rolls forward what the old one decided
+  (:meth:`recover` for that partition), the old one forgets them (:meth:`unload`).
 """
 
 from __future__ import annotations
@@ -63,6 +69,11 @@ ABORT_COMPLETION_WAIT_S = 5.0
 RETRY_BACKOFF_S = (0.05, 1.0)
 
 
+class GroupMoved(Exception):
+    """The group's ``__transaction_state`` partition is coordinated by another broker now: its new
+    coordinator rolls the group forward from the log; this one stops."""
+
+
 @dataclass(frozen=True)
 class CommitResult:
     error: ErrorCode
@@ -77,6 +88,7 @@ class GroupDescription:
     group_name: str
     last_committed_sequence: int
     last_commit_timestamp_ms: int
+    error: ErrorCode = ErrorCode.NONE  # NOT_COORDINATOR on a cluster broker that does not coordinate it
 
 
 class TransactionGroups:
@@ -92,13 +104,24 @@ class TransactionGroups:
         """Takes the group records of one ``__transaction_state`` partition (others are skipped)."""
         self._groups.update(load_groups(records))
 
-    def recover(self) -> int:
-        """Rolls forward every group whose commit point is logged but not its completion. Call after every
-        partition is loaded (members live in other partitions than their group) and after the
+    def unload(self, index: int) -> None:
+        """``__transaction_state``-``index`` is coordinated elsewhere now: forget its groups and their pins
+        (the roll-forward tasks were cancelled with the coordinator's completions)."""
+        for name in [n for n in self._groups if self.coordinator.partition_for(n) == index]:
+            self._unpin(self._groups.pop(name))
+            self._busy.discard(name)
+
+    def recover(self, index: int | None = None) -> int:
+        """Rolls forward every group (of partition ``index``, or of all) whose commit point is logged but
+        not its completion. Call after the partitions holding its members are loaded and after the
         coordinator's own recovery actions were spawned. Returns how many groups it resumed."""
         resumed = 0
         for record in sorted(self._groups.values(), key=lambda r: r.group_name):
             if record.state is not GroupState.PREPARE_COMMIT:
+                continue
+            if index is not None and self.coordinator.partition_for(record.group_name) != index:
+                continue
+            if record.group_name in self._busy:
                 continue
             log.info("rolling transaction group %r forward: sequence %d, %d members", record.group_name,
                      record.sequence, len(record.members))
@@ -111,6 +134,8 @@ class TransactionGroups:
     async def _finish_recovered(self, record: GroupRecord) -> None:
         try:
             await self._roll_forward(record)
+        except GroupMoved:
+            log.info("transaction group %r moved to another coordinator mid roll-forward", record.group_name)
         finally:
             self._busy.discard(record.group_name)
 
@@ -134,7 +159,8 @@ class TransactionGroups:
         for name in group_names:
             record = self._groups.get(name)
             out.append(GroupDescription(name, record.sequence if record else NO_SEQUENCE,
-                                        record.timestamp_ms if record else NO_TIMESTAMP))
+                                        record.timestamp_ms if record else NO_TIMESTAMP,
+                                        self.coordinator.ownership_error(name) or ErrorCode.NONE))
         return out
 
     # ---- CommitTransactionGroup -------------------------------------------------------------------
@@ -143,8 +169,19 @@ class TransactionGroups:
                      members: Sequence[tuple[str, int, int]]) -> CommitResult:
         coordinator = self.coordinator
         requested = [GroupMember(t, p, e) for t, p, e in members]
+        not_here = coordinator.ownership_error(group_name)
+        if not_here is not None:
+            return CommitResult(not_here, False, NO_SEQUENCE, tuple(not_here for _ in requested), 0)
         if requested:
             coordinator._ensure_state_topic()
+        elsewhere = [m.transactional_id for m in requested
+                     if not coordinator.coordinated_together(m.transactional_id, group_name)]
+        if elsewhere:
+            log.warning("transaction group %r: members %s may be coordinated by other brokers than the group; "
+                        "refused (they must share its __transaction_state partition)", group_name, elsewhere[:3])
+            return CommitResult(ErrorCode.INVALID_REQUEST, False, self._last_sequence(group_name),
+                                tuple(ErrorCode.INVALID_REQUEST if m.transactional_id in elsewhere
+                                      else ErrorCode.NONE for m in requested), 0)
         decision = gd.decide_commit(self._groups.get(group_name), group_name in self._busy, group_name, sequence,
                                     abort_prefix, requested, coordinator.get, self.pinned, _now_ms())
         if decision.error in (TxnError.INVALID_REQUEST, TxnError.CONCURRENT_TRANSACTIONS):
@@ -166,7 +203,10 @@ class TransactionGroups:
                     log.error("test fault %s: killing the broker after the commit point of %r",
                               CRASH_AFTER_GROUP_COMMIT_RECORD, group_name)
                     os.kill(os.getpid(), signal.SIGKILL)
-                await self._roll_forward(decision.record)
+                try:
+                    await self._roll_forward(decision.record)
+                except GroupMoved:
+                    return self._result(TxnError.NOT_COORDINATOR, decision)
             if decision.abort:
                 await self._abort_members(decision.abort)
             aborted: list[str] = []
@@ -211,6 +251,7 @@ class TransactionGroups:
         await asyncio.gather(*(self._commit_member(member) for member in record.members))
         delay = RETRY_BACKOFF_S[0]
         while True:
+            self._check_owned(record.group_name)
             try:
                 await self._log_group(record.completed(_now_ms()))
                 break
@@ -223,10 +264,15 @@ class TransactionGroups:
                 delay = min(delay * 2, RETRY_BACKOFF_S[1])
         self._unpin(record)
 
+    def _check_owned(self, group_name: str) -> None:
+        if not self.coordinator.owns(group_name):
+            raise GroupMoved(group_name)
+
     async def _commit_member(self, member: GroupMember) -> None:
         coordinator = self.coordinator
         delay = RETRY_BACKOFF_S[0]
         while True:
+            self._check_owned(member.transactional_id)  # coordinated with its group: the same partition
             metadata = coordinator.get(member.transactional_id)
             step = gd.member_step(metadata, member)
             if step is MemberStep.DONE:
