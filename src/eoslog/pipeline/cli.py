@@ -45,7 +45,9 @@ def print_summary(console, result) -> None:
         f"{r.transfers:,} transfers ({r.valid:,} valid, {r.invalid:,} invalid) -> {r.ledger_entries:,} ledger "
         f"entries + {r.rejects:,} rejects in {len(result.batches)} micro-batches, {result.seconds:.1f} s; "
         f"batch latency p50 {result.batch_latency_ms(0.5):.0f} ms, p99 {result.batch_latency_ms(0.99):.0f} ms\n"
-        f"sink commit mode: {mode}\nbroker: {result.bootstrap}")
+        f"sink commit mode: {mode}\nbroker: {result.bootstrap}\nspark: {result.spark_master}")
+    for event in result.faults:
+        console.print(f"fault: {event}")
     console.print("[bold green]VERIFIED[/bold green]" if r.ok else "[bold red]VERIFICATION FAILED[/bold red]")
 
 
@@ -58,10 +60,19 @@ def print_summary(console, result) -> None:
 @click.option("--max-offsets-per-trigger", default=50_000, show_default=True)
 @click.option("--topic-prefix", default="", help="Prefix for the three topics (to reuse a broker).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master.")
+@click.option("--cluster", default=0, show_default=True,
+              help="Start this many brokers on a real ZooKeeper (topics replicated min(3, N) times) "
+                   "instead of one embedded broker.")
+@click.option("--kill-broker-at", type=click.FloatRange(0, 1), default=None,
+              help="With --cluster: SIGKILL the leader of the ledger's first partition once this fraction "
+                   "of the payments is processed, and restart it.")
+@click.option("--spark-workers", default=0, show_default=True,
+              help="Run Spark as a standalone cluster, a Master and this many Workers on loopback, "
+                   "instead of --master.")
 @click.option("--workdir", type=click.Path(path_type=Path), default=None,
               help="Where the broker data and the Spark checkpoint go (default: a temporary directory).")
 def pipeline_command(bootstrap, transfers, accounts, seed, partitions, max_offsets_per_trigger, topic_prefix,
-                     master, workdir):
+                     master, cluster, kill_broker_at, spark_workers, workdir):
     """Payments through Spark into a double-entry ledger, exactly once, then verified."""
     from rich.console import Console
 
@@ -70,7 +81,8 @@ def pipeline_command(bootstrap, transfers, accounts, seed, partitions, max_offse
     console = Console()
     settings = RunSettings(bootstrap=bootstrap, transfers=transfers, accounts=accounts, seed=seed,
                            partitions=partitions, max_offsets_per_trigger=max_offsets_per_trigger,
-                           topic_prefix=topic_prefix, master=master, workdir=workdir)
+                           topic_prefix=topic_prefix, master=master, workdir=workdir, cluster=cluster,
+                           kill_broker_at=kill_broker_at, spark_workers=spark_workers)
     progress, show = _live_display(console)
     with progress:
         result = run(settings, display=show)

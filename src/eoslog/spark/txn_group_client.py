@@ -220,19 +220,29 @@ class TxnGroupClient:
     def transaction_state_partitions(self, group_name: str) -> int | None:
         """How many partitions ``__transaction_state`` has (None when the broker does not say): what the
         sink needs to give its members transactional ids coordinated with their group. FindCoordinator
-        first, because the topic is created on first use."""
-        self._coordinator(group_name)
-        conn = self._bootstrap_connection()
-        try:
-            response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
-                topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
-                allow_auto_topic_creation=False))
-        finally:
-            conn.close()
-        for topic in response.topics:
-            if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
-                return len(topic.partitions)
-        return None
+        first, because the topic is created on first use; retried until it has partitions (on a cluster
+        its creation takes a moment) or the client's timeout passes."""
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.05
+        while True:
+            try:
+                self._coordinator(group_name)
+                conn = self._bootstrap_connection()
+                try:
+                    response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                        topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
+                        allow_auto_topic_creation=False))
+                finally:
+                    conn.close()
+                for topic in response.topics:
+                    if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
+                        return len(topic.partitions)
+            except (_Retry, OSError, ConnectionError):
+                self.close()
+            if time.monotonic() + delay > deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     def abort_by_prefix(self, prefix: str, coordinator_key: str | None = None) -> tuple[str, ...]:
         """AbortTransactionsByPrefix at the coordinator of ``coordinator_key`` (the group whose members
