@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import confluent_kafka
 import pytest
-from cluster_helpers import consume_all, wait_replicas_identical
+from cluster_helpers import consume_all, create_topic, wait_replicas_identical
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.coordinator.partitioning import partition_for
@@ -255,3 +255,29 @@ def test_a_delayed_produce_never_lands_outside_its_transaction_when_the_coordina
         assert consume_all(cluster.bootstrap, "late", 1, 2, timeout=30)[0] == [b"first", b"second"]
         everything = consume_all(cluster.bootstrap, "late", 1, 3, timeout=5, isolation="read_uncommitted")[0]
         assert everything == [b"first", b"second"]
+
+
+def test_a_transaction_spans_single_replica_partitions_hosted_by_other_brokers_than_its_coordinator(tmp_path):
+    """RF=1 on 3 brokers: two of the three partitions have no replica on the coordinator's broker at all.
+    AddPartitionsToTxn must take them (they exist in the cluster), and the markers reach them."""
+    with embedded_cluster(3, tmp_path) as cluster:
+        create_topic(cluster, "rf1", 3, 1)
+        state = cluster.state()
+        assert len({state.leader_of("rf1", p) for p in range(3)}) == 3  # one partition on each broker
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "rf1-txn",
+                                             "linger.ms": 5})
+        producer.init_transactions(60)
+        for outcome in ("commit", "abort", "commit"):
+            producer.begin_transaction()
+            for i in range(30):
+                producer.produce("rf1", f"{outcome}-{i}".encode(), partition=i % 3)
+            if outcome == "commit":
+                producer.commit_transaction(30)
+            else:
+                assert producer.flush(30) == 0
+                producer.abort_transaction(30)
+        got = consume_all(cluster.bootstrap, "rf1", 3, 60, timeout=60)
+        assert sorted(v for values in got.values() for v in values) == sorted([f"commit-{i}".encode()
+                                                                                for i in range(30)] * 2)
+        everything = consume_all(cluster.bootstrap, "rf1", 3, 90, timeout=60, isolation="read_uncommitted")
+        assert sum(len(v) for v in everything.values()) == 90  # the aborted ones are in the log, hidden

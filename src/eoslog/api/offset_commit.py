@@ -19,8 +19,7 @@ MAX_VERSION = 9
 
 
 def known_partition(broker, topic: str, index: int) -> bool:
-    info = broker.registry.topics.get(topic)
-    return info is not None and 0 <= index < info.partitions
+    return broker.registry.exists(topic, index)
 
 
 def split_known(broker, topics, epoch_of):

@@ -119,6 +119,15 @@ class PartitionRegistry:
                 log.info("removing %s-%d: its topic was deleted", topic, index)
                 self.log_directory.delete_log(topic, index)
 
+    def exists(self, topic: str, index: int) -> bool:
+        """Whether the partition exists anywhere: a replica here, or (on a cluster) a partition of a topic
+        ZooKeeper knows, wherever its replicas are. What a coordinator checks before naming a partition
+        in a transaction: with RF below the broker count most partitions have no replica here."""
+        if (topic, index) in self.partitions:
+            return True
+        info = self.topics.get(topic) if self.topics is not None else None
+        return info is not None and 0 <= index < info.partitions
+
     def partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:

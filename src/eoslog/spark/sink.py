@@ -77,7 +77,7 @@ def _transaction_state_partitions(options: SinkOptions, group: str) -> int | Non
     try:
         with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=30) as client:
             return client.transaction_state_partitions(group) if client.supported() else None
-    except Exception:  # noqa: BLE001 - a broker without the extension: ids stay as they are
+    except Exception:
         log.warning("eoslog sink: cannot learn __transaction_state's partitions", exc_info=True)
         return None
 

@@ -277,7 +277,7 @@ class TransactionCoordinator:
             if self._zk_block is None or self._zk_block[0] >= self._zk_block[1]:
                 try:
                     self._zk_block = list(cluster.zk.claim_producer_id_block(self.broker.config.node_id, 1000))
-                except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: a retriable refusal
+                except Exception as exc:
                     raise CoordinatorNotAvailableError(f"cannot claim producer ids in ZooKeeper: {exc!r}") from exc
             producer_id = self._zk_block[0]
             self._zk_block[0] += 1
@@ -602,7 +602,7 @@ class TransactionCoordinator:
         tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
         if not self.owns(transactional_id):
             return {tp: _wire(self._not_owned_error(transactional_id), API_ADD_PARTITIONS, api_version) for tp in tps}
-        unknown = [tp for tp in tps if (tp.topic, tp.partition) not in self.registry.partitions]
+        unknown = [tp for tp in tps if not self.registry.exists(tp.topic, tp.partition)]
         if unknown:
             return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                     for tp in tps}
