@@ -21,6 +21,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import date
 from pathlib import Path
@@ -90,31 +91,30 @@ def coordinator_failover(cluster: EmbeddedCluster, topic: str, tid: str) -> tupl
     index = partition_for(tid, STATE_PARTITIONS)
     state = cluster.state()
     victim, epoch = state.leader_of("__transaction_state", index), state.epoch_of("__transaction_state", index)
+    elected: list[float] = []
+
+    def watch_election() -> None:  # ZooKeeper polled beside the producer, which blocks in its calls
+        cluster.wait_for(lambda s: s.epoch_of("__transaction_state", index) > epoch, 60, "new leader")
+        elected.append(time.perf_counter() - killed)
+
+    watcher = threading.Thread(target=watch_election, daemon=True)
     cluster.broker(victim).kill()
     killed = time.perf_counter()
-    elected: list[float] = []
+    watcher.start()
     instances = 0
     while True:
-        if not elected and cluster.state().epoch_of("__transaction_state", index) > epoch:
-            elected.append(time.perf_counter() - killed)
         try:
             commit_one(p, topic)
             break
         except KafkaException as exc:
             error = exc.args[0]
-            if error.txn_requires_abort():
+            if error.txn_requires_abort() or error.retriable():
                 try:
                     p.abort_transaction(10)
                     continue
                 except KafkaException:
                     pass
-            elif error.retriable():
-                try:
-                    p.abort_transaction(10)
-                    continue
-                except KafkaException:
-                    pass
-            instances += 1  # fatal (e.g. fenced by its own retried init) or stuck: a new instance
+            instances += 1  # fatal, or the abort failed too: a new instance
             while True:
                 try:
                     p = producer(cluster.bootstrap, tid)
@@ -122,9 +122,7 @@ def coordinator_failover(cluster: EmbeddedCluster, topic: str, tid: str) -> tupl
                 except KafkaException:
                     continue
     committed = time.perf_counter() - killed
-    if not elected:
-        state = cluster.wait_for(lambda s: s.epoch_of("__transaction_state", index) > epoch, 60, "new leader")
-        elected.append(time.perf_counter() - killed)
+    watcher.join(60)
     p.flush(10)
     cluster.broker(victim).start()
     cluster.wait_for(lambda s: victim in s.brokers and all(

@@ -182,8 +182,11 @@ class Worker:
 
     def _drop_producer(self) -> None:
         if self.producer is not None:
-            self.producer.purge()
-            self.producer.flush(0)
+            try:
+                self.producer.purge()
+                self.producer.flush(0)
+            except KafkaException:
+                pass  # a producer in a fatal state (fenced, INVALID_TXN_STATE) raises it again here: drop it
             self.producer = None
 
     def _assign(self) -> None:
