@@ -8,10 +8,20 @@ supervisor starts a replacement with the same transactional id, which fences thi
 
 `metadata.recovery.strategy=none`: librdkafka 2.16's default re-bootstrap drops the cached group
 coordinator when every broker is briefly unreachable (a broker restart), after which
-send_offsets_to_transaction blocks past its timeout (librdkafka issues 5456 and 5511)."""
+send_offsets_to_transaction blocks past its timeout (librdkafka issues 5456 and 5511).
 
+On a cluster the same hang comes without any re-bootstrap. librdkafka 2.16 decommissions a broker
+that drops out of the Metadata responses, as a killed group coordinator's broker does while it is
+down (#5511). So a watchdog ends the copier when send_offsets_to_transaction overruns its timeout.
+The supervisor starts a replacement with the same transactional id, which fences this one and aborts
+its open transaction, as for any copier crash."""
+
+import contextlib
+import os
 import random
 import sys
+import threading
+import time
 
 import confluent_kafka
 from confluent_kafka import KafkaException, TopicPartition
@@ -28,6 +38,29 @@ producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactio
                                      "metadata.recovery.strategy": "none"})
 producer.init_transactions(60)
 consumer.subscribe([source])
+WATCHDOG_EXIT = 70
+_watched: list = [None]  # (call, deadline) of the client call in progress
+
+
+def _watchdog() -> None:
+    while True:
+        time.sleep(0.5)
+        call = _watched[0]
+        if call is not None and time.monotonic() > call[1]:
+            print(f"{transactional_id}: {call[0]} overran its timeout; exiting ({WATCHDOG_EXIT})", flush=True)
+            os._exit(WATCHDOG_EXIT)
+
+
+threading.Thread(target=_watchdog, daemon=True).start()
+
+
+@contextlib.contextmanager
+def watched(call: str, timeout_s: float):
+    _watched[0] = (call, time.monotonic() + timeout_s + 5)
+    try:
+        yield
+    finally:
+        _watched[0] = None
 
 
 def rewind() -> None:
@@ -74,8 +107,9 @@ while True:
         if rng.random() < 1 / 3:
             abort_and_rewind()
             continue
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 60)
+        with watched("send_offsets_to_transaction", 10):
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 10)
         if not commit():
             abort_and_rewind()
     except KafkaException as exc:
