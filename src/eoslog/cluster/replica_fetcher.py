@@ -52,11 +52,16 @@ class ReplicaFetcher:
         self._client = BrokerClient(host, port, f"eoslog-replica-{manager.broker_id}")
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: Python 3.11's asyncio.wait_for can swallow a cancellation that
+        # arrives as its inner request fails (fixed in 3.12), and the loop would then go on retrying a
+        # leader forever while the broker's shutdown waits for it (seen after a SIGTERM in a verify run).
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -81,7 +86,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff = self.manager.config.replica_fetch_backoff_ms / 1000
-        while True:
+        while not self._stopping:
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= time.monotonic()}
             if not ready or not self._client.port:
                 self._wake.clear()
