@@ -21,7 +21,8 @@ from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_ato
 from eoslog.log.config import LogConfig
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
-from eoslog.server.network import KafkaConnection
+from eoslog.server.limits import ConnectionQuotas, MemoryPool
+from eoslog.server.network import KafkaConnection, close_idle
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,10 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.dispatcher = Dispatcher(self)
+        # What no client may exceed (server/limits.py); the pool's wake-ups are scheduled in start().
+        self.request_memory = MemoryPool(config.request_memory_capacity)
+        self.connection_quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
+                                                  config.max_connections_per_ip_overrides)
         self.started_at_ms = 0
         self.cluster_id = ""
         self._server: asyncio.base_events.Server | None = None
@@ -56,11 +61,12 @@ class Broker:
         data_dir = Path(self.config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
+        self.request_memory.schedule = loop.call_soon
         if self.config.cluster_mode:
             # Bound now (the registration in ZooKeeper names the port), served only once ready.
             self._server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
-                self.config.listen_host, self.config.listen_port, reuse_address=True, start_serving=False)
+                self._new_connection, self.config.listen_host, self.config.listen_port, reuse_address=True,
+                start_serving=False)
             self.bound_port = self._server.sockets[0].getsockname()[1]
             if not self.config.listen_port:
                 self.config.listen_port = self.bound_port
@@ -99,7 +105,7 @@ class Broker:
             await self._server.start_serving()
         else:
             self._server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes),
+                self._new_connection,
                 self.config.listen_host,
                 self.config.listen_port,
                 reuse_address=True,
@@ -109,6 +115,7 @@ class Broker:
             self.config.listen_port = self.bound_port
         self.started_at_ms = int(time.time() * 1000)
         self._background.append(loop.create_task(self._housekeeping()))
+        self._background.append(loop.create_task(self._close_idle_connections()))
         self._start_log_cleaner()
         log.info(
             "eoslog broker %d (cluster %s) ready on %s:%d in %.0f ms; %d topics, %d partitions, data in %s",
@@ -211,6 +218,17 @@ class Broker:
             self.group_service.unload_partition(index)
         elif topic == TRANSACTION_STATE:
             self.transaction_coordinator.unload_partition(index)
+
+    def _new_connection(self) -> KafkaConnection:
+        return KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes, self.request_memory,
+                               self.connection_quotas)
+
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms, checked a few times per period (Kafka checks on every poll)."""
+        max_idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max_idle_s / 4, 30.0))
+            close_idle(self.dispatcher.connections, max_idle_s)
 
     async def _housekeeping(self) -> None:
         """Flushes due by flush.messages / flush.ms, retention, deferred file deletion and checkpoints,

@@ -38,6 +38,8 @@ LOG_DEFAULTS = {
 }
 # Test-only switches that break exactly-once on purpose, so that `eoslog verify` can show it notices
 # (tests/verify/test_verify_run.py). Refused unless EOSLOG_ALLOW_TEST_FAULTS=1; never for real use.
+# Kafka's default is -1 (unbounded); ours bounds the memory of requests being received.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 TEST_FAULTS_ENV = "EOSLOG_ALLOW_TEST_FAULTS"
 TEST_FAULT_PROPERTIES = {
     # retried batches are appended again instead of answered with their original offsets
@@ -118,6 +120,14 @@ class BrokerConfig:
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # ---- resource bounds (server/limits.py, docs/security.md) -------------------------------------------
+    # None: max(DEFAULT_QUEUED_MAX_REQUEST_BYTES, socket.request.max.bytes); -1: unbounded, as Kafka's own
+    # default (ours is bounded: a broker no client can exhaust is the point).
+    queued_max_request_bytes: int | None = None
+    max_connections: int | None = None  # None: no limit
+    max_connections_per_ip: int | None = None
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    connections_max_idle_ms: int = 600_000
     # A single node sizes its internal topics to itself: replication factor 1, always.
     offsets_topic_num_partitions: int = 10
     transaction_state_log_num_partitions: int = 10
@@ -155,6 +165,18 @@ class BrokerConfig:
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
 
     @property
+    def request_memory_capacity(self) -> int:
+        """The ``queued.max.request.bytes`` pool's size (-1: unbounded). One frame of the largest size
+        allowed must fit, or a client sending one would wait forever."""
+        if self.queued_max_request_bytes is None:
+            return max(DEFAULT_QUEUED_MAX_REQUEST_BYTES, self.socket_request_max_bytes)
+        if self.queued_max_request_bytes != -1 and self.queued_max_request_bytes < self.socket_request_max_bytes:
+            raise ConfigError(f"queued.max.request.bytes={self.queued_max_request_bytes} is below "
+                              f"socket.request.max.bytes={self.socket_request_max_bytes}: a request of the "
+                              "largest allowed size could never be received")
+        return self.queued_max_request_bytes
+
+    @property
     def cluster_mode(self) -> bool:
         return self.zookeeper_connect is not None
 
@@ -179,6 +201,9 @@ class BrokerConfig:
             "broker.id": ("node_id", 0),
             "num.partitions": ("num_partitions", 1),
             "socket.request.max.bytes": ("socket_request_max_bytes", 1024),
+            "max.connections": ("max_connections", 1),
+            "max.connections.per.ip": ("max_connections_per_ip", 1),
+            "connections.max.idle.ms": ("connections_max_idle_ms", 1000),
             "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1),
             "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 1),
             "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 0),
@@ -209,6 +234,18 @@ class BrokerConfig:
         if name in simple_ints:
             attribute, minimum = simple_ints[name]
             setattr(self, attribute, _int(name, value, minimum))
+        elif name == "queued.max.request.bytes":
+            number = _int(name, value, -1)
+            if number == 0 or number < -1:
+                raise ConfigError(f"{name} must be -1 (unbounded) or a positive number of bytes, got {value!r}")
+            self.queued_max_request_bytes = number
+        elif name == "max.connections.per.ip.overrides":
+            from eoslog.server.limits import parse_overrides
+
+            try:
+                self.max_connections_per_ip_overrides = parse_overrides(value)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
         elif name == "auto.create.topics.enable":
             self.auto_create_topics_enable = _bool(name, value)
         elif name == "unclean.leader.election.enable":

@@ -1,10 +1,18 @@
 """Kafka request framing without I/O: bytes in (through buffers we hand out), whole frames out.
 
 Built for ``asyncio.BufferedProtocol``: the transport reads straight into the memory ``get_buffer``
-returns, so a request is copied at most once on its way in. Small requests share one receive buffer and
-are copied out of it (cheap, and it lets the buffer be reused at once). A request larger than the receive
-buffer gets a buffer of its own, sized from its length prefix: the kernel writes a 1 MiB Produce request
-straight into the bytearray the dispatcher then reads, and the log writes from, without any copy.
+returns, so a request is copied at most once on its way in. What a connection costs follows what its
+client has actually sent, never what it announces:
+- Small requests share one small receive buffer and are copied out of it. The buffer is dropped as
+  soon as every byte in it has been taken, so an idle connection holds none.
+- A request larger than the receive buffer gets a buffer of its own. The buffer starts at
+  ``large_start`` bytes (or the whole size, if smaller) and doubles as bytes arrive, up to the size in
+  the length prefix. The kernel writes into it directly, and the dispatcher, then the log, read from
+  it. A 64 KiB Produce request is received with no copy; a 1 MiB one is copied log2(16) = 4 times
+  on the way. A prefix announcing 100 MB followed by a trickle allocates what the trickle brings.
+- Every allocation or growth of a large frame's buffer is reserved first from the broker's
+  ``queued.max.request.bytes`` pool (server/limits.py). If the pool refuses, ``next_frame`` raises
+  :class:`NeedMemory` and the caller stops reading until memory comes back.
 
 A frame is a 4-byte big-endian size followed by that many bytes; ``next_frame`` returns the bytes after
 the size. A size below zero or above the limit raises :class:`FrameTooLarge` (the caller hangs up: Kafka
@@ -15,8 +23,11 @@ from __future__ import annotations
 
 import struct
 
+from eoslog.server.limits import MemoryPool
+
 SIZE_PREFIX = struct.Struct(">i")
-RECEIVE_BUFFER = 256 * 1024
+RECEIVE_BUFFER = 16 * 1024
+LARGE_START = 64 * 1024
 
 
 class FrameTooLarge(Exception):
@@ -25,24 +36,47 @@ class FrameTooLarge(Exception):
         self.size = size
 
 
-class FrameReader:
-    """Invariants: ``_start <= _end <= len(_buffer)``; bytes ``[_start, _end)`` are received but not yet
-    returned as frames; while ``_large`` is set, every byte received belongs to that one frame."""
+class NeedMemory(Exception):
+    """The next frame needs ``size`` bytes the pool cannot give now; call ``next_frame`` again later."""
 
-    def __init__(self, max_frame: int, receive_buffer: int = RECEIVE_BUFFER) -> None:
+    def __init__(self, size: int) -> None:
+        super().__init__(f"waiting for {size} bytes of queued.max.request.bytes")
+        self.size = size
+
+
+class FrameReader:
+    """Invariants: while ``_large`` is None, bytes ``[_start, _end)`` of ``_buffer`` are received but not
+    yet returned as frames, and ``_buffer`` is None when there are none; while ``_large`` is set, every
+    byte received belongs to that one frame of ``_large_size`` bytes, and ``len(_large)`` is reserved in
+    the pool under ``_ticket``."""
+
+    def __init__(self, max_frame: int, receive_buffer: int = RECEIVE_BUFFER, pool: MemoryPool | None = None,
+                 large_start: int = LARGE_START) -> None:
         self._max_frame = max_frame
-        self._buffer = bytearray(receive_buffer)
-        self._view = memoryview(self._buffer)
+        self._receive_buffer = receive_buffer
+        self._large_start = large_start
+        self._pool = pool if pool is not None else MemoryPool()
+        self._buffer: bytearray | None = None
+        self._view: memoryview | None = None
         self._start = 0
         self._end = 0
         self._large: bytearray | None = None
         self._large_filled = 0
+        self._large_size = 0
+        self._reserved = 0  # bytes of the pool this reader holds: its large frame's buffer, or nothing
+        self._ticket: int | None = None  # the large frame's place in the pool's oldest-first order
 
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
         if self._large is not None:
+            if self._large_filled == len(self._large):
+                # next_frame grows it through the pool; reaching here means a read came first: grow anyway
+                self._grow_large(self._pool.force)
             return memoryview(self._large)[self._large_filled :]
-        if self._end == len(self._buffer):
+        if self._buffer is None:
+            self._buffer = bytearray(self._receive_buffer)
+            self._view = memoryview(self._buffer)
+        elif self._end == len(self._buffer):
             self._make_room()
         return self._view[self._end :]
 
@@ -55,13 +89,16 @@ class FrameReader:
     def next_frame(self) -> bytes | bytearray | None:
         """The next whole frame, or None until more bytes arrive."""
         if self._large is not None:
-            if self._large_filled < len(self._large):
+            if self._large_filled < self._large_size:
+                if self._large_filled == len(self._large) and not self._grow_large(self._pool.try_reserve):
+                    raise NeedMemory(min(self._large_size, 2 * len(self._large)) - len(self._large))
                 return None
             frame, self._large = self._large, None
+            self._give_back()
             return frame
         available = self._end - self._start
         if available < 4:
-            self._reset_if_empty()
+            self._drop_if_empty()
             return None
         (size,) = SIZE_PREFIX.unpack_from(self._buffer, self._start)
         if size < 0 or size > self._max_frame:
@@ -70,20 +107,53 @@ class FrameReader:
             begin = self._start + 4
             self._start = begin + size
             frame = bytes(self._view[begin : begin + size])
-            self._reset_if_empty()
+            self._drop_if_empty()
             return frame
         if 4 + size > len(self._buffer):
-            # Too big for the shared buffer: give it its own, seeded with what has arrived so far.
+            # Too big for the receive buffer: a buffer of its own, seeded with what has arrived so far.
             have = available - 4
-            large = bytearray(size)
+            first = max(have, min(size, self._large_start))
+            ticket = self._pool.open_frame()
+            if not self._pool.try_reserve(first, ticket):
+                self._pool.close_frame(ticket)
+                raise NeedMemory(first)
+            self._reserved, self._ticket = first, ticket
+            large = bytearray(first)
             large[:have] = self._view[self._start + 4 : self._end]
+            self._buffer = self._view = None
             self._start = self._end = 0
-            self._large, self._large_filled = large, have
-            return large if have == size else None
+            self._large, self._large_filled, self._large_size = large, have, size
+            return self.next_frame() if have == size else None
         return None
 
-    def _reset_if_empty(self) -> None:
+    def close(self) -> None:
+        """The connection is gone: every byte it held goes back."""
+        self._large = self._buffer = self._view = None
+        self._start = self._end = 0
+        self._give_back()
+
+    def _give_back(self) -> None:
+        if self._ticket is not None:
+            self._pool.close_frame(self._ticket)
+            self._ticket = None
+        reserved, self._reserved = self._reserved, 0
+        if reserved:
+            self._pool.release(reserved)
+
+    def _grow_large(self, reserve) -> bool:
+        """Doubles the large frame's buffer (up to its size) if ``reserve`` grants the difference."""
+        size = min(self._large_size, 2 * len(self._large))
+        if not reserve(size - len(self._large), self._ticket):
+            return False
+        self._reserved += size - len(self._large)
+        grown = bytearray(size)
+        grown[: self._large_filled] = self._large
+        self._large = grown
+        return True
+
+    def _drop_if_empty(self) -> None:
         if self._start == self._end:
+            self._buffer = self._view = None
             self._start = self._end = 0
 
     def _make_room(self) -> None:
@@ -105,3 +175,10 @@ class FrameReader:
         if self._large is not None:
             return self._large_filled
         return self._end - self._start
+
+    @property
+    def holding(self) -> int:
+        """Bytes of buffer this reader holds now (what the connection costs beyond its socket)."""
+        if self._large is not None:
+            return len(self._large)
+        return len(self._buffer) if self._buffer is not None else 0

@@ -13,6 +13,10 @@ Contract
   be overtaken by the same producer's next batch). Reads pause meanwhile, so holding costs no memory.
 - A frame larger than ``socket.request.max.bytes`` closes the connection: we cannot skip it without
   reading it, and Kafka does the same.
+- Resource bounds (server/limits.py): a connection over ``max.connections`` or
+  ``max.connections.per.ip`` is closed when accepted. A frame waiting for ``queued.max.request.bytes``
+  pauses its connection's reads until the pool has room. A connection with nothing in flight and no
+  bytes either way for ``connections.max.idle.ms`` is closed by :func:`close_idle`.
 - Bytes come in through ``asyncio.BufferedProtocol`` into buffers the frame reader (server/framing.py)
   hands out, so a large Produce request is received straight into the buffer the log writes from.
 """
@@ -22,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog.log.region import FileRegion
-from eoslog.server.framing import FrameReader, FrameTooLarge
+from eoslog.server.framing import FrameReader, FrameTooLarge, NeedMemory
+from eoslog.server.limits import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
     from eoslog.server.dispatcher import Dispatcher
@@ -46,18 +52,24 @@ class CloseConnection(Exception):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int) -> None:
+    def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int, pool: MemoryPool | None = None,
+                 quotas: ConnectionQuotas | None = None) -> None:
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
-        self._frames = FrameReader(max_request_bytes)
+        self._pool = pool if pool is not None else MemoryPool()
+        self._quotas = quotas
+        self._frames = FrameReader(max_request_bytes, pool=self._pool)
         # Each entry: [pieces or None, future or None]; written strictly from the left.
         self._pending: deque[list[Any]] = deque()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
         self._holds = 0
+        self._starved = False  # waiting for queued.max.request.bytes
+        self._counted_ip: str | None = None  # counted in the quotas
         self.peer = "?"
         self.closed = False
+        self.last_active = time.monotonic()
         self._socket_fd: int | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
@@ -65,6 +77,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self._quotas is not None:
+            ip = peer[0] if peer else "?"
+            refused = self._quotas.admit(ip)
+            if refused is not None:
+                log.warning("refusing connection from %s: %s", self.peer, refused)
+                self.closed = True
+                transport.abort()
+                return
+            self._counted_ip = ip
         sock = transport.get_extra_info("socket")
         self._socket_fd = sock.fileno() if sock is not None and SENDFILE else None
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
@@ -72,6 +93,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._frames.close()
+        self._pool.forget(self._memory_released)
+        if self._counted_ip is None:
+            return  # refused at accept: never opened
+        if self._quotas is not None:
+            self._quotas.release(self._counted_ip)
+        self._counted_ip = None
         for entry in self._pending:
             future = entry[1]
             if future is not None and not future.done():
@@ -85,7 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        if not self._holds:
+        if not self._holds and not self._starved:
             self._set_reading(True)
         self._process_frames()
 
@@ -103,7 +131,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             released = True
             self._holds -= 1
             if self._holds == 0 and not self.closed:
-                if not self._writing_paused:
+                if not self._writing_paused and not self._starved:
                     self._set_reading(True)
                 # Not from inside the holder's own call stack: frames are dispatched from the loop.
                 asyncio.get_running_loop().call_soon(self._process_frames)
@@ -114,6 +142,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         self._frames.buffer_updated(nbytes)
         self._process_frames()
 
@@ -124,16 +153,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
         requests (300 Fetches fit in 30 KB), so we also stop taking frames out of the reader while the
         socket's write side is over its high-water mark, and pick up again in resume_writing.
         """
-        while not self._writing_paused and not self._holds and not self.closed:
+        while not self._writing_paused and not self._holds and not self._starved and not self.closed:
             try:
                 frame = self._frames.next_frame()
             except FrameTooLarge as exc:
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 self.close()
                 return
+            except NeedMemory as exc:
+                log.debug("connection from %s waits: %s (%d of %d bytes in use)", self.peer, exc,
+                          self._pool.used, self._pool.capacity)
+                self._starved = True
+                self._set_reading(False)
+                self._pool.wait(self._memory_released)
+                return
             if frame is None:
                 return
             self._on_frame(frame)
+
+    def _memory_released(self) -> None:
+        """The pool gave memory back: try the waiting frame again (it may wait again)."""
+        if self.closed or not self._starved:
+            return
+        self._starved = False
+        if not self._writing_paused and not self._holds:
+            self._set_reading(True)
+        self._process_frames()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight either way: no request being answered, no response being written. (A frame
+        half received counts as nothing: a client that stops mid-frame is idle, and its memory goes back
+        when it is closed.)"""
+        transport = self._transport
+        return (not self._pending and not self._holds and not self._starved
+                and (transport is None or transport.get_write_buffer_size() == 0))
 
     # --- requests and responses ---------------------------------------------------------------
     def _on_frame(self, frame: bytes | bytearray) -> None:
@@ -178,6 +232,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self._transport
         if transport is None or self.closed:
             return
+        self.last_active = time.monotonic()
         try:
             for piece in pieces:
                 if isinstance(piece, FileRegion):
@@ -229,3 +284,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.closed and self._transport is not None:
             self.closed = True
             self._transport.close()
+
+
+def close_idle(connections, max_idle_s: float, now: float | None = None) -> int:
+    """``connections.max.idle.ms``: closes every connection with nothing in flight and no bytes either
+    way for ``max_idle_s``. Returns how many it closed."""
+    now = time.monotonic() if now is None else now
+    closed = 0
+    for connection in list(connections):
+        if connection.idle and now - connection.last_active > max_idle_s:
+            log.info("closing connection from %s: idle for more than connections.max.idle.ms", connection.peer)
+            connection.close()
+            closed += 1
+    return closed
