@@ -15,7 +15,7 @@ UNKNOWN_OPERATIONS = -(2**31)
 
 def handle(context, request):
     broker = context.broker
-    host, port = broker.config.advertised
+    host, port = broker.advertised_for(context.connection)  # the listener it came in on
     if context.api_version >= 1 and request.endpoint_type not in (BROKERS_ENDPOINT,):
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE), error_message="only the brokers endpoint exists",

@@ -37,7 +37,7 @@ def _cluster_coordinator(broker, key_type: int, key: str) -> tuple[int, int, str
 
 def handle(context, request):
     broker = context.broker
-    host, port = broker.config.advertised
+    host, port = broker.advertised_for(context.connection)  # the listener it came in on
     node = broker.config.node_id
     key_type = request.key_type if context.api_version >= 1 else GROUP
     code = 0 if key_type in (GROUP, TRANSACTION) else int(ErrorCode.INVALID_REQUEST)

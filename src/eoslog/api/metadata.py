@@ -95,7 +95,7 @@ def handle(context, request):
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
             topics.append(_topic_entry(broker, info))
-    host, port = broker.config.advertised
+    host, port = broker.advertised_for(context.connection)  # the listener it came in on
     if broker.cluster is not None:
         view = broker.cluster.view
         brokers = [Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)

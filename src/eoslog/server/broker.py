@@ -27,6 +27,7 @@ from eoslog.server.network import KafkaConnection, close_idle
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that connects and never finishes its TLS handshake is dropped
 
 
 class Broker:
@@ -37,6 +38,26 @@ class Broker:
         self.request_memory = MemoryPool(config.request_memory_capacity)
         self.connection_quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
                                                   config.max_connections_per_ip_overrides)
+        # Listeners (server/listeners.py): the primary first; TLS contexts are built now so a bad
+        # certificate or password is a configuration error before anything starts.
+        self.listeners = config.listeners()
+        self._tls = {}
+        for listener in self.listeners:
+            if listener.protocol.startswith("SASL"):
+                raise ConfigError(f"listener {listener.name}: {listener.protocol} is not supported yet "
+                                  "(PLAINTEXT and SSL are; docs/security.md)")
+            if listener.uses_tls:
+                from eoslog.server.tls import PrincipalMapper, TlsConfigError, listener_property, server_context
+
+                try:
+                    self._tls[listener.name] = (server_context(config.security_properties, listener),
+                                                PrincipalMapper.parse(listener_property(
+                                                    config.security_properties, listener,
+                                                    "ssl.principal.mapping.rules") or "DEFAULT"))
+                except TlsConfigError as exc:
+                    raise ConfigError(str(exc)) from exc
+        self.bound_ports: dict[str, int] = {}
+        self._extra_servers: list = []
         self.started_at_ms = 0
         self.cluster_id = ""
         self._server: asyncio.base_events.Server | None = None
@@ -64,9 +85,7 @@ class Broker:
         self.request_memory.schedule = loop.call_soon
         if self.config.cluster_mode:
             # Bound now (the registration in ZooKeeper names the port), served only once ready.
-            self._server = await loop.create_server(
-                self._new_connection, self.config.listen_host, self.config.listen_port, reuse_address=True,
-                start_serving=False)
+            self._server = await self._listen(self.listeners[0], start_serving=False)
             self.bound_port = self._server.sockets[0].getsockname()[1]
             if not self.config.listen_port:
                 self.config.listen_port = self.bound_port
@@ -104,15 +123,17 @@ class Broker:
         if self._server is not None:
             await self._server.start_serving()
         else:
-            self._server = await loop.create_server(
-                self._new_connection,
-                self.config.listen_host,
-                self.config.listen_port,
-                reuse_address=True,
-            )
+            self._server = await self._listen(self.listeners[0])
         self.bound_port = self._server.sockets[0].getsockname()[1]
         if not self.config.listen_port:
             self.config.listen_port = self.bound_port
+        self.bound_ports[self.listeners[0].name] = self.bound_port
+        for listener in self.listeners[1:]:
+            server = await self._listen(listener)
+            self._extra_servers.append(server)
+            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+            log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host,
+                     self.bound_ports[listener.name])
         self.started_at_ms = int(time.time() * 1000)
         self._background.append(loop.create_task(self._housekeeping()))
         self._background.append(loop.create_task(self._close_idle_connections()))
@@ -128,6 +149,8 @@ class Broker:
         log.info("shutting down: closing the listener and %d connections", len(self.dispatcher.connections))
         if self._server is not None:
             self._server.close()
+        for server in self._extra_servers:
+            server.close()
         for connection in list(self.dispatcher.connections):
             connection.close()
         if self.cluster is not None:
@@ -219,9 +242,26 @@ class Broker:
         elif topic == TRANSACTION_STATE:
             self.transaction_coordinator.unload_partition(index)
 
-    def _new_connection(self) -> KafkaConnection:
+    async def _listen(self, listener, start_serving: bool = True):
+        tls = self._tls.get(listener.name)
+        extra = {"ssl": tls[0], "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S} if tls else {}
+        return await asyncio.get_running_loop().create_server(
+            lambda: self._new_connection(listener), listener.host, listener.port, reuse_address=True,
+            start_serving=start_serving, **extra)
+
+    def _new_connection(self, listener) -> KafkaConnection:
+        tls = self._tls.get(listener.name)
         return KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes, self.request_memory,
-                               self.connection_quotas)
+                               self.connection_quotas, listener=listener,
+                               principal_mapper=tls[1] if tls else None)
+
+    def advertised_for(self, connection) -> tuple[str, int]:
+        """The address a client is told: its listener's advertised one on a single node; the registered
+        one on a cluster (one listener there, for now)."""
+        listener = getattr(connection, "listener", None)
+        if self.cluster is not None or listener is None or listener is self.listeners[0]:
+            return self.config.advertised
+        return listener.advertised(self.bound_ports.get(listener.name))
 
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms, checked a few times per period (Kafka checks on every poll)."""

@@ -84,6 +84,10 @@ def _int(name: str, value: str, minimum: int | None = None) -> int:
     return number
 
 
+def _listener_names(spec: str) -> list[str]:
+    return [item.split("://")[0].strip().upper() for item in spec.split(",") if "://" in item]
+
+
 def parse_host_port(text: str, what: str = "address") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not host:
@@ -128,6 +132,14 @@ class BrokerConfig:
     max_connections_per_ip: int | None = None
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
     connections_max_idle_ms: int = 600_000
+    # ---- listeners and TLS (server/listeners.py, server/tls.py, docs/security.md) ------------------------
+    # The primary listener is listen_host:listen_port under the first name of `listeners` (PLAINTEXT by
+    # default); the others of `listeners` are served beside it.
+    listeners_spec: str | None = None
+    advertised_listeners_spec: str | None = None
+    listener_protocol_map: dict[str, str] | None = None
+    inter_broker_listener_name: str | None = None
+    security_properties: dict[str, str] = field(default_factory=dict)  # ssl.* and listener.name.*.ssl.*
     # A single node sizes its internal topics to itself: replication factor 1, always.
     offsets_topic_num_partitions: int = 10
     transaction_state_log_num_partitions: int = 10
@@ -164,6 +176,30 @@ class BrokerConfig:
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
 
+    def listeners(self) -> list:
+        """Every listener, the primary first (its address as listen_host:listen_port say)."""
+        from dataclasses import replace
+
+        from eoslog.server.listeners import Listener, ListenerError, parse_listeners
+
+        try:
+            if self.listeners_spec is None:
+                listeners = [Listener("PLAINTEXT", self.listen_host, self.listen_port,
+                                      (self.listener_protocol_map or {}).get("PLAINTEXT", "PLAINTEXT"))]
+            else:
+                listeners = parse_listeners(self.listeners_spec, self.advertised_listeners_spec,
+                                            self.listener_protocol_map)
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from exc
+        primary = replace(listeners[0], host=self.listen_host, port=self.listen_port)
+        if self.advertised_host is not None:
+            primary = replace(primary, advertised_host=self.advertised_host, advertised_port=self.advertised_port)
+        listeners[0] = primary
+        if self.cluster_mode and (len(listeners) > 1 or primary.protocol != "PLAINTEXT"):
+            raise ConfigError("a cluster member serves one PLAINTEXT listener for now: TLS listeners are a "
+                              "single node's (docs/security.md)")
+        return listeners
+
     @property
     def request_memory_capacity(self) -> int:
         """The ``queued.max.request.bytes`` pool's size (-1: unbounded). One frame of the largest size
@@ -182,6 +218,13 @@ class BrokerConfig:
 
     @property
     def advertised(self) -> tuple[str, int]:
+        """The primary listener's advertised address: --advertised-listener, else its entry in
+        advertised.listeners, else where it listens."""
+        if self.advertised_host is None and self.advertised_listeners_spec:
+            primary = _listener_names(self.listeners_spec)[0] if self.listeners_spec else "PLAINTEXT"
+            for item in self.advertised_listeners_spec.split(","):
+                if item.strip().split("://")[0].strip().upper() == primary:
+                    return parse_host_port(item.split("//")[-1], "advertised.listeners")
         return (self.advertised_host or self.listen_host, self.advertised_port or self.listen_port)
 
     def apply_properties(self, properties: dict[str, str]) -> None:
@@ -261,9 +304,34 @@ class BrokerConfig:
         elif name == "log.dirs" or name == "log.dir":
             self.data_dir = Path(value.split(",")[0])
         elif name == "listeners":
-            self.listen_host, self.listen_port = parse_host_port(value.split("//")[-1], name)
+            from eoslog.server.listeners import ListenerError, parse_listeners
+
+            try:
+                first = parse_listeners(value, None, {n: "PLAINTEXT" for n in _listener_names(value)})[0]
+            except ListenerError as exc:
+                raise ConfigError(str(exc)) from exc
+            self.listeners_spec = value
+            self.listen_host, self.listen_port = first.host, first.port
         elif name == "advertised.listeners":
-            self.advertised_host, self.advertised_port = parse_host_port(value.split("//")[-1], name)
+            for item in filter(None, (part.strip() for part in value.split(","))):
+                parse_host_port(item.split("//")[-1], name)  # a bad address is an error now, not at start
+            self.advertised_listeners_spec = value
+        elif name == "listener.security.protocol.map":
+            from eoslog.server.listeners import ListenerError, parse_protocol_map
+
+            try:
+                self.listener_protocol_map = parse_protocol_map(value)
+            except ListenerError as exc:
+                raise ConfigError(str(exc)) from exc
+        elif name == "inter.broker.listener.name":
+            self.inter_broker_listener_name = value.strip().upper()
+        elif name.startswith("ssl.") or name.startswith("listener.name."):
+            from eoslog.server.tls import SSL_PROPERTIES
+
+            base = name.split(".", 3)[3] if name.startswith("listener.name.") and name.count(".") >= 3 else name
+            if base not in SSL_PROPERTIES:
+                raise ConfigError(f"unknown broker property {name!r} (TLS properties: {', '.join(sorted(SSL_PROPERTIES))})")
+            self.security_properties[name] = value
         elif name == "cluster.id":
             self.cluster_id = value
         elif name.startswith("eoslog.test."):

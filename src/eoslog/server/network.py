@@ -53,7 +53,7 @@ class CloseConnection(Exception):
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int, pool: MemoryPool | None = None,
-                 quotas: ConnectionQuotas | None = None) -> None:
+                 quotas: ConnectionQuotas | None = None, listener=None, principal_mapper=None) -> None:
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
         self._pool = pool if pool is not None else MemoryPool()
@@ -70,6 +70,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.closed = False
         self.last_active = time.monotonic()
+        self.listener = listener  # server/listeners.py Listener it came in on (None: a bare test connection)
+        self._principal_mapper = principal_mapper
+        self.principal = "User:ANONYMOUS"  # from the client certificate on TLS listeners (server/tls.py)
         self._socket_fd: int | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
@@ -87,7 +90,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             self._counted_ip = ip
         sock = transport.get_extra_info("socket")
-        self._socket_fd = sock.fileno() if sock is not None and SENDFILE else None
+        ssl_object = transport.get_extra_info("ssl_object")
+        # Never sendfile on TLS: the kernel would put the file's plaintext on the wire.
+        self._socket_fd = sock.fileno() if sock is not None and SENDFILE and ssl_object is None else None
+        if ssl_object is not None and self._principal_mapper is not None:
+            from eoslog.server.tls import principal_of
+
+            self.principal = principal_of(ssl_object, self._principal_mapper)
+            log.debug("TLS connection from %s (%s): %s", self.peer, ssl_object.version(), self.principal)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
         self._dispatcher.connection_opened(self)
 
