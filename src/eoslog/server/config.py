@@ -84,6 +84,14 @@ def _int(name: str, value: str, minimum: int | None = None) -> int:
     return number
 
 
+def _parsed(parser, *args):
+    """A parser's ValueError (a bad listener, map or override) as a ConfigError."""
+    try:
+        return parser(*args)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 def _listener_names(spec: str) -> list[str]:
     return [item.split("://")[0].strip().upper() for item in spec.split(",") if "://" in item]
 
@@ -285,10 +293,7 @@ class BrokerConfig:
         elif name == "max.connections.per.ip.overrides":
             from eoslog.server.limits import parse_overrides
 
-            try:
-                self.max_connections_per_ip_overrides = parse_overrides(value)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from exc
+            self.max_connections_per_ip_overrides = _parsed(parse_overrides, value)
         elif name == "auto.create.topics.enable":
             self.auto_create_topics_enable = _bool(name, value)
         elif name == "unclean.leader.election.enable":
@@ -304,12 +309,10 @@ class BrokerConfig:
         elif name == "log.dirs" or name == "log.dir":
             self.data_dir = Path(value.split(",")[0])
         elif name == "listeners":
-            from eoslog.server.listeners import ListenerError, parse_listeners
+            from eoslog.server.listeners import parse_listeners
 
-            try:
-                first = parse_listeners(value, None, {n: "PLAINTEXT" for n in _listener_names(value)})[0]
-            except ListenerError as exc:
-                raise ConfigError(str(exc)) from exc
+            # Protocols are checked when the map is known too (listeners()); here names and addresses.
+            first = _parsed(parse_listeners, value, None, {n: "PLAINTEXT" for n in _listener_names(value)})[0]
             self.listeners_spec = value
             self.listen_host, self.listen_port = first.host, first.port
         elif name == "advertised.listeners":
@@ -317,12 +320,9 @@ class BrokerConfig:
                 parse_host_port(item.split("//")[-1], name)  # a bad address is an error now, not at start
             self.advertised_listeners_spec = value
         elif name == "listener.security.protocol.map":
-            from eoslog.server.listeners import ListenerError, parse_protocol_map
+            from eoslog.server.listeners import parse_protocol_map
 
-            try:
-                self.listener_protocol_map = parse_protocol_map(value)
-            except ListenerError as exc:
-                raise ConfigError(str(exc)) from exc
+            self.listener_protocol_map = _parsed(parse_protocol_map, value)
         elif name == "inter.broker.listener.name":
             self.inter_broker_listener_name = value.strip().upper()
         elif name.startswith("ssl.") or name.startswith("listener.name."):
