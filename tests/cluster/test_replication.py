@@ -145,8 +145,11 @@ def _produce_aiokafka(bootstrap: str, topic: str, start: int, count: int, partit
     from aiokafka import AIOKafkaProducer
 
     async def go():
+        # aiokafka has no delivery timeout: a batch whose leader is unknown for request_timeout_ms
+        # expires. A failover takes the 4 s session timeout and more, so 5 s (as the others use) lost a
+        # batch now and then; 30 s lets it wait like the other clients' 120 s delivery timeouts.
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap.split(","), enable_idempotence=True, acks="all",
-                                    linger_ms=5, request_timeout_ms=5000, retry_backoff_ms=100,
+                                    linger_ms=5, request_timeout_ms=30_000, retry_backoff_ms=100,
                                     metadata_max_age_ms=1000)
         await producer.start()
         try:
