@@ -36,6 +36,25 @@ def make_messages(count: int, prefix: str, base_timestamp: int) -> list[tuple[by
     return out
 
 
+def poll_values(config: dict, topic: str, count: int, timeout: float = 60) -> list[bytes]:
+    """The values of ``topic`` from the start, read_committed, by a confluent-kafka consumer of a fresh
+    group with ``config`` (servers, security settings); stops at ``count`` or after ``timeout``."""
+    consumer = confluent_kafka.Consumer({**config, "group.id": f"poll-{time.monotonic_ns()}",
+                                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message.value())
+    finally:
+        consumer.close()
+    return got
+
+
 # --- producers ------------------------------------------------------------------------------------------
 def produce_confluent(bootstrap, topic, messages, compression="none", **extra):
     producer = confluent_kafka.Producer({

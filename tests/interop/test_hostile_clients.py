@@ -17,6 +17,7 @@ import confluent_kafka
 import pytest
 
 from eoslog.testing.process import BrokerProcess
+from tests.interop.clients import poll_values
 
 pytestmark = pytest.mark.interop
 MB = 1024 * 1024
@@ -52,18 +53,7 @@ def round_trip(bootstrap: str, count: int = 50) -> None:
     for value in values:
         producer.produce(topic, value)
     assert producer.flush(30) == 0
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
-                                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                got.append(message.value())
-    finally:
-        consumer.close()
+    got = poll_values({"bootstrap.servers": bootstrap}, topic, count, timeout=30)
     assert got == values
 
 

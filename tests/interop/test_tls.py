@@ -13,7 +13,6 @@ import socket
 import ssl
 import subprocess
 import time
-import uuid
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -22,6 +21,7 @@ import pytest
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
+from tests.interop.clients import poll_values
 
 pytestmark = pytest.mark.interop
 COUNT = 300
@@ -79,23 +79,6 @@ def values(prefix: str) -> list[bytes]:
     return [f"{prefix}-{i:05d}-".encode() + b"x" * (i % 200) for i in range(COUNT)]
 
 
-def consume_confluent(config: dict, topic: str, count: int) -> list[bytes]:
-    consumer = confluent_kafka.Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                got.append(message.value())
-    finally:
-        consumer.close()
-    return got
-
-
 def test_confluent_kafka_transactions_over_mutual_tls(broker, certs):
     config = mutual(broker, certs)
     producer = confluent_kafka.Producer({**config, "transactional.id": "tls-confluent", "linger.ms": 5})
@@ -109,7 +92,7 @@ def test_confluent_kafka_transactions_over_mutual_tls(broker, certs):
     for value in values("committed"):
         producer.produce("tls-confluent", value)
     producer.commit_transaction(30)
-    assert consume_confluent(config, "tls-confluent", COUNT) == values("committed")
+    assert poll_values(config, "tls-confluent", COUNT) == values("committed")
 
 
 def test_kafka_python_over_mutual_tls(broker, certs):
@@ -181,7 +164,7 @@ def test_listeners_advertise_themselves_and_a_listener_may_not_ask_for_certifica
     for value in values("internal"):
         producer.produce("tls-internal", value)
     assert producer.flush(30) == 0
-    assert consume_confluent(config, "tls-internal", COUNT) == values("internal")
+    assert poll_values(config, "tls-internal", COUNT) == values("internal")
     # ...and PLAINTEXT clients are told the PLAINTEXT address.
     plain = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)
     assert [(b.host, b.port) for b in plain.brokers.values()] == [("127.0.0.1", broker.port)]

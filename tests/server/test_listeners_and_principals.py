@@ -59,7 +59,7 @@ def test_broker_config_gives_each_listener_its_own_advertised_address():
     config = BrokerConfig()
     config.apply_properties({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
                              "advertised.listeners": "SSL://ext.example.com:19093"})
-    primary, tls = config.listeners()
+    _primary, tls = config.listeners()
     assert config.advertised == ("127.0.0.1", 9092)  # the primary is not the SSL listener
     assert tls.advertised() == ("ext.example.com", 19093)
     config.apply_properties({"advertised.listeners": "PLAINTEXT://proxy:1,SSL://ext.example.com:19093"})

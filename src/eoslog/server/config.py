@@ -325,7 +325,7 @@ class BrokerConfig:
             self.listener_protocol_map = _parsed(parse_protocol_map, value)
         elif name == "inter.broker.listener.name":
             self.inter_broker_listener_name = value.strip().upper()
-        elif name.startswith("ssl.") or name.startswith("listener.name."):
+        elif name.startswith(("ssl.", "listener.name.")):
             from eoslog.server.tls import SSL_PROPERTIES
 
             base = name.split(".", 3)[3] if name.startswith("listener.name.") and name.count(".") >= 3 else name

@@ -47,8 +47,8 @@ class NeedMemory(Exception):
 class FrameReader:
     """Invariants: while ``_large`` is None, bytes ``[_start, _end)`` of ``_buffer`` are received but not
     yet returned as frames, and ``_buffer`` is None when there are none; while ``_large`` is set, every
-    byte received belongs to that one frame of ``_large_size`` bytes, and ``len(_large)`` is reserved in
-    the pool under ``_ticket``."""
+    byte received belongs to that one frame of ``_large_size`` bytes, and ``len(_large)`` is exactly what
+    it holds reserved in the pool, under ``_ticket``."""
 
     def __init__(self, max_frame: int, receive_buffer: int = RECEIVE_BUFFER, pool: MemoryPool | None = None,
                  large_start: int = LARGE_START) -> None:
@@ -63,7 +63,6 @@ class FrameReader:
         self._large: bytearray | None = None
         self._large_filled = 0
         self._large_size = 0
-        self._reserved = 0  # bytes of the pool this reader holds: its large frame's buffer, or nothing
         self._ticket: int | None = None  # the large frame's place in the pool's oldest-first order
 
     def get_buffer(self) -> memoryview:
@@ -94,7 +93,7 @@ class FrameReader:
                     raise NeedMemory(min(self._large_size, 2 * len(self._large)) - len(self._large))
                 return None
             frame, self._large = self._large, None
-            self._give_back()
+            self._give_back(len(frame))
             return frame
         available = self._end - self._start
         if available < 4:
@@ -117,7 +116,7 @@ class FrameReader:
             if not self._pool.try_reserve(first, ticket):
                 self._pool.close_frame(ticket)
                 raise NeedMemory(first)
-            self._reserved, self._ticket = first, ticket
+            self._ticket = ticket
             large = bytearray(first)
             large[:have] = self._view[self._start + 4 : self._end]
             self._buffer = self._view = None
@@ -128,15 +127,16 @@ class FrameReader:
 
     def close(self) -> None:
         """The connection is gone: every byte it held goes back."""
+        held = len(self._large) if self._large is not None else 0
         self._large = self._buffer = self._view = None
         self._start = self._end = 0
-        self._give_back()
+        self._give_back(held)
 
-    def _give_back(self) -> None:
+    def _give_back(self, reserved: int) -> None:
+        """Returns a large frame's buffer (``reserved`` bytes, its length) and its place to the pool."""
         if self._ticket is not None:
             self._pool.close_frame(self._ticket)
             self._ticket = None
-        reserved, self._reserved = self._reserved, 0
         if reserved:
             self._pool.release(reserved)
 
@@ -145,7 +145,6 @@ class FrameReader:
         size = min(self._large_size, 2 * len(self._large))
         if not reserve(size - len(self._large), self._ticket):
             return False
-        self._reserved += size - len(self._large)
         grown = bytearray(size)
         grown[: self._large_filled] = self._large
         self._large = grown
