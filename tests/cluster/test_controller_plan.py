@@ -10,7 +10,7 @@ from eoslog.cluster.zk.layout import BrokerRegistration, ClusterView, PartitionS
 
 
 def view(brokers, topics, states, configs=None) -> ClusterView:
-    return ClusterView(brokers={b: BrokerRegistration(b, "127.0.0.1", 9000 + b) for b in brokers},
+    return ClusterView(brokers={b: BrokerRegistration.plaintext(b, "127.0.0.1", 9000 + b) for b in brokers},
                        controller_id=1, topics=topics, configs=configs or {}, states=states)
 
 

@@ -10,6 +10,7 @@ import pytest
 from eoslog.cluster.zk import layout
 from eoslog.cluster.zk.layout import (
     BrokerRegistration,
+    Endpoint,
     LayoutError,
     PartitionState,
     ProducerIdBlock,
@@ -36,10 +37,42 @@ def test_topic_assignment_round_trip_with_kafka_topic_id():
 
 
 def test_broker_registration_reads_kafka_endpoints():
-    ours = BrokerRegistration(3, "127.0.0.1", 9093, "r1", "/data/3", 1)
+    ours = BrokerRegistration.plaintext(3, "127.0.0.1", 9093, "r1", "/data/3", 1)
     assert BrokerRegistration.decode(3, ours.encode()) == ours
     kafka = json.dumps({"version": 5, "host": None, "port": -1, "endpoints": ["SSL://h:9094"], "rack": None}).encode()
-    assert (BrokerRegistration.decode(1, kafka).host, BrokerRegistration.decode(1, kafka).port) == ("h", 9094)
+    assert BrokerRegistration.decode(1, kafka).endpoints == (Endpoint("SSL", "SSL", "h", 9094),)
+
+
+def test_broker_registration_lists_every_listener_as_kafka_does():
+    registration = BrokerRegistration(2, (Endpoint("INTERNAL", "SSL", "10.0.0.2", 9094),
+                                          Endpoint("EXTERNAL", "PLAINTEXT", "broker2.example.com", 9092),
+                                          Endpoint("V6", "SSL", "::1", 9095)), None, "/d", 7)
+    written = json.loads(registration.encode())
+    assert written["endpoints"] == ["INTERNAL://10.0.0.2:9094", "EXTERNAL://broker2.example.com:9092", "V6://[::1]:9095"]
+    assert written["listener_security_protocol_map"] == {"INTERNAL": "SSL", "EXTERNAL": "PLAINTEXT", "V6": "SSL"}
+    assert (written["host"], written["port"], written["version"]) == ("broker2.example.com", 9092, 5)
+    assert BrokerRegistration.decode(2, registration.encode()) == registration
+    assert registration.endpoint("EXTERNAL").port == 9092 and registration.endpoint("CLIENT") is None
+    only_tls = json.loads(BrokerRegistration(2, (Endpoint("INTERNAL", "SSL", "h", 1),)).encode())
+    assert (only_tls["host"], only_tls["port"]) == (None, -1)
+
+
+def test_broker_registration_reads_what_we_and_older_kafkas_wrote():
+    before = (b'{"endpoints":["PLAINTEXT://127.0.0.1:9092"],"eoslog_data_dir":"/d","host":"127.0.0.1","jmx_port":-1,'
+              b'"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"port":9092,"rack":null,'
+              b'"timestamp":"5","version":5}')
+    assert BrokerRegistration.decode(1, before) == BrokerRegistration.plaintext(1, "127.0.0.1", 9092, None, "/d", 5)
+    version_2 = b'{"version":2,"host":"h","port":9092,"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"]}'
+    assert [e.protocol for e in BrokerRegistration.decode(1, version_2).endpoints] == ["PLAINTEXT", "SSL"]
+    version_0 = b'{"version":0,"host":"h","port":9092}'
+    assert BrokerRegistration.decode(1, version_0).endpoints == (Endpoint("PLAINTEXT", "PLAINTEXT", "h", 9092),)
+
+
+@pytest.mark.parametrize("data", [b'{"version":5,"host":null,"port":-1,"endpoints":[]}',
+                                  b'{"version":5,"endpoints":["nonsense"]}', b'{"version":5,"endpoints":[3]}'])
+def test_garbage_registration_is_refused(data):
+    with pytest.raises(LayoutError):
+        BrokerRegistration.decode(1, data)
 
 
 def test_producer_id_block_is_kafka_shaped():

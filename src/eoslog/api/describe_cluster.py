@@ -1,5 +1,6 @@
 """DescribeCluster (key 60): the registered brokers, the cluster id and the controller (a single node is
-its own controller)."""
+its own controller). On a cluster each broker is given by its endpoint of the listener the request came
+in on; a broker without that listener is left out, as in Kafka."""
 
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ def handle(context, request):
     if broker.cluster is not None:
         view = broker.cluster.view
         controller_id = view.controller_id
+        listener = broker.listener_name_of(context.connection)  # each broker's endpoint of the client's listener
         brokers = [DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)]
+            broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack, is_fenced=False)
+            for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
+            if (e := b.endpoint(listener)) is not None]
     else:
         controller_id = broker.config.node_id
         brokers = [DescribeClusterResponse.DescribeClusterBroker(

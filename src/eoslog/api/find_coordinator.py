@@ -19,9 +19,10 @@ GROUP, TRANSACTION = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def _cluster_coordinator(broker, key_type: int, key: str) -> tuple[int, int, str, int]:
-    """(error, node, host, port): the leader of the key's internal partition. The internal topic is
-    created on first use, as in Kafka; until it has a leader the answer is COORDINATOR_NOT_AVAILABLE."""
+def _cluster_coordinator(broker, key_type: int, key: str, listener: str) -> tuple[int, int, str, int]:
+    """(error, node, host, port): the leader of the key's internal partition, at its endpoint of the
+    client's listener. The internal topic is created on first use, as in Kafka; until it has a leader
+    (one serving that listener) the answer is COORDINATOR_NOT_AVAILABLE."""
     topic = CONSUMER_OFFSETS if key_type == GROUP else TRANSACTION_STATE
     info = broker.registry.topics.get(topic)
     if info is None:
@@ -30,9 +31,10 @@ def _cluster_coordinator(broker, key_type: int, key: str) -> tuple[int, int, str
     view = broker.cluster.view
     state = view.states.get((topic, partition_for(key, info.partitions)))
     registration = view.brokers.get(state.leader) if state is not None else None
-    if registration is None:
+    endpoint = registration.endpoint(listener) if registration is not None else None
+    if endpoint is None:
         return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1
-    return 0, registration.broker_id, registration.host, registration.port
+    return 0, registration.broker_id, endpoint.host, endpoint.port
 
 
 def handle(context, request):
@@ -44,7 +46,8 @@ def handle(context, request):
     ok = code == 0
     keys = request.coordinator_keys if context.api_version >= 4 else [request.key]
     if broker.cluster is not None and ok:
-        answers = [_cluster_coordinator(broker, key_type, key) for key in keys]
+        listener = broker.listener_name_of(context.connection)
+        answers = [_cluster_coordinator(broker, key_type, key, listener) for key in keys]
     else:
         answers = [(code, node if ok else -1, host if ok else "", port if ok else -1) for _ in keys]
     if context.api_version >= 4:

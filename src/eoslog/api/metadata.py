@@ -20,9 +20,9 @@ NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's ZERO_UUID: no topic id
 UNKNOWN_OPERATIONS = -(2**31)
 
 
-def _topic_entry(broker, info) -> Topic:
+def _topic_entry(broker, info, listener: str = "PLAINTEXT", version: int = MAX_VERSION) -> Topic:
     if broker.cluster is not None:
-        return _cluster_topic_entry(broker.cluster.view, info)
+        return _cluster_topic_entry(broker.cluster.view, info, listener, version)
     node = broker.config.node_id
     return Topic(
         error_code=0,
@@ -38,15 +38,19 @@ def _topic_entry(broker, info) -> Topic:
     )
 
 
-def _cluster_topic_entry(view, info) -> Topic:
+def _cluster_topic_entry(view, info, listener: str, version: int) -> Topic:
     """Leaders, epochs, replicas, ISR and offline replicas as ZooKeeper has them: a partition without a
-    leader says LEADER_NOT_AVAILABLE, so clients wait and ask again."""
+    leader says LEADER_NOT_AVAILABLE, so clients wait and ask again. A leader that does not serve the
+    client's listener is no use to it: LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before (Kafka's
+    answers)."""
     assignment = view.topics.get(info.name)
     partitions = []
     for index, replicas in sorted(assignment.replicas.items()) if assignment is not None else ():
         state = view.states.get((info.name, index))
         leader = state.leader if state is not None else -1
         code = 0 if leader >= 0 and leader in view.brokers else int(ErrorCode.LEADER_NOT_AVAILABLE)
+        if code == 0 and view.brokers[leader].endpoint(listener) is None:
+            code = int(ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE)
         partitions.append(PartitionInfo(
             error_code=code, partition_index=index, leader_id=leader if code == 0 else -1,
             leader_epoch=state.leader_epoch if state is not None else -1, replica_nodes=list(replicas),
@@ -64,10 +68,11 @@ def _error_entry(name, topic_id, code: ErrorCode) -> Topic:
 def handle(context, request):
     broker = context.broker
     version = context.api_version
+    listener = broker.listener_name_of(context.connection)  # every broker's endpoint of this listener
     topics = []
     if request.topics is None or (version == 0 and not request.topics):
         # null (v1+) or empty (v0) means every topic
-        topics = [_topic_entry(broker, info) for info in broker.registry.topics.topics.values()]
+        topics = [_topic_entry(broker, info, listener, version) for info in broker.registry.topics.topics.values()]
     else:
         allow_auto_create = request.allow_auto_topic_creation if version >= 4 else True
         for wanted in request.topics:
@@ -77,7 +82,7 @@ def handle(context, request):
                 if info is None:
                     topics.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 else:
-                    topics.append(_topic_entry(broker, info))
+                    topics.append(_topic_entry(broker, info, listener, version))
                 continue
             info = broker.registry.topics.get(name)
             if info is None:
@@ -94,14 +99,16 @@ def handle(context, request):
                 except KafkaError as exc:
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
-            topics.append(_topic_entry(broker, info))
-    host, port = broker.advertised_for(context.connection)  # the listener it came in on
+            topics.append(_topic_entry(broker, info, listener, version))
     if broker.cluster is not None:
         view = broker.cluster.view
-        brokers = [Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                   for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)]
+        # Brokers without the client's listener are left out, as Kafka leaves them out.
+        brokers = [Broker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
+                   for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
+                   if (e := b.endpoint(listener)) is not None]
         controller_id = view.controller_id
     else:
+        host, port = broker.advertised_for(context.connection)  # the listener it came in on
         brokers = [Broker(node_id=broker.config.node_id, host=host, port=port, rack=None)]
         controller_id = broker.config.node_id
     return MetadataResponse(

@@ -49,7 +49,7 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader = leader
         self.partitions: dict[tuple[str, int], FetchState] = {}
-        self._client = BrokerClient(host, port, f"eoslog-replica-{manager.broker_id}")
+        self._client = BrokerClient(host, port, f"eoslog-replica-{manager.broker_id}", manager.config.link)
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._stopping = False

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
 from eoslog.cluster.isr import LeaderIsr
 from eoslog.cluster.replica_fetcher import ReplicaFetcher
 from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, PartitionState
@@ -62,6 +63,7 @@ class ReplicationConfig:
     replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
     replica_fetch_backoff_ms: int = 1000
     default_min_insync_replicas: int = 1
+    link: BrokerLink = PLAINTEXT_LINK  # inter.broker.listener.name: where and how fetchers connect
 
 
 @dataclass
@@ -145,9 +147,9 @@ class ReplicaManager:
                 self._forget(tp)
                 self._remove_partition(*tp)
         for broker_id, fetcher in list(self.fetchers.items()):
-            registration = view.brokers.get(broker_id)
-            if registration is not None:
-                fetcher.set_address(registration.host, registration.port)
+            address = self.config.link.address(view.brokers.get(broker_id))
+            if address is not None:
+                fetcher.set_address(*address)
             if not fetcher.partitions:
                 self._tasks.add(asyncio.get_running_loop().create_task(fetcher.stop()))
                 del self.fetchers[broker_id]
@@ -205,7 +207,8 @@ class ReplicaManager:
         registration = self.view.brokers.get(state.leader)
         fetcher = self.fetchers.get(state.leader)
         if fetcher is None:
-            host, port = (registration.host, registration.port) if registration else ("", 0)
+            # No address yet (the leader not registered, or without our listener): the fetcher waits for one.
+            host, port = self.config.link.address(registration) or ("", 0)
             fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader, host, port)
             fetcher.start()
         log.info("%s: follower of broker %d in epoch %d", partition.name, state.leader, state.leader_epoch)

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
 from eoslog.cluster.controller import Controller
 from eoslog.cluster.replica_manager import ReplicaManager, ReplicationConfig
 from eoslog.cluster.zk.client import ZooKeeper, ZooKeeperError
@@ -26,9 +27,11 @@ log = logging.getLogger(__name__)
 
 
 class ClusterService:
-    def __init__(self, config, partitions: dict, open_partition: Callable, remove_partition: Callable) -> None:
+    def __init__(self, config, partitions: dict, open_partition: Callable, remove_partition: Callable,
+                 link: BrokerLink = PLAINTEXT_LINK) -> None:
         self.config = config
         self.broker_id = config.node_id
+        self.link = link  # how this broker reaches the others (inter.broker.listener.name)
         self.zk = ZooKeeper(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
                             config.zookeeper_connection_timeout_ms)
         self.replicas = ReplicaManager(ReplicationConfig(
@@ -38,6 +41,7 @@ class ClusterService:
             replica_fetch_max_bytes=config.replica_fetch_max_bytes,
             replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
             default_min_insync_replicas=config.min_insync_replicas,
+            link=link,
         ), partitions, open_partition, remove_partition, self.zk)
         self.controller = Controller(
             self.zk, config.node_id, unclean_default=config.unclean_leader_election_enable,

@@ -41,6 +41,15 @@ class Broker:
         # Listeners (server/listeners.py): the primary first; TLS contexts are built now so a bad
         # certificate or password is a configuration error before anything starts.
         self.listeners = config.listeners()
+        self.inter_broker_listener = config.inter_broker_listener()
+        self.link = None  # cluster mode: how this broker reaches the others (server/inter_broker.py)
+        if config.cluster_mode:
+            from eoslog.server.inter_broker import InterBrokerError, inter_broker_link
+
+            try:
+                self.link = inter_broker_link(self.inter_broker_listener, config.security_properties)
+            except InterBrokerError as exc:
+                raise ConfigError(str(exc)) from exc
         self._tls = {}
         for listener in self.listeners:
             if listener.protocol.startswith("SASL"):
@@ -84,16 +93,14 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.request_memory.schedule = loop.call_soon
         if self.config.cluster_mode:
-            # Bound now (the registration in ZooKeeper names the port), served only once ready.
-            self._server = await self._listen(self.listeners[0], start_serving=False)
-            self.bound_port = self._server.sockets[0].getsockname()[1]
-            if not self.config.listen_port:
-                self.config.listen_port = self.bound_port
+            # Every listener bound now (the registration in ZooKeeper names their ports), served only once ready.
+            await self._bind_listeners(start_serving=False)
             self.registry.open_log_directory(data_dir)
             try:
                 await self._join_cluster(data_dir)
             except BaseException:
-                self._server.close()
+                for server in [self._server, *self._extra_servers]:
+                    server.close()
                 self.registry.log_directory.close()
                 raise
         else:
@@ -121,19 +128,10 @@ class Broker:
         await self.transaction_coordinator.start()
         self._coordinators_started = True
         if self._server is not None:
-            await self._server.start_serving()
+            for server in [self._server, *self._extra_servers]:
+                await server.start_serving()
         else:
-            self._server = await self._listen(self.listeners[0])
-        self.bound_port = self._server.sockets[0].getsockname()[1]
-        if not self.config.listen_port:
-            self.config.listen_port = self.bound_port
-        self.bound_ports[self.listeners[0].name] = self.bound_port
-        for listener in self.listeners[1:]:
-            server = await self._listen(listener)
-            self._extra_servers.append(server)
-            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
-            log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host,
-                     self.bound_ports[listener.name])
+            await self._bind_listeners(start_serving=True)
         self.started_at_ms = int(time.time() * 1000)
         self._background.append(loop.create_task(self._housekeeping()))
         self._background.append(loop.create_task(self._close_idle_connections()))
@@ -194,17 +192,19 @@ class Broker:
     # --- cluster mode -------------------------------------------------------------------------------
     async def _join_cluster(self, data_dir: Path) -> None:
         from eoslog.cluster.service import ClusterService
-        from eoslog.cluster.zk.layout import BrokerRegistration
+        from eoslog.cluster.zk.layout import BrokerRegistration, Endpoint
 
         registry = self.registry
-        self.cluster = ClusterService(self.config, registry.partitions, registry.open_replica, registry.remove_replica)
+        self.cluster = ClusterService(self.config, registry.partitions, registry.open_replica, registry.remove_replica,
+                                      self.link)
         registry.attach_cluster(self.cluster)
         self.cluster.replicas.on_became_leader.append(self._on_became_leader)
         self.cluster.replicas.on_resigned.append(self._on_resigned)
         local = self._read_cluster_id(data_dir)
         proposed = local or self.config.cluster_id or uuid.uuid4().hex[:22]
-        host, port = self.config.advertised
-        registration = BrokerRegistration(self.config.node_id, host, port, self.config.broker_rack,
+        endpoints = tuple(Endpoint(listener.name, listener.protocol, *self.advertised_address(listener))
+                          for listener in self.listeners)
+        registration = BrokerRegistration(self.config.node_id, endpoints, self.config.broker_rack,
                                           str(data_dir.resolve()))
         self.cluster_id = await self.cluster.start(proposed, registration) if local else \
             await self._start_adopting(proposed, registration)
@@ -242,6 +242,20 @@ class Broker:
         elif topic == TRANSACTION_STATE:
             self.transaction_coordinator.unload_partition(index)
 
+    async def _bind_listeners(self, start_serving: bool) -> None:
+        """Binds every listener, the primary first; a port of 0 becomes the one the system picked."""
+        self._server = await self._listen(self.listeners[0], start_serving=start_serving)
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        if not self.config.listen_port:
+            self.config.listen_port = self.bound_port
+        self.bound_ports[self.listeners[0].name] = self.bound_port
+        for listener in self.listeners[1:]:
+            server = await self._listen(listener, start_serving=start_serving)
+            self._extra_servers.append(server)
+            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+            log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host,
+                     self.bound_ports[listener.name])
+
     async def _listen(self, listener, start_serving: bool = True):
         tls = self._tls.get(listener.name)
         extra = {"ssl": tls[0], "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S} if tls else {}
@@ -255,13 +269,21 @@ class Broker:
                                self.connection_quotas, listener=listener,
                                principal_mapper=tls[1] if tls else None)
 
-    def advertised_for(self, connection) -> tuple[str, int]:
-        """The address a client is told: its listener's advertised one on a single node; the registered
-        one on a cluster (one listener there, for now)."""
-        listener = getattr(connection, "listener", None)
-        if self.cluster is not None or listener is None or listener is self.listeners[0]:
+    def advertised_address(self, listener) -> tuple[str, int]:
+        """Where clients of ``listener`` are told to connect (on a cluster, what ZooKeeper registers)."""
+        if listener is self.listeners[0]:
             return self.config.advertised
         return listener.advertised(self.bound_ports.get(listener.name))
+
+    def advertised_for(self, connection) -> tuple[str, int]:
+        """The address a client is told on a single node: its listener's advertised one."""
+        listener = getattr(connection, "listener", None)
+        return self.advertised_address(listener if listener is not None else self.listeners[0])
+
+    def listener_name_of(self, connection) -> str:
+        """The listener a client came in on; a cluster answers with every broker's endpoint of that name."""
+        listener = getattr(connection, "listener", None)
+        return (listener if listener is not None else self.listeners[0]).name
 
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms, checked a few times per period (Kafka checks on every poll)."""

@@ -147,6 +147,7 @@ class BrokerConfig:
     advertised_listeners_spec: str | None = None
     listener_protocol_map: dict[str, str] | None = None
     inter_broker_listener_name: str | None = None
+    inter_broker_protocol: str | None = None  # security.inter.broker.protocol, Kafka's older way to name it
     security_properties: dict[str, str] = field(default_factory=dict)  # ssl.* and listener.name.*.ssl.*
     # A single node sizes its internal topics to itself: replication factor 1, always.
     offsets_topic_num_partitions: int = 10
@@ -203,10 +204,14 @@ class BrokerConfig:
         if self.advertised_host is not None:
             primary = replace(primary, advertised_host=self.advertised_host, advertised_port=self.advertised_port)
         listeners[0] = primary
-        if self.cluster_mode and (len(listeners) > 1 or primary.protocol != "PLAINTEXT"):
-            raise ConfigError("a cluster member serves one PLAINTEXT listener for now: TLS listeners are a "
-                              "single node's (docs/security.md)")
         return listeners
+
+    def inter_broker_listener(self):
+        """The listener other cluster members connect to (server/listeners.py inter_broker_listener)."""
+        from eoslog.server.listeners import inter_broker_listener
+
+        return _parsed(inter_broker_listener, self.listeners(), self.inter_broker_listener_name,
+                       self.inter_broker_protocol)
 
     @property
     def request_memory_capacity(self) -> int:
@@ -325,6 +330,12 @@ class BrokerConfig:
             self.listener_protocol_map = _parsed(parse_protocol_map, value)
         elif name == "inter.broker.listener.name":
             self.inter_broker_listener_name = value.strip().upper()
+        elif name == "security.inter.broker.protocol":
+            from eoslog.server.listeners import PROTOCOLS
+
+            if value.strip().upper() not in PROTOCOLS:
+                raise ConfigError(f"{name}={value}: expected one of {', '.join(PROTOCOLS)}")
+            self.inter_broker_protocol = value.strip().upper()
         elif name.startswith(("ssl.", "listener.name.")):
             from eoslog.server.tls import SSL_PROPERTIES
 

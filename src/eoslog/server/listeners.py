@@ -97,3 +97,22 @@ def parse_listeners(listeners: str, advertised: str | None = None,
         advertised_host, advertised_port = adverts.get(name, (None, None))
         result.append(Listener(name, host, port, protocol, advertised_host, advertised_port))
     return result
+
+
+def inter_broker_listener(listeners: list[Listener], name: str | None = None,
+                          protocol: str | None = None) -> Listener:
+    """The listener other brokers connect to: ``inter.broker.listener.name``, or the listener named after
+    ``security.inter.broker.protocol`` (Kafka's older property), or else the primary one. Kafka's own
+    default is the PLAINTEXT listener; ours is the first, which is PLAINTEXT unless ``listeners`` says
+    otherwise."""
+    if name and protocol:
+        raise ListenerError("set inter.broker.listener.name or security.inter.broker.protocol, not both")
+    wanted = name or protocol
+    if wanted is None:
+        return listeners[0]
+    for listener in listeners:
+        if listener.name == wanted:
+            return listener
+    what = "inter.broker.listener.name" if name else "security.inter.broker.protocol"
+    raise ListenerError(f"{what}={wanted}: no listener of that name in listeners "
+                        f"({', '.join(l.name for l in listeners)})")

@@ -98,6 +98,44 @@ def server_context(properties: Mapping[str, str], listener: Listener) -> ssl.SSL
     return context
 
 
+def client_context(properties: Mapping[str, str], listener: Listener) -> ssl.SSLContext:
+    """The SSLContext a broker connects to another broker's TLS listener with, from that listener's
+    ``ssl.*`` properties: the truststore decides whom to trust (the system's CAs without one), the
+    keystore is the client certificate (for ``ssl.client.auth=required``). The server's name is checked
+    only with ``ssl.endpoint.identification.algorithm=https``; by default the chain alone is checked
+    (Kafka checks the name by default; brokers registered by IP address are common in our setups)."""
+    def get(name: str) -> str | None:
+        return listener_property(properties, listener, name)
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    algorithm = (get("ssl.endpoint.identification.algorithm") or "").strip().lower()
+    if algorithm not in ("", "https"):
+        raise TlsConfigError(f"ssl.endpoint.identification.algorithm={algorithm}: expected https or empty")
+    context.check_hostname = algorithm == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
+    truststore = get("ssl.truststore.location")
+    try:
+        if truststore:
+            context.load_verify_locations(cafile=truststore)
+        else:
+            context.load_default_certs()
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(f"ssl.truststore.location={truststore}: cannot load: {exc}") from exc
+    keystore = get("ssl.keystore.location")
+    if keystore:
+        try:
+            context.load_cert_chain(keystore, password=get("ssl.key.password") or get("ssl.keystore.password"))
+        except (OSError, ssl.SSLError) as exc:
+            raise TlsConfigError(f"ssl.keystore.location={keystore}: cannot load the key and certificate: "
+                                 f"{exc}") from exc
+    enabled = [v.strip() for v in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if v.strip()]
+    if not enabled or any(v not in _TLS_VERSIONS for v in enabled):
+        raise TlsConfigError(f"ssl.enabled.protocols: {enabled} not supported (TLSv1.2, TLSv1.3)")
+    context.minimum_version = min(_TLS_VERSIONS[v] for v in enabled)
+    context.maximum_version = max(_TLS_VERSIONS[v] for v in enabled)
+    return context
+
+
 def distinguished_name(peercert: Mapping | None) -> str | None:
     """The subject of a certificate from ``SSLSocket.getpeercert()`` as RFC 2253 writes it."""
     if not peercert or "subject" not in peercert:

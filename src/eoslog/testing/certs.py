@@ -5,7 +5,7 @@
 writes into DIR:
 - ``ca.pem``: the CA certificate (the broker's ``ssl.truststore.location``, the clients' CA location);
 - ``broker.pem``: the broker's key and certificate, valid for localhost and 127.0.0.1 (its
-  ``ssl.keystore.location``);
+  ``ssl.keystore.location``), for serving and, between cluster members, as a client certificate;
 - ``<client>.key`` and ``<client>.pem``: each client's key and certificate, with subject
   ``CN=<client>,OU=clients,O=eoslog-test``.
 
@@ -58,14 +58,14 @@ def _pem_key(key) -> bytes:
                              serialization.NoEncryption())
 
 
-def _sign(subject: x509.Name, key, issuer: x509.Name, issuer_key, *, ca: bool, usage=None, names=()):
+def _sign(subject: x509.Name, key, issuer: x509.Name, issuer_key, *, ca: bool, usages=(), names=()):
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if usage is not None:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    if usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
@@ -80,12 +80,13 @@ def make_certs(directory: Path, clients: tuple[str, ...] = ("alice",)) -> TestCe
     (directory / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     broker_key = ec.generate_private_key(ec.SECP256R1())
     broker_cert = _sign(_name("localhost", "brokers"), broker_key, ca_name, ca_key, ca=False,
-                        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+                        usages=(ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
                         names=(x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))))
     (directory / "broker.pem").write_bytes(_pem_key(broker_key) + broker_cert.public_bytes(serialization.Encoding.PEM))
     for client in clients:
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = _sign(_name(client, "clients"), key, ca_name, ca_key, ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+        cert = _sign(_name(client, "clients"), key, ca_name, ca_key, ca=False,
+                     usages=(ExtendedKeyUsageOID.CLIENT_AUTH,))
         (directory / f"{client}.key").write_bytes(_pem_key(key))
         (directory / f"{client}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return TestCerts(directory)

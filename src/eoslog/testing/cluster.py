@@ -54,7 +54,8 @@ class ClusterState:
 class EmbeddedCluster:
     def __init__(self, base_dir: Path, brokers: int = 3, zookeeper_nodes: int = 1,
                  properties: dict[str, str] | None = None, session_timeout_ms: int = 4000,
-                 file_size_limits: dict[int, int] | None = None, proxied: bool = False) -> None:
+                 file_size_limits: dict[int, int] | None = None, proxied: bool = False,
+                 broker_properties: Callable[[int, int], dict[str, str]] | None = None) -> None:
         self.base_dir = Path(base_dir)
         self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", nodes=zookeeper_nodes)
         self.session_timeout_ms = session_timeout_ms
@@ -73,6 +74,8 @@ class EmbeddedCluster:
         self._file_size_limits = file_size_limits or {}
         self._zk_client = None
         self.proxied = proxied
+        # (broker id, primary port) -> that broker's own properties, e.g. its `listeners` with their ports
+        self.broker_properties = broker_properties
         self.proxies: dict = {}  # broker id -> FaultProxy, when proxied
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -90,7 +93,8 @@ class EmbeddedCluster:
                 advertised = f"127.0.0.1:{proxy.start_in_thread()}"
             self.brokers[broker_id] = BrokerProcess(
                 data_dir=self.base_dir / f"broker-{broker_id}" / "data", port=port,
-                properties={"broker.id": str(broker_id), "zookeeper.connect": connect, **self.properties},
+                properties={"broker.id": str(broker_id), "zookeeper.connect": connect, **self.properties,
+                            **(self.broker_properties(broker_id, port) if self.broker_properties else {})},
                 log_path=self.base_dir / f"broker-{broker_id}.log",
                 file_size_limit=self._file_size_limits.get(broker_id), advertised=advertised)
         for broker in self.brokers.values():

@@ -111,7 +111,7 @@ class ZooKeeper:
             if existing.data_dir != registration.data_dir or time.monotonic() > deadline:
                 raise ZooKeeperError(
                     f"broker.id {registration.broker_id} is already registered in ZooKeeper by "
-                    f"{existing.host}:{existing.port} (data dir {existing.data_dir or 'unknown'}); "
+                    f"{existing.describe()} (data dir {existing.data_dir or 'unknown'}); "
                     "every broker needs its own broker.id")
             time.sleep(0.2)  # our own previous registration: gone when its session expires
 

@@ -81,23 +81,55 @@ def decode_cluster_id(data: bytes) -> str:
 # ---- /brokers/ids/<id> ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class BrokerRegistration:
-    broker_id: int
+class Endpoint:
+    """One listener of a broker as registered: its name, security protocol and advertised address."""
+
+    listener: str
+    protocol: str
     host: str
     port: int
+
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """``/brokers/ids/<id>``: every listener the broker serves, the first one its primary.
+
+    Written as Kafka's version 5: ``endpoints`` lists ``NAME://host:port`` for each listener and
+    ``listener_security_protocol_map`` gives each name its protocol; ``host``/``port`` repeat the first
+    PLAINTEXT endpoint for old readers (null and -1 when there is none, as Kafka writes them)."""
+
+    broker_id: int
+    endpoints: tuple[Endpoint, ...]
     rack: str | None = None
     # Ours, beside Kafka's fields: tells a restarted broker that a registration still in ZooKeeper is its
     # own previous life (same data directory) waiting for its session to expire, not a duplicate id.
     data_dir: str = ""
     timestamp: int = 0
 
+    @classmethod
+    def plaintext(cls, broker_id: int, host: str, port: int, rack: str | None = None, data_dir: str = "",
+                  timestamp: int = 0) -> BrokerRegistration:
+        """A broker with one PLAINTEXT listener (a single-listener cluster member; tests)."""
+        return cls(broker_id, (Endpoint("PLAINTEXT", "PLAINTEXT", host, port),), rack, data_dir, timestamp)
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.listener == listener), None)
+
+    def describe(self) -> str:
+        return ",".join(e.url() for e in self.endpoints) or "no endpoints"
+
     def encode(self) -> bytes:
+        plaintext = next((e for e in self.endpoints if e.protocol == "PLAINTEXT"), None)
         return _dump({
             "version": 5,
-            "host": self.host,
-            "port": self.port,
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "host": plaintext.host if plaintext else None,
+            "port": plaintext.port if plaintext else -1,
+            "endpoints": [e.url() for e in self.endpoints],
+            "listener_security_protocol_map": {e.listener: e.protocol for e in self.endpoints},
             "rack": self.rack,
             "jmx_port": -1,
             "timestamp": str(self.timestamp or int(time.time() * 1000)),
@@ -106,16 +138,28 @@ class BrokerRegistration:
 
     @classmethod
     def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
-        value = _load(data, broker_path(broker_id))
-        host, port = value.get("host"), value.get("port")
-        if (not host or not port) and value.get("endpoints"):
-            # Kafka leaves host/port empty when the only listener is not PLAINTEXT.
-            endpoint = value["endpoints"][0].split("://", 1)[-1]
-            host, _, port_text = endpoint.rpartition(":")
-            port = int(port_text)
-        if not isinstance(host, str) or not isinstance(port, int):
-            raise LayoutError(f"{broker_path(broker_id)}: no host and port")
-        return cls(broker_id, host, port, value.get("rack"), value.get("eoslog_data_dir", ""),
+        """Kafka's versions 1-5 (endpoints; a name without a map entry is its own protocol, as before
+        version 3) and version 0 (host and port only: one PLAINTEXT listener)."""
+        path = broker_path(broker_id)
+        value = _load(data, path)
+        protocols = value.get("listener_security_protocol_map") or {}
+        if not isinstance(protocols, dict):
+            raise LayoutError(f"{path}: listener_security_protocol_map must be an object")
+        endpoints = []
+        for url in value.get("endpoints") or ():
+            if not isinstance(url, str):
+                raise LayoutError(f"{path}: endpoints must be NAME://HOST:PORT strings")
+            name, sep, address = url.partition("://")
+            host, colon, port = address.rpartition(":")
+            if not sep or not name or not colon or not port.isdigit():
+                raise LayoutError(f"{path}: cannot read endpoint {url!r}")
+            endpoints.append(Endpoint(name, str(protocols.get(name, name)), host.strip("[]"), int(port)))
+        if not endpoints:
+            host, port = value.get("host"), value.get("port")
+            if not isinstance(host, str) or not host or not isinstance(port, int) or port < 0:
+                raise LayoutError(f"{path}: no endpoints and no host and port")
+            endpoints.append(Endpoint("PLAINTEXT", "PLAINTEXT", host, port))
+        return cls(broker_id, tuple(endpoints), value.get("rack"), value.get("eoslog_data_dir", ""),
                    int(value.get("timestamp", 0)))
 
 

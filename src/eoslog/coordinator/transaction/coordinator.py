@@ -478,18 +478,27 @@ class TransactionCoordinator:
                         log.exception("offsets marker listener failed")
             return ErrorCode.NONE
 
+    def _client_for(self, broker_id: int) -> BrokerClient | None:
+        """The connection to another broker's inter-broker listener; None while it has no such endpoint
+        registered (not registered, or registered without that listener)."""
+        cluster = self.registry.cluster
+        address = cluster.link.address(cluster.view.brokers.get(broker_id))
+        if address is None:
+            return None
+        client = self._marker_clients.get(broker_id)
+        if client is None or (client.host, client.port) != address:
+            if client is not None:
+                client.close()
+            client = self._marker_clients[broker_id] = BrokerClient(
+                *address, f"eoslog-txn-coordinator-{self.broker.config.node_id}", cluster.link)
+        return client
+
     async def _write_remote_marker(self, leader: int, tp: TopicPartition, producer_id: int, producer_epoch: int,
                                    result: TransactionResult, coordinator_epoch: int) -> ErrorCode | None:
         """WriteTxnMarkers v1 to the partition's leader; None when it cannot be reached (retry)."""
-        registration = self.registry.cluster.view.brokers.get(leader)
-        if registration is None:
+        client = self._client_for(leader)
+        if client is None:
             return None
-        client = self._marker_clients.get(leader)
-        if client is None or (client.host, client.port) != (registration.host, registration.port):
-            if client is not None:
-                client.close()
-            client = self._marker_clients[leader] = BrokerClient(
-                registration.host, registration.port, f"eoslog-txn-coordinator-{self.broker.config.node_id}")
         Marker = WriteTxnMarkersRequest.WritableTxnMarker
         request = WriteTxnMarkersRequest(markers=[Marker(
             producer_id=producer_id, producer_epoch=producer_epoch,
@@ -539,16 +548,10 @@ class TransactionCoordinator:
         """The DescribeTransactions answer of the broker that coordinates ``transactional_id``."""
         cluster = self.registry.cluster
         state = cluster.view.states.get((TRANSACTION_STATE, self.partition_for(transactional_id)))
-        registration = cluster.view.brokers.get(state.leader) if state is not None else None
-        if registration is None:
+        client = self._client_for(state.leader) if state is not None else None
+        if client is None:
             raise error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(
                 f"no coordinator for {transactional_id!r} right now")
-        client = self._marker_clients.get(registration.broker_id)
-        if client is None or (client.host, client.port) != (registration.host, registration.port):
-            if client is not None:
-                client.close()
-            client = self._marker_clients[registration.broker_id] = BrokerClient(
-                registration.host, registration.port, f"eoslog-txn-coordinator-{self.broker.config.node_id}")
         try:
             response = await client.request(DESCRIBE_TRANSACTIONS_KEY, 0, DescribeTransactionsRequest(
                 transactional_ids=[transactional_id]), 30)
