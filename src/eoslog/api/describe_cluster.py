@@ -16,7 +16,6 @@ UNKNOWN_OPERATIONS = -(2**31)
 
 def handle(context, request):
     broker = context.broker
-    host, port = broker.advertised_for(context.connection)  # the listener it came in on
     if context.api_version >= 1 and request.endpoint_type not in (BROKERS_ENDPOINT,):
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE), error_message="only the brokers endpoint exists",
@@ -32,6 +31,7 @@ def handle(context, request):
             if (e := b.endpoint(listener)) is not None]
     else:
         controller_id = broker.config.node_id
+        host, port = broker.advertised_for(context.connection)  # the listener it came in on
         brokers = [DescribeClusterResponse.DescribeClusterBroker(
             broker_id=broker.config.node_id, host=host, port=port, rack=None, is_fenced=False)]
     return DescribeClusterResponse(

@@ -39,7 +39,6 @@ def _cluster_coordinator(broker, key_type: int, key: str, listener: str) -> tupl
 
 def handle(context, request):
     broker = context.broker
-    host, port = broker.advertised_for(context.connection)  # the listener it came in on
     node = broker.config.node_id
     key_type = request.key_type if context.api_version >= 1 else GROUP
     code = 0 if key_type in (GROUP, TRANSACTION) else int(ErrorCode.INVALID_REQUEST)
@@ -49,6 +48,7 @@ def handle(context, request):
         listener = broker.listener_name_of(context.connection)
         answers = [_cluster_coordinator(broker, key_type, key, listener) for key in keys]
     else:
+        host, port = broker.advertised_for(context.connection)  # the listener it came in on
         answers = [(code, node if ok else -1, host if ok else "", port if ok else -1) for _ in keys]
     if context.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
