@@ -223,3 +223,37 @@ def test_inter_broker_listener_configuration_errors(tmp_path):
         "inter.broker.listener.name": "INTERNAL"})
     with pytest.raises(RuntimeError, match="configuration error: inter.broker.listener.name=INTERNAL"):
         process.start(timeout=30)
+
+
+def test_a_broker_connects_to_a_tls_listener_with_its_certificate_and_checks_names_only_when_asked(certs, tmp_path):
+    """BrokerClient over the link an SSL inter-broker listener makes, against a real broker on 127.0.0.2
+    (loopback, but not a name in the broker's certificate) that requires client certificates."""
+    import asyncio
+
+    from eoslog.cluster.broker_client import BrokerClient, BrokerConnectionError
+    from eoslog.protocol import messages
+    from eoslog.server.inter_broker import inter_broker_link
+    from eoslog.server.listeners import Listener
+
+    port = free_port()
+    properties = {"ssl.keystore.location": str(certs.broker), "ssl.truststore.location": str(certs.ca),
+                  "ssl.client.auth": "required"}
+    internal = Listener("INTERNAL", "127.0.0.2", port, "SSL")
+
+    async def api_versions(link) -> int:
+        client = BrokerClient("127.0.0.2", port, "eoslog-test", link)
+        try:
+            return (await client.request(18, 0, messages.ApiVersionsRequest(), 10)).error_code
+        finally:
+            client.close()
+
+    with BrokerProcess(data_dir=tmp_path / "data", properties={
+            **properties, "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.2:{port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL"}):
+        assert asyncio.run(api_versions(inter_broker_link(internal, properties))) == 0
+        checking = inter_broker_link(internal, {**properties, "ssl.endpoint.identification.algorithm": "https"})
+        with pytest.raises(BrokerConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+            asyncio.run(api_versions(checking))
+        no_certificate = inter_broker_link(internal, {"ssl.truststore.location": str(certs.ca)})
+        with pytest.raises(BrokerConnectionError):
+            asyncio.run(api_versions(no_certificate))
