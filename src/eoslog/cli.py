@@ -31,6 +31,7 @@ class LazyGroup(click.Group):
         "pipeline": "eoslog.pipeline.cli:pipeline_command",
         "producers": "eoslog.tools.txn_cli:producers_group",
         "transactions": "eoslog.tools.txn_cli:transactions_group",
+        "users": "eoslog.tools.users_cli:users_group",
         "verify": "eoslog.verify.cli:verify_command",
     }
 

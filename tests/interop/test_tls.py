@@ -205,7 +205,12 @@ def test_tls_configuration_errors_are_clear(tmp_path, certs):
         ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(certs.broker), "ssl.keystore.type": "JKS"},
          "only PEM"),
         ({"listeners": "SECRET://127.0.0.1:0"}, "no security protocol"),
-        ({"listeners": "SASL_SSL://127.0.0.1:0"}, "not supported yet"),
+        ({"listeners": "SASL_SSL://127.0.0.1:0"}, "needs ssl.keystore.location"),  # SASL_SSL is TLS too
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI is not supported"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "listener.name.sasl_plaintext.sasl.enabled.mechanisms": " "},
+         "no SASL mechanism enabled"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "zookeeper.connect": "127.0.0.1:2181"},
+         "SASL is served by a single node"),
     ]
     for properties, message in cases:
         config = BrokerConfig(data_dir=tmp_path / "data")

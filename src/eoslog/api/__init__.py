@@ -47,6 +47,10 @@ _MODULES = (
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
     # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
     "commit_transaction_group",
     "describe_transaction_groups",

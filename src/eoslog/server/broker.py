@@ -27,7 +27,6 @@ from eoslog.server.network import KafkaConnection, close_idle
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
-TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that connects and never finishes its TLS handshake is dropped
 
 
 class Broker:
@@ -51,10 +50,14 @@ class Broker:
             except InterBrokerError as exc:
                 raise ConfigError(str(exc)) from exc
         self._tls = {}
+        self._sasl_mechanisms = {}  # listener name -> mechanisms, for SASL listeners
+        self.credentials = None  # security/credentials.py CredentialStore, opened in start()
         for listener in self.listeners:
             if listener.protocol.startswith("SASL"):
-                raise ConfigError(f"listener {listener.name}: {listener.protocol} is not supported yet "
-                                  "(PLAINTEXT and SSL are; docs/security.md)")
+                if config.cluster_mode:
+                    raise ConfigError(f"listener {listener.name}: SASL is served by a single node for now; "
+                                      "a cluster member's credentials would have to be shared (docs/security.md)")
+                self._sasl_mechanisms[listener.name] = config.sasl_mechanisms(listener)
             if listener.uses_tls:
                 from eoslog.server.tls import PrincipalMapper, TlsConfigError, listener_property, server_context
 
@@ -106,6 +109,7 @@ class Broker:
         else:
             self.registry.open_single_node(data_dir)
             self.cluster_id = self._load_or_create_cluster_id(data_dir)
+        self._open_credentials(data_dir)
         self.registry.remove_orphan_logs()
         from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -258,16 +262,40 @@ class Broker:
 
     async def _listen(self, listener, start_serving: bool = True):
         tls = self._tls.get(listener.name)
-        extra = {"ssl": tls[0], "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S} if tls else {}
+        # A client that never finishes its TLS handshake is dropped by the same deadline as one that never
+        # finishes SASL (eoslog.authentication.timeout.ms).
+        extra = {"ssl": tls[0], "ssl_handshake_timeout": self.config.authentication_timeout_ms / 1000} if tls else {}
         return await asyncio.get_running_loop().create_server(
             lambda: self._new_connection(listener), listener.host, listener.port, reuse_address=True,
             start_serving=start_serving, **extra)
 
     def _new_connection(self, listener) -> KafkaConnection:
         tls = self._tls.get(listener.name)
+        mechanisms = self._sasl_mechanisms.get(listener.name)
+        sasl = None
+        if mechanisms is not None:
+            from eoslog.security.sasl import SaslSession
+
+            sasl = SaslSession(mechanisms, self.credentials.lookup)
         return KafkaConnection(self.dispatcher, self.config.socket_request_max_bytes, self.request_memory,
                                self.connection_quotas, listener=listener,
-                               principal_mapper=tls[1] if tls else None)
+                               principal_mapper=tls[1] if tls else None, sasl=sasl,
+                               authentication_timeout_s=self.config.authentication_timeout_ms / 1000,
+                               unauthenticated_max_request_bytes=self.config.sasl_server_max_receive_size,
+                               reauth_ms=self.config.connections_max_reauth_ms)
+
+    def _open_credentials(self, data_dir: Path) -> None:
+        """SCRAM credentials (security/credentials.py): a file in the data directory on a single node."""
+        from eoslog.security.credentials import CredentialStore
+        from eoslog.security.scram import CredentialError
+
+        try:
+            self.credentials = CredentialStore.open(data_dir)
+        except CredentialError as exc:
+            raise ConfigError(str(exc)) from exc
+        if self._sasl_mechanisms and not self.credentials.users():
+            log.warning("SASL listeners are configured but no user has a credential: create the first with "
+                        "`eoslog users add NAME --data-dir %s` (docs/security.md)", data_dir)
 
     def advertised_address(self, listener) -> tuple[str, int]:
         """Where clients of ``listener`` are told to connect (on a cluster, what ZooKeeper registers)."""

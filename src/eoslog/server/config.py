@@ -104,6 +104,20 @@ def parse_host_port(text: str, what: str = "address") -> tuple[str, int]:
     return host, _int(what, port, minimum=0)
 
 
+# SASL properties kept in security_properties (also as listener.name.<listener>.<property>).
+SASL_PROPERTIES = frozenset({"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol"})
+DEFAULT_SASL_MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512"
+
+
+def _check_mechanisms(name: str, value: str) -> None:
+    from eoslog.security.sasl import SUPPORTED_MECHANISMS
+
+    for mechanism in (m.strip().upper() for m in value.split(",") if m.strip()):
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigError(f"{name}: {mechanism} is not supported; supported: {', '.join(SUPPORTED_MECHANISMS)}"
+                              " (GSSAPI and OAUTHBEARER are not; docs/security.md)")
+
+
 def read_properties(path: Path) -> dict[str, str]:
     properties: dict[str, str] = {}
     for number, raw in enumerate(path.read_text().splitlines(), 1):
@@ -148,7 +162,11 @@ class BrokerConfig:
     listener_protocol_map: dict[str, str] | None = None
     inter_broker_listener_name: str | None = None
     inter_broker_protocol: str | None = None  # security.inter.broker.protocol, Kafka's older way to name it
-    security_properties: dict[str, str] = field(default_factory=dict)  # ssl.* and listener.name.*.ssl.*
+    security_properties: dict[str, str] = field(default_factory=dict)  # ssl.*, sasl.*, listener.name.*.(ssl|sasl).*
+    # ---- SASL (security/sasl.py, docs/security.md) --------------------------------------------------------
+    connections_max_reauth_ms: int = 0  # KIP-368 session lifetime; 0: sessions never end
+    sasl_server_max_receive_size: int = 524_288  # the largest frame before authentication
+    authentication_timeout_ms: int = 10_000  # eoslog.authentication.timeout.ms: TLS and SASL must complete by then
     # A single node sizes its internal topics to itself: replication factor 1, always.
     offsets_topic_num_partitions: int = 10
     transaction_state_log_num_partitions: int = 10
@@ -213,6 +231,18 @@ class BrokerConfig:
         return _parsed(inter_broker_listener, self.listeners(), self.inter_broker_listener_name,
                        self.inter_broker_protocol)
 
+    def sasl_mechanisms(self, listener) -> tuple[str, ...]:
+        """The mechanisms a SASL listener offers: listener.name.<name>.sasl.enabled.mechanisms, else
+        sasl.enabled.mechanisms, else SCRAM only (PLAIN sends the password itself: enable it on purpose)."""
+        from eoslog.server.tls import listener_property
+
+        text = listener_property(self.security_properties, listener, "sasl.enabled.mechanisms")
+        text = DEFAULT_SASL_MECHANISMS if text is None else text
+        mechanisms = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
+        if not mechanisms:
+            raise ConfigError(f"listener {listener.name} ({listener.protocol}) has no SASL mechanism enabled")
+        return mechanisms
+
     @property
     def request_memory_capacity(self) -> int:
         """The ``queued.max.request.bytes`` pool's size (-1: unbounded). One frame of the largest size
@@ -260,6 +290,9 @@ class BrokerConfig:
             "max.connections": ("max_connections", 1),
             "max.connections.per.ip": ("max_connections_per_ip", 1),
             "connections.max.idle.ms": ("connections_max_idle_ms", 1000),
+            "connections.max.reauth.ms": ("connections_max_reauth_ms", 0),
+            "sasl.server.max.receive.size": ("sasl_server_max_receive_size", 1024),
+            "eoslog.authentication.timeout.ms": ("authentication_timeout_ms", 100),
             "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1),
             "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 1),
             "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 0),
@@ -336,12 +369,15 @@ class BrokerConfig:
             if value.strip().upper() not in PROTOCOLS:
                 raise ConfigError(f"{name}={value}: expected one of {', '.join(PROTOCOLS)}")
             self.inter_broker_protocol = value.strip().upper()
-        elif name.startswith(("ssl.", "listener.name.")):
+        elif name.startswith(("ssl.", "sasl.", "listener.name.")):
             from eoslog.server.tls import SSL_PROPERTIES
 
             base = name.split(".", 3)[3] if name.startswith("listener.name.") and name.count(".") >= 3 else name
-            if base not in SSL_PROPERTIES:
-                raise ConfigError(f"unknown broker property {name!r} (TLS properties: {', '.join(sorted(SSL_PROPERTIES))})")
+            if base not in SSL_PROPERTIES | SASL_PROPERTIES:
+                known = ", ".join(sorted(SSL_PROPERTIES | SASL_PROPERTIES))
+                raise ConfigError(f"unknown broker property {name!r} (security properties: {known})")
+            if base in SASL_PROPERTIES:
+                _check_mechanisms(name, value)
             self.security_properties[name] = value
         elif name == "cluster.id":
             self.cluster_id = value

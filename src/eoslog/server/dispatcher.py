@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+SASL_KEYS = (17, 36)  # SaslHandshake, SaslAuthenticate
 
 
 @dataclass(slots=True)
@@ -65,6 +67,10 @@ class Dispatcher:
 
     def dispatch(self, connection: "KafkaConnection", frame: bytes) -> list[Any] | asyncio.Future | None:
         """Returns the encoded response, a future of it, or None when the request has no response."""
+        if connection.sasl is not None and connection.sasl.expects_raw_token:
+            from eoslog.api.sasl_handshake import raw_token
+
+            return raw_token(connection, frame)  # not a Kafka request: a bare SASL token (v0 handshake)
         try:
             header, request = codec.decode_request(frame)
         except UnsupportedVersion as exc:
@@ -78,6 +84,9 @@ class Dispatcher:
             log.warning("closing connection from %s: unparsable request: %s", connection.peer, exc)
             log.debug("unparsable frame: %s", frame[:512].hex())
             raise CloseConnection() from exc
+
+        if connection.sasl is not None and not self._sasl_allows(connection, header.api_key):
+            raise CloseConnection()
 
         handler = self.handlers.get(header.api_key)
         if handler is None or not handler.MIN_VERSION <= header.api_version <= handler.MAX_VERSION:
@@ -99,6 +108,22 @@ class Dispatcher:
         if inspect.isawaitable(result):
             return asyncio.ensure_future(self._complete(handler, context, request, result))
         return self._encode(context, result)
+
+    @staticmethod
+    def _sasl_allows(connection: "KafkaConnection", api_key: int) -> bool:
+        """Before authentication only the exchange itself; after a session's end only re-authentication
+        (security/sasl.py has the table). Kafka hangs up on anything else: there is no one to answer."""
+        session = connection.sasl
+        if not session.allows(api_key):
+            log.warning("closing connection from %s: api key %d is not valid while SASL is %s",
+                        connection.peer, api_key, session.state.value)
+            return False
+        expires = connection.session_expires_at
+        if expires is not None and api_key not in SASL_KEYS and time.monotonic() > expires:
+            log.info("closing connection from %s: its SASL session ended (connections.max.reauth.ms) and "
+                     "it did not re-authenticate", connection.peer)
+            return False
+        return True
 
     @staticmethod
     def _encode(context: RequestContext, response: Any) -> list[Any]:

@@ -65,6 +65,16 @@ class FrameReader:
         self._large_size = 0
         self._ticket: int | None = None  # the large frame's place in the pool's oldest-first order
 
+    @property
+    def max_frame(self) -> int:
+        return self._max_frame
+
+    @max_frame.setter
+    def max_frame(self, size: int) -> None:
+        """Changes the limit for frames not yet begun (SASL listeners raise it once a client is
+        authenticated: before, ``sasl.server.max.receive.size`` bounds what a stranger may send)."""
+        self._max_frame = size
+
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
         if self._large is not None:

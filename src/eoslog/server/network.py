@@ -17,6 +17,11 @@ Contract
   ``max.connections.per.ip`` is closed when accepted. A frame waiting for ``queued.max.request.bytes``
   pauses its connection's reads until the pool has room. A connection with nothing in flight and no
   bytes either way for ``connections.max.idle.ms`` is closed by :func:`close_idle`.
+- SASL listeners (security/sasl.py): until the client has authenticated, only ApiVersions, SaslHandshake
+  and SaslAuthenticate are dispatched (anything else closes the connection), frames are bounded by
+  ``sasl.server.max.receive.size``, and the connection is closed if it has not authenticated within its
+  deadline. With ``connections.max.reauth.ms`` a session expires: after that only re-authentication is
+  served, and any other request closes the connection (KIP-368).
 - Bytes come in through ``asyncio.BufferedProtocol`` into buffers the frame reader (server/framing.py)
   hands out, so a large Produce request is received straight into the buffer the log writes from.
 """
@@ -53,7 +58,9 @@ class CloseConnection(Exception):
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int, pool: MemoryPool | None = None,
-                 quotas: ConnectionQuotas | None = None, listener=None, principal_mapper=None) -> None:
+                 quotas: ConnectionQuotas | None = None, listener=None, principal_mapper=None,
+                 sasl=None, authentication_timeout_s: float | None = None,
+                 unauthenticated_max_request_bytes: int | None = None, reauth_ms: int = 0) -> None:
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
         self._pool = pool if pool is not None else MemoryPool()
@@ -73,6 +80,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener  # server/listeners.py Listener it came in on (None: a bare test connection)
         self._principal_mapper = principal_mapper
         self.principal = "User:ANONYMOUS"  # from the client certificate on TLS listeners (server/tls.py)
+        # SASL listeners: the exchange's state (security/sasl.py SaslSession), None elsewhere; then the
+        # principal is the authenticated user's.
+        self.sasl = sasl
+        self.session_expires_at: float | None = None  # monotonic; KIP-368 session end, None: no end
+        self.reauth_ms = reauth_ms  # connections.max.reauth.ms: each session's lifetime, 0: unlimited
+        self._authentication_timeout_s = authentication_timeout_s
+        self._authentication_deadline: asyncio.TimerHandle | None = None
+        self._close_when_written = False
+        if sasl is not None and unauthenticated_max_request_bytes is not None:
+            self._frames.max_frame = min(max_request_bytes, unauthenticated_max_request_bytes)
         self._socket_fd: int | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
@@ -99,10 +116,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.principal = principal_of(ssl_object, self._principal_mapper)
             log.debug("TLS connection from %s (%s): %s", self.peer, ssl_object.version(), self.principal)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
+        if self.sasl is not None and self._authentication_timeout_s:
+            self._authentication_deadline = asyncio.get_running_loop().call_later(
+                self._authentication_timeout_s, self._authentication_expired)
         self._dispatcher.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._authentication_deadline is not None:
+            self._authentication_deadline.cancel()
+            self._authentication_deadline = None
         self._frames.close()
         self._pool.forget(self._memory_released)
         if self._counted_ip is None:
@@ -116,6 +139,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 future.cancel()
         self._pending.clear()
         self._dispatcher.connection_closed(self)
+
+    # --- SASL -------------------------------------------------------------------------------------
+    def authenticated(self, principal: str, session_lifetime_s: float | None) -> None:
+        """The SASL exchange completed: the principal is the user's from now on, frames may be as large
+        as ``socket.request.max.bytes``, and the session ends after its lifetime (KIP-368), if it has one."""
+        self.principal = principal
+        self._frames.max_frame = self._max_request_bytes
+        self.session_expires_at = None if session_lifetime_s is None else time.monotonic() + session_lifetime_s
+        if self._authentication_deadline is not None:
+            self._authentication_deadline.cancel()
+            self._authentication_deadline = None
+
+    def close_after_response(self) -> None:
+        """Hang up once every response owed so far is written (a failed authentication: the client reads
+        why, then the connection ends)."""
+        self._close_when_written = True
+        self._set_reading(False)
+
+    def _authentication_expired(self) -> None:
+        self._authentication_deadline = None
+        if not self.closed and self.sasl is not None and not self.sasl.authenticated:
+            log.warning("closing connection from %s: no SASL authentication within %.0f s", self.peer,
+                        self._authentication_timeout_s)
+            self.close()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -163,7 +210,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         requests (300 Fetches fit in 30 KB), so we also stop taking frames out of the reader while the
         socket's write side is over its high-water mark, and pick up again in resume_writing.
         """
-        while not self._writing_paused and not self._holds and not self._starved and not self.closed:
+        while (not self._writing_paused and not self._holds and not self._starved and not self.closed
+               and not self._close_when_written):
             try:
                 frame = self._frames.next_frame()
             except FrameTooLarge as exc:
@@ -249,6 +297,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._write_region(transport, piece)
                 else:
                     transport.write(piece)
+            if self._close_when_written and not self._pending:
+                self.close()  # the transport sends what it buffered, then closes
         except (CloseConnection, OSError) as exc:
             # A half-written response cannot be taken back: the only safe answer is to hang up.
             log.error("closing connection to %s: could not send a response: %s", self.peer, exc)

@@ -13,6 +13,7 @@ import click
 
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
+from eoslog.tools.client_security import ClientSecurity, ClientSecurityError
 
 CLIENT_ID = "eoslog-admin-tool"
 METADATA, FIND_COORDINATOR = 3, 10
@@ -22,11 +23,21 @@ GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 class KafkaWire:
     """One blocking connection, one request at a time: enough for admin tools."""
 
-    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = CLIENT_ID) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = CLIENT_ID,
+                 security: ClientSecurity | None = None) -> None:
         host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        if security is None:
+            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        else:
+            self.sock = security.connect(host.strip("[]"), int(port), timeout)
         self.correlation_id = 0
         self.client_id = client_id
+        if security is not None:
+            try:
+                security.authenticate(self)
+            except BaseException:
+                self.sock.close()
+                raise
 
     def call(self, api_key: int, api_version: int, request):
         self.correlation_id += 1
@@ -51,8 +62,9 @@ class KafkaWire:
 class Brokers:
     """Connections to the brokers of the cluster behind ``bootstrap`` (comma-separated), made lazily."""
 
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.timeout = timeout
+        self.security = security  # TLS and SASL for every connection (tools/client_security.py)
         self._bootstrap = self._connect_any([b.strip() for b in bootstrap.split(",") if b.strip()])
         self._wires: dict[int, KafkaWire] = {}
         self._metadata = None
@@ -61,7 +73,9 @@ class Brokers:
         errors = []
         for address in addresses:
             try:
-                return KafkaWire(address, self.timeout)
+                return KafkaWire(address, self.timeout, security=self.security)
+            except ClientSecurityError as exc:
+                raise click.ClickException(f"{address}: {exc}") from exc
             except OSError as exc:
                 errors.append(f"{address}: {exc}")
         raise click.ClickException(f"cannot reach any broker ({'; '.join(errors) or 'no address given'})")
@@ -92,7 +106,8 @@ class Brokers:
                 broker = next((b for b in self.metadata(refresh=True).brokers if b.node_id == node_id), None)
             if broker is None:
                 raise click.ClickException(f"broker {node_id} is not in the cluster's metadata")
-            wire = self._wires[node_id] = KafkaWire(f"{broker.host}:{broker.port}", self.timeout)
+            wire = self._wires[node_id] = KafkaWire(f"{broker.host}:{broker.port}", self.timeout,
+                                                    security=self.security)
         return wire
 
     def leader(self, topic: str, partition: int) -> KafkaWire:

@@ -1,0 +1,54 @@
+"""SaslAuthenticate (key 36), v0-2: one round of the SASL exchange the handshake chose (security/sasl.py).
+
+On success the connection takes the user's principal; with ``connections.max.reauth.ms`` set, v1+ tells
+the client how long its session lasts (KIP-368) and the connection enforces the end. A failure answers
+SASL_AUTHENTICATION_FAILED with the reason, then closes the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import SaslAuthenticateResponse
+from eoslog.security.sasl import SaslError
+
+API_KEY = 36
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+log = logging.getLogger(__name__)
+
+
+def handle(context, request):
+    connection = context.connection
+    session = connection.sasl
+    if session is None:
+        return _refusal(ErrorCode.ILLEGAL_SASL_STATE, "this listener does not use SASL")
+    renewing = session.authenticated  # a handshake on an authenticated connection: KIP-368 re-authentication
+    try:
+        reply, done = session.authenticate(request.auth_bytes)
+    except SaslError as exc:
+        log.info("SASL authentication from %s failed: %s", connection.peer, exc)
+        session.fail()
+        connection.close_after_response()
+        return _refusal(ErrorCode[exc.error_name], str(exc))
+    lifetime_ms = complete(connection, session, renewing) if done else 0
+    return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
+                                    session_lifetime_ms=lifetime_ms)
+
+
+def complete(connection, session, renewing: bool) -> int:
+    """The exchange succeeded: the connection takes the principal and its session's lifetime (ms, 0: none)."""
+    lifetime_ms = connection.reauth_ms
+    connection.authenticated(session.principal, lifetime_ms / 1000 if lifetime_ms else None)
+    if renewing:
+        log.info("%s re-authenticated as %s with %s", connection.peer, session.principal, session.mechanism)
+    else:
+        log.debug("%s authenticated as %s with %s", connection.peer, session.principal, session.mechanism)
+    return lifetime_ms
+
+
+def _refusal(code: ErrorCode, message: str) -> SaslAuthenticateResponse:
+    return SaslAuthenticateResponse(error_code=int(code), error_message=message, auth_bytes=b"",
+                                    session_lifetime_ms=0)

@@ -1,0 +1,7 @@
+"""Security: who a client is (SASL, TLS principals) and what it may do.
+
+- ``scram.py``: SCRAM credentials (salted, iterated; never a password) and Kafka's text form of them.
+- ``credentials.py``: the durable store of those credentials.
+- ``sasl.py``: the server side of one connection's SASL exchange, PLAIN and SCRAM-SHA-256/512, as a pure
+  state machine the SaslHandshake / SaslAuthenticate handlers drive.
+"""
