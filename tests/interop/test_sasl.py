@@ -30,7 +30,7 @@ from eoslog.protocol import messages
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.tools.brokers import KafkaWire
-from eoslog.tools.client_security import ClientSecurity, ClientSecurityError
+from eoslog.security.client import ClientSecurity, ClientSecurityError
 from tests.interop.clients import poll_values
 from tests.interop.test_hostile_clients import read_exactly, rss, settled_rss
 
@@ -354,7 +354,7 @@ def test_users_are_managed_over_the_protocol_and_stored_salted(broker, certs, tm
                      f'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
                      f'username="{ADMIN}" password="{ADMIN_PASSWORD}";\n')
     bootstrap = f"127.0.0.1:{broker.sasl_ssl_port}"
-    done = eoslog("users", "add", "bob", "--mechanism", "SCRAM-SHA-256", "--bootstrap", bootstrap,
+    done = eoslog("users", "add", "bob", "--mechanism", "SCRAM-SHA-256", "--bootstrap-server", bootstrap,
                   "--command-config", str(admin), "--password-file", "-", input="bob-secret\n")
     assert done.returncode == 0, done.stderr
     bob = confluent(broker, certs, "SCRAM-SHA-256", user="bob", password="bob-secret")
@@ -366,7 +366,7 @@ def test_users_are_managed_over_the_protocol_and_stored_salted(broker, certs, tm
     described = client.describe_user_scram_credentials(["bob"])["bob"].result(30)
     assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
         (confluent_kafka.admin.ScramMechanism.SCRAM_SHA_256, 8192)]
-    listed = eoslog("users", "list", "--bootstrap", bootstrap, "--command-config", str(admin))
+    listed = eoslog("users", "list", "--bootstrap-server", bootstrap, "--command-config", str(admin))
     assert listed.returncode == 0 and "bob\tSCRAM-SHA-256 (iterations=8192)" in listed.stdout
     # On disk: salted keys only, readable by the broker's user alone.
     stored = (broker.data_dir / "scram-credentials.json")
@@ -378,7 +378,7 @@ def test_users_are_managed_over_the_protocol_and_stored_salted(broker, certs, tm
     refused = eoslog("users", "list", "--data-dir", str(broker.data_dir))
     assert refused.returncode != 0 and "a broker is running" in refused.stderr
     # Deleted: bob can no longer log in.
-    done = eoslog("users", "delete", "bob", "--bootstrap", bootstrap, "--command-config", str(admin))
+    done = eoslog("users", "delete", "bob", "--bootstrap-server", bootstrap, "--command-config", str(admin))
     assert done.returncode == 0, done.stderr
     with pytest.raises(ClientSecurityError, match="SASL_AUTHENTICATION_FAILED"):
         wire(broker.sasl_port, **{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",

@@ -21,11 +21,12 @@ _RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 
-def end_transaction(bootstrap: str, member: TxnMember, commit: bool, timeout_s: float = 60.0) -> None:
+def end_transaction(bootstrap: str, member: TxnMember, commit: bool, timeout_s: float = 60.0,
+                    security=None) -> None:
     deadline = time.monotonic() + timeout_s
     delay = 0.01
     while True:
-        with TxnGroupClient(bootstrap, timeout_s) as client:
+        with TxnGroupClient(bootstrap, timeout_s, security=security) as client:
             conn = client._coordinator(member.transactional_id)
             response = conn.spec_request(END_TXN, END_TXN_VERSION, messages.EndTxnRequest(
                 transactional_id=member.transactional_id, producer_id=member.producer_id,

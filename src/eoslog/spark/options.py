@@ -138,6 +138,20 @@ class SinkOptions:
         sink_id = opts.get("sinkid", "0")
         if not sink_id.replace("_", "").replace(".", "").isalnum():
             raise OptionError(f"sinkId must be letters, digits, '_' or '.', not {sink_id!r}")
-        return cls(client=client, topic=opts.get("topic"), sink_id=sink_id,
+        sink = cls(client=client, topic=opts.get("topic"), sink_id=sink_id,
                    transaction_timeout_ms=timeout,
                    require_exactly_once=_bool(opts, "requireExactlyOnce", True))
+        sink.security()  # a bad security setting fails the query at once, not its first commit
+        return sink
+
+    def security(self):
+        """TLS and SASL for the driver's own transaction-group connections, from the same ``kafka.*``
+        settings the producers use (security/client.py); None on PLAINTEXT."""
+        from eoslog.security.client import ClientSecurity, ClientSecurityError
+
+        if self.client.get("security.protocol", "plaintext").strip().upper() == "PLAINTEXT":
+            return None
+        try:
+            return ClientSecurity.from_properties(self.client)
+        except (ClientSecurityError, OSError, ValueError) as exc:
+            raise OptionError(f"kafka.security.protocol and friends: {exc}") from exc

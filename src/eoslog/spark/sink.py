@@ -36,6 +36,7 @@ from eoslog.spark.task_writer import (
     transactional_id,
     write_transaction,
 )
+from eoslog.security.client import ClientSecurityError
 from eoslog.spark.txn_group_client import TxnGroupClient, Unsupported
 from eoslog.spark.txn_group_protocol import TxnMember
 
@@ -75,8 +76,10 @@ def query_id_from_checkpoint(checkpoint_location: str | None) -> str | None:
 def _transaction_state_partitions(options: SinkOptions, group: str) -> int | None:
     """Asked once on the driver, pickled into the tasks (see colocated_transactional_id)."""
     try:
-        with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=30) as client:
+        with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=30, security=options.security()) as client:
             return client.transaction_state_partitions(group) if client.supported() else None
+    except ClientSecurityError:
+        raise  # a wrong password or certificate fails the query here, before any task waits on it
     except Exception:
         log.warning("eoslog sink: cannot learn __transaction_state's partitions", exc_info=True)
         return None
@@ -88,7 +91,7 @@ class _Committer:
     options: SinkOptions
 
     def _client(self) -> TxnGroupClient:
-        return TxnGroupClient(self.options.client["bootstrap.servers"])
+        return TxnGroupClient(self.options.client["bootstrap.servers"], security=self.options.security())
 
     def _commit(self, group: str | None, sequence: int, messages) -> None:
         members = _members(messages)
@@ -113,7 +116,8 @@ class _Committer:
 
         faults.reached("commit-before", sequence)
         for member in members:
-            end_transaction(self.options.client["bootstrap.servers"], member, commit=True)
+            end_transaction(self.options.client["bootstrap.servers"], member, commit=True,
+                                security=self.options.security())
         faults.reached("commit-after", sequence)
 
     def _abort(self, prefix: str | None, messages, group: str | None = None) -> None:
@@ -126,7 +130,8 @@ class _Committer:
 
         for member in _members(messages):
             try:
-                end_transaction(self.options.client["bootstrap.servers"], member, commit=False)
+                end_transaction(self.options.client["bootstrap.servers"], member, commit=False,
+                                    security=self.options.security())
             except Exception:
                 log.warning("eoslog sink: could not abort %s", member.transactional_id, exc_info=True)
 

@@ -27,6 +27,9 @@ from pyspark.sql.datasource import WriterCommitMessage
 from eoslog.spark import faults
 
 FLUSH_TIMEOUT_S = 120.0
+# librdkafka's errors that no retry can fix: a wrong password, certificate or ACL.
+_REFUSALS = ("_AUTHENTICATION", "_SSL", "TOPIC_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+             "CLUSTER_AUTHORIZATION_FAILED")
 STATS_INTERVAL_MS = 20
 PRODUCER_DEFAULTS = {
     # Java's default partitioner (murmur2 of the key; null keys spread at random), so rows land on
@@ -142,15 +145,33 @@ def _produce_all(producer, topics, keys, values, partitions, headers) -> None:
             producer.poll(0.05)
 
 
+def _init_transactions(producer, refusals: list, txn_id: str) -> None:
+    """init_transactions, in slices so an authentication failure ends it at once instead of at the timeout."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while True:
+        try:
+            producer.init_transactions(1.0)
+            return
+        except KafkaException as exc:
+            if refusals:
+                raise KafkaException(f"transaction {txn_id}: the broker refused the producer: {refusals[0]}") from exc
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+
+
 def write_transaction(iterator, *, client: dict[str, str], topic_option: str | None, txn_id: str, group: str,
                       partition_id: int, attempt: int, transaction_timeout_ms: int,
                       batch_id: int = 0) -> SinkCommitMessage:
     """Writes every row of ``iterator`` (Arrow record batches) in the transaction ``txn_id``; never commits."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
 
+    refusal_codes = {getattr(KafkaError, name) for name in _REFUSALS}
     rows = _Rows(topic_option)
     producer = None
     errors: list = []
+    refusals: list = []  # authentication failures librdkafka reports (it would otherwise retry to the timeout)
     stats: list[tuple[float, dict]] = []
     written = 0
     for batch in iterator:
@@ -165,8 +186,9 @@ def write_transaction(iterator, *, client: dict[str, str], topic_option: str | N
                 "statistics.interval.ms": STATS_INTERVAL_MS,
                 "stats_cb": lambda text: stats.append((time.monotonic(), json.loads(text).get("eos") or {})),
                 "on_delivery": lambda err, msg: errors.append(err) if err is not None else None,
+                "error_cb": lambda err: refusals.append(err) if err.code() in refusal_codes else None,
             })
-            producer.init_transactions(FLUSH_TIMEOUT_S)
+            _init_transactions(producer, refusals, txn_id)
             producer.begin_transaction()
         _produce_all(producer, topics, keys, values, partitions, headers)
         written += len(values)

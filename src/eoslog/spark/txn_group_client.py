@@ -19,6 +19,7 @@ import time
 from eoslog.protocol import codec, messages
 from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
+from eoslog.security.client import ClientSecurity
 from eoslog.spark import txn_group_protocol as proto
 from eoslog.spark.txn_group_protocol import CommitRequest, CommitResponse, TxnMember
 
@@ -63,11 +64,20 @@ def _split_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity | None = None) -> None:
         self.address = (host, port)
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        if security is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        else:
+            self.sock = security.connect(host, port, timeout)  # TLS, when the client config says so
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
+        if security is not None:
+            try:
+                security.authenticate(self.spec_request)  # SASL, likewise
+            except BaseException:
+                self.sock.close()
+                raise
 
     def close(self) -> None:
         self.sock.close()
@@ -108,9 +118,10 @@ class _Connection:
 class TxnGroupClient:
     """Talks to the transaction coordinator of a group. Not thread-safe; cheap to create."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 60.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 60.0, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        self.security = security  # the job's kafka.security.protocol / sasl.* / ssl.* (security/client.py)
         self._conn: _Connection | None = None
         self._versions: dict[int, tuple[int, int]] | None = None
 
@@ -131,7 +142,7 @@ class TxnGroupClient:
         last: Exception | None = None
         for host, port in _split_bootstrap(self.bootstrap):
             try:
-                return _Connection(host, port, min(self.timeout_s, 30.0))
+                return _Connection(host, port, min(self.timeout_s, 30.0), self.security)
             except OSError as exc:
                 last = exc
         raise ConnectionError(f"cannot reach any of {self.bootstrap}: {last}")
@@ -150,7 +161,7 @@ class TxnGroupClient:
                 raise _Retry(found.error_code)
             if (found.host, found.port) != conn.address:  # on a cluster, often another bootstrap broker
                 conn.close()
-                conn = _Connection(found.host, found.port, min(self.timeout_s, 30.0))
+                conn = _Connection(found.host, found.port, min(self.timeout_s, 30.0), self.security)
         except BaseException:
             conn.close()
             raise
@@ -265,10 +276,10 @@ class _Retry(Exception):
         self.code = code
 
 
-def broker_supports_txn_groups(bootstrap: str) -> bool:
+def broker_supports_txn_groups(bootstrap: str, security: ClientSecurity | None = None) -> bool:
     """True when the broker at ``bootstrap`` advertises CommitTransactionGroup and its siblings."""
     try:
-        with TxnGroupClient(bootstrap, timeout_s=10) as client:
+        with TxnGroupClient(bootstrap, timeout_s=10, security=security) as client:
             return client.supported()
     except (OSError, ConnectionError):
         return False

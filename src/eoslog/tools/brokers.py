@@ -13,7 +13,7 @@ import click
 
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.tools.client_security import ClientSecurity, ClientSecurityError
+from eoslog.security.client import ClientSecurity, ClientSecurityError
 
 CLIENT_ID = "eoslog-admin-tool"
 METADATA, FIND_COORDINATOR = 3, 10
@@ -34,7 +34,7 @@ class KafkaWire:
         self.client_id = client_id
         if security is not None:
             try:
-                security.authenticate(self)
+                security.authenticate(self.call)
             except BaseException:
                 self.sock.close()
                 raise
@@ -64,7 +64,7 @@ class Brokers:
 
     def __init__(self, bootstrap: str, timeout: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.timeout = timeout
-        self.security = security  # TLS and SASL for every connection (tools/client_security.py)
+        self.security = security  # TLS and SASL for every connection (security/client.py)
         self._bootstrap = self._connect_any([b.strip() for b in bootstrap.split(",") if b.strip()])
         self._wires: dict[int, KafkaWire] = {}
         self._metadata = None

@@ -4,7 +4,7 @@
     eoslog users list
     eoslog users delete NAME [--mechanism SCRAM-SHA-512]
 
-Each takes either ``--bootstrap HOST:PORT`` (over the Kafka protocol: Describe/AlterUserScramCredentials,
+Each takes either ``--bootstrap-server HOST:PORT`` (over the Kafka protocol: Describe/AlterUserScramCredentials,
 with ``--command-config`` for a secured listener; works against Kafka too) or ``--data-dir DIR`` (the
 credential file itself, only while no broker runs on that directory: how the first administrator is
 created before SASL listeners open). Without ``--password-file`` the password is prompted for; it is
@@ -30,7 +30,7 @@ DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 
 def _target(function):
-    function = click.option("--bootstrap", default=None, metavar="HOST:PORT",
+    function = click.option("--bootstrap-server", "-b", "bootstrap", default=None, metavar="HOST:PORT",
                             help="A broker to ask over the Kafka protocol.")(function)
     function = click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                             default=None, help="Client properties for a secured listener (TLS, SASL).")(function)
@@ -131,7 +131,7 @@ def _offline_store(data_dir: Path):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise click.ClickException(f"a broker is running on {data_dir}: change users through it with "
-                                       "--bootstrap") from None
+                                       "--bootstrap-server") from None
         try:
             yield CredentialStore.open(data_dir)
         except CredentialError as exc:
@@ -142,10 +142,10 @@ def _offline_store(data_dir: Path):
 
 def _online(bootstrap, command_config):
     from eoslog.tools.brokers import Brokers
-    from eoslog.tools.client_security import ClientSecurity, ClientSecurityError
+    from eoslog.security.client import ClientSecurity, ClientSecurityError
 
     if bootstrap is None:
-        raise click.UsageError("give --bootstrap HOST:PORT (a running broker) or --data-dir DIR (a stopped one)")
+        raise click.UsageError("give --bootstrap-server HOST:PORT (a running broker) or --data-dir DIR (a stopped one)")
     try:
         security = ClientSecurity.from_file(command_config) if command_config else None
     except (ClientSecurityError, OSError) as exc:

@@ -1,4 +1,5 @@
-"""How the admin tools reach a secured listener: TLS and SASL from a client properties file.
+"""How eoslog's own clients (the admin tools, the Spark sink's transaction-group client) reach a secured
+listener: TLS and SASL from the settings a Kafka client config carries.
 
     eoslog users list --bootstrap host:9094 --command-config admin.properties
 
@@ -90,26 +91,27 @@ class ClientSecurity:
             sock.close()
             raise
 
-    def authenticate(self, wire) -> None:
-        """The SASL exchange over a fresh connection (``wire.call`` sends one request, reads its answer)."""
+    def authenticate(self, call) -> None:
+        """The SASL exchange over a fresh connection; ``call(api_key, version, request)`` sends one request
+        and returns its decoded response."""
         if self.mechanism is None:
             return
-        response = wire.call(SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism=self.mechanism))
+        response = call(SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism=self.mechanism))
         if response.error_code:
             raise ClientSecurityError(f"SASL handshake: {ErrorCode(response.error_code).name} "
                                       f"(the listener offers {', '.join(response.mechanisms) or 'nothing'})")
         if self.mechanism == "PLAIN":
-            self._round(wire, b"\x00" + self.username.encode() + b"\x00" + self.password.encode())
+            self._round(call, b"\x00" + self.username.encode() + b"\x00" + self.password.encode())
             return
         import scramp
 
         client = scramp.ScramClient([self.mechanism], self.username, self.password)
-        client.set_server_first(self._round(wire, client.get_client_first().encode()).decode())
-        client.set_server_final(self._round(wire, client.get_client_final().encode()).decode())
+        client.set_server_first(self._round(call, client.get_client_first().encode()).decode())
+        client.set_server_final(self._round(call, client.get_client_final().encode()).decode())
 
     @staticmethod
-    def _round(wire, token: bytes) -> bytes:
-        response = wire.call(SASL_AUTHENTICATE, 1, messages.SaslAuthenticateRequest(auth_bytes=token))
+    def _round(call, token: bytes) -> bytes:
+        response = call(SASL_AUTHENTICATE, 1, messages.SaslAuthenticateRequest(auth_bytes=token))
         if response.error_code:
             raise ClientSecurityError(f"SASL authentication: {ErrorCode(response.error_code).name}: "
                                       f"{response.error_message}")
