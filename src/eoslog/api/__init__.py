@@ -47,6 +47,9 @@ _MODULES = (
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
     # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
     "commit_transaction_group",
     "describe_transaction_groups",

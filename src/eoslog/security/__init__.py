@@ -1,0 +1,1 @@
+"""Authorization: ACLs with Kafka's semantics (docs/security.md, "Authorization (ACLs)")."""
