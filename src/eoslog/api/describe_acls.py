@@ -38,4 +38,4 @@ def handle(context, request):
 
 
 def error_response(context, request, code):
-    return DescribeAclsResponse(throttle_time_ms=0, error_code=int(code), error_message=None, resources=[])
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=int(code), error_message=code.description, resources=[])

@@ -18,9 +18,9 @@ The numeric codes are Kafka's wire values (org.apache.kafka.common.acl / resourc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable
 
 
 class ResourceType(IntEnum):
@@ -122,7 +122,7 @@ class AclBinding:
 
     @classmethod
     def of(cls, resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int,
-           permission_type: int) -> "AclBinding":
+           permission_type: int) -> AclBinding:
         """A binding from wire values, validated as CreateAcls needs (InvalidAclError otherwise)."""
         rtype, ptype = _enum(ResourceType, resource_type), _enum(PatternType, pattern_type)
         op, perm = _enum(AclOperation, operation), _enum(AclPermissionType, permission_type)
@@ -174,7 +174,7 @@ class AclBindingFilter:
 
     @classmethod
     def of(cls, resource_type: int, name: str | None, pattern_type: int, principal: str | None,
-           host: str | None, operation: int, permission_type: int) -> "AclBindingFilter":
+           host: str | None, operation: int, permission_type: int) -> AclBindingFilter:
         made = cls(_enum(ResourceType, resource_type), name, _enum(PatternType, pattern_type), principal, host,
                    _enum(AclOperation, operation), _enum(AclPermissionType, permission_type))
         for value in (made.resource_type, made.pattern_type, made.operation, made.permission_type):

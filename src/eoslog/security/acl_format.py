@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from eoslog.security.acl import (
     AccessControlEntry,
     AclBinding,
     AclOperation,
     AclPermissionType,
-    InvalidAclError,
     PatternType,
     ResourcePattern,
     ResourceType,

@@ -35,7 +35,7 @@ class Authorizer:
         self._lock = asyncio.Lock()
 
     @classmethod
-    def from_config(cls, config) -> "Authorizer | None":
+    def from_config(cls, config) -> Authorizer | None:
         if not config.authorizer_class_name:
             return None
         return cls(config.super_users, config.allow_everyone_if_no_acl_found)

@@ -80,7 +80,7 @@ class ZooKeeperAclStore:
     def _changed(self, _children) -> None:
         try:
             self.on_reload(self.read_all())
-        except Exception:  # noqa: BLE001 - a bad znode must not kill kazoo's watch thread; keep the old set
+        except Exception:
             log.exception("cannot reload the ACLs from ZooKeeper; keeping the previous set")
 
     def add(self, current, new: list[AclBinding]) -> None:

@@ -346,7 +346,7 @@ class BrokerConfig:
             raise ConfigError(f"unknown broker property {name!r}")
 
     def _set_authorization_property(self, name: str, value: str) -> None:
-        from eoslog.security.acl import InvalidAclError, parse_super_users
+        from eoslog.security.acl import parse_super_users
         from eoslog.security.authorizer import AUTHORIZER_CLASS_NAMES
 
         if name == "authorizer.class.name":

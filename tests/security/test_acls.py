@@ -1,0 +1,394 @@
+"""The ACL matrix on a real broker process, with real clients over mutual TLS (issue 15, ACL step).
+
+Principals come from client certificates (``ssl.principal.mapping.rules`` maps ``CN=alice,...`` to
+``User:alice``); ``User:admin`` is the super user who grants and checks. For each protected API a
+principal without the permission gets the *_AUTHORIZATION_FAILED code its client understands and
+nothing changes; once granted, the same call works."""
+
+from __future__ import annotations
+
+import ssl
+import time
+
+import confluent_kafka
+import kafka.admin
+import kafka.errors
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ConfigEntry,
+    AlterConfigOpType,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from eoslog.testing.certs import make_certs
+from eoslog.testing.process import BrokerProcess, free_port
+
+pytestmark = pytest.mark.interop
+
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+TIMEOUT = 30
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("certs"), ("alice", "bob", "admin"))
+
+
+def acl_properties(certs, ssl_port: int) -> dict[str, str]:
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "ssl.keystore.location": str(certs.broker),
+        "ssl.truststore.location": str(certs.ca),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin",
+        "offsets.topic.num.partitions": "1",
+        "transaction.state.log.num.partitions": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def broker(certs, tmp_path_factory):
+    ssl_port = free_port()
+    with BrokerProcess(data_dir=tmp_path_factory.mktemp("acls") / "data",
+                       properties=acl_properties(certs, ssl_port)) as process:
+        process.ssl_port = ssl_port
+        yield process
+
+
+def config(broker, certs, who: str) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{broker.ssl_port}", "security.protocol": "ssl",
+            "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(certs.client_cert(who)),
+            "ssl.key.location": str(certs.client_key(who))}
+
+
+@pytest.fixture(scope="module")
+def admin(broker, certs):
+    return AdminClient(config(broker, certs, "admin"))
+
+
+@pytest.fixture(scope="module")
+def alice(broker, certs):
+    return AdminClient(config(broker, certs, "alice"))
+
+
+def acl(principal: str, operation: AclOperation, rtype: ResourceType, name: str,
+        pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+        permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding(rtype, name, pattern, principal, "*", operation, permission)
+
+
+def grant(admin: AdminClient, *bindings: AclBinding) -> None:
+    for future in admin.create_acls(list(bindings)).values():
+        future.result(TIMEOUT)
+
+
+def error_of(future) -> int:
+    with pytest.raises(KafkaException) as info:
+        future.result(TIMEOUT)
+    return info.value.args[0].code()
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int = 1) -> None:
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(TIMEOUT)
+
+
+def end_offset(broker, certs, topic: str, partition: int = 0) -> int:
+    consumer = confluent_kafka.Consumer({**config(broker, certs, "admin"), "group.id": "admin-watch"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT)[1]
+    finally:
+        consumer.close()
+
+
+def produce(broker, certs, who: str, topic: str, count: int = 3, **extra) -> list:
+    """Produces ``count`` records; returns the delivery errors (None for each success)."""
+    outcomes = []
+    producer = confluent_kafka.Producer({**config(broker, certs, who), "message.timeout.ms": 10000, **extra})
+    for i in range(count):
+        producer.produce(topic, f"{who}-{i}".encode(), on_delivery=lambda err, msg: outcomes.append(err))
+    producer.flush(TIMEOUT)
+    assert len(outcomes) == count
+    return outcomes
+
+
+def read_from_start(broker, certs, who: str, topic: str, want: int, group: str | None = None):
+    """(values, first error code): reads the partition from offset 0 until ``want`` values or an error."""
+    consumer = confluent_kafka.Consumer({**config(broker, certs, who), "group.id": group or f"{who}-reader",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    values, error = [], None
+    try:
+        if group is None:
+            consumer.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        else:
+            consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT
+        while len(values) < want and error is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    error = message.error().code()
+                continue
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values, error
+
+
+# ---- CreateAcls / DescribeAcls / DeleteAcls ---------------------------------------------------------
+
+def kafka_python_admin(broker, certs, who: str):
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    context.load_cert_chain(str(certs.client_cert(who)), str(certs.client_key(who)))
+    return kafka.admin.KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{broker.ssl_port}", security_protocol="SSL",
+                                        ssl_context=context)
+
+
+def test_acl_admin_round_trip_through_confluent_admin_client(broker, certs, admin, alice):
+    bindings = [acl("User:carol", AclOperation.READ, ResourceType.TOPIC, "acl-rt"),
+                acl("User:carol", AclOperation.WRITE, ResourceType.TOPIC, "acl-rt-", ResourcePatternType.PREFIXED,
+                    AclPermissionType.DENY)]
+    grant(admin, *bindings)
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:carol",
+                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(TIMEOUT)
+    assert sorted(map(str, described)) == sorted(map(str, bindings))
+    # MATCH: the patterns that apply to a concrete topic name
+    matching = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "acl-rt-x", ResourcePatternType.MATCH, None,
+                                                    None, AclOperation.ANY, AclPermissionType.ANY)).result(TIMEOUT)
+    assert [str(b) for b in matching] == [str(bindings[1])]
+    # only ALTER on the cluster may change ACLs, DESCRIBE on it read them
+    everything = acl("User:alice", AclOperation.ALL, ResourceType.BROKER, "kafka-cluster")  # confluent's CLUSTER
+    assert error_of(alice.create_acls([everything])[everything]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # (librdkafka 2.16 hands a refused DescribeAcls back as an empty list: kafka-python shows the error)
+    assert alice.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                AclOperation.ANY, AclPermissionType.ANY)).result(TIMEOUT) == []
+    with pytest.raises(kafka.errors.ClusterAuthorizationFailedError):
+        kafka_python_admin(broker, certs, "alice").describe_acls(kafka.admin.ACLFilter(
+            None, "*", kafka.admin.ACLOperation.ANY, kafka.admin.ACLPermissionType.ANY,
+            kafka.admin.ResourcePatternFilter(kafka.admin.ResourceType.ANY, None,
+                                              kafka.admin.ACLResourcePatternType.ANY)))
+    carol = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:carol", None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    assert error_of(alice.delete_acls([carol])[carol]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    deleted = admin.delete_acls([carol])[carol].result(TIMEOUT)
+    assert sorted(map(str, deleted)) == sorted(map(str, bindings))
+    assert admin.describe_acls(carol).result(TIMEOUT) == []
+
+
+# ---- Produce, Fetch, ListOffsets, Metadata ----------------------------------------------------------
+
+def test_produce_needs_write_and_fetch_needs_read(broker, certs, admin):
+    create_topic(admin, "orders")
+    grant(admin, acl("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "orders"))
+    errors = produce(broker, certs, "alice", "orders")
+    assert {e.code() for e in errors} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    assert end_offset(broker, certs, "orders") == 0  # nothing was written
+    grant(admin, acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "orders"))
+    assert produce(broker, certs, "alice", "orders") == [None] * 3
+    assert end_offset(broker, certs, "orders") == 3
+
+    # the consumer's group (librdkafka looks its coordinator up even when assigning) is bob's to use, and
+    # bob may DESCRIBE the topic: the refusal comes from Fetch itself
+    grant(admin, acl("User:bob", AclOperation.READ, ResourceType.GROUP, "bob-reader"),
+          acl("User:bob", AclOperation.DESCRIBE, ResourceType.TOPIC, "orders"))
+    values, error = read_from_start(broker, certs, "bob", "orders", 3)
+    assert (values, error) == ([], KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    grant(admin, acl("User:bob", AclOperation.READ, ResourceType.TOPIC, "orders"))
+    values, error = read_from_start(broker, certs, "bob", "orders", 3)
+    assert (values, error) == ([b"alice-0", b"alice-1", b"alice-2"], None)
+
+
+def test_deny_beats_allow_and_prefixed_patterns_match(broker, certs, admin):
+    for name in ("pay-ok", "pay-secret", "other-pay"):
+        create_topic(admin, name)
+    grant(admin, acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "pay-", ResourcePatternType.PREFIXED),
+          acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "pay-secret", permission=AclPermissionType.DENY))
+    assert produce(broker, certs, "alice", "pay-ok") == [None] * 3
+    # DESCRIBE is implied by the prefixed WRITE, so the refusal comes from Produce itself
+    assert {e.code() for e in produce(broker, certs, "alice", "pay-secret")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    assert {e.code() for e in produce(broker, certs, "alice", "other-pay")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    assert [end_offset(broker, certs, t) for t in ("pay-ok", "pay-secret", "other-pay")] == [3, 0, 0]
+
+
+def test_metadata_hides_topics_the_principal_cannot_describe(broker, certs, admin, alice):
+    for name in ("seen-topic", "hidden-topic"):
+        create_topic(admin, name)
+    grant(admin, acl("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "seen-topic"))
+    listed = alice.list_topics(timeout=TIMEOUT).topics
+    assert "seen-topic" in listed and "hidden-topic" not in listed
+    assert "hidden-topic" in admin.list_topics(timeout=TIMEOUT).topics  # the super user sees everything
+    named = alice.list_topics("hidden-topic", timeout=TIMEOUT).topics["hidden-topic"]
+    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # a topic that does not exist is refused the same way: the answer does not tell
+    missing = alice.list_topics("no-such-topic", timeout=TIMEOUT).topics["no-such-topic"]
+    assert missing.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "no-such-topic" not in admin.list_topics(timeout=TIMEOUT).topics  # and was not auto-created
+    # ListOffsets: librdkafka asks Metadata first, which refuses; the described topic answers
+    with pytest.raises(KafkaException):
+        alice.list_offsets({TopicPartition("hidden-topic", 0): confluent_kafka.admin.OffsetSpec.latest()})[
+            TopicPartition("hidden-topic", 0)].result(TIMEOUT)
+    got = alice.list_offsets({TopicPartition("seen-topic", 0): confluent_kafka.admin.OffsetSpec.latest()})
+    assert got[TopicPartition("seen-topic", 0)].result(TIMEOUT).offset == 0
+
+
+# ---- topic administration --------------------------------------------------------------------------
+
+def test_topic_administration_needs_create_delete_alter_and_config_rights(admin, alice):
+    assert error_of(alice.create_topics([NewTopic("alice-made", 1, 1)])["alice-made"]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "alice-made" not in admin.list_topics(timeout=TIMEOUT).topics
+    grant(admin, acl("User:alice", AclOperation.CREATE, ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED),
+          acl("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED))
+    alice.create_topics([NewTopic("alice-made", 1, 1)])["alice-made"].result(TIMEOUT)
+
+    assert error_of(alice.create_partitions([NewPartitions("alice-made", 2)])["alice-made"]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "alice-made")
+    assert error_of(alice.describe_configs([resource])[resource]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    change = ConfigResource(ConfigResource.Type.TOPIC, "alice-made", incremental_configs=[
+        ConfigEntry("retention.ms", "12345", incremental_operation=AlterConfigOpType.SET)])
+    assert error_of(alice.incremental_alter_configs([change])[change]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert error_of(alice.delete_topics(["alice-made"])["alice-made"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert admin.describe_configs([resource])[resource].result(TIMEOUT)["retention.ms"].value != "12345"
+    assert len(admin.list_topics(timeout=TIMEOUT).topics["alice-made"].partitions) == 1
+
+    grant(admin, *(acl("User:alice", op, ResourceType.TOPIC, "alice-made") for op in (
+        AclOperation.ALTER, AclOperation.ALTER_CONFIGS, AclOperation.DELETE)))
+    alice.create_partitions([NewPartitions("alice-made", 2)])["alice-made"].result(TIMEOUT)
+    alice.incremental_alter_configs([change])[change].result(TIMEOUT)
+    assert alice.describe_configs([resource])[resource].result(TIMEOUT)["retention.ms"].value == "12345"
+    alice.delete_topics(["alice-made"])["alice-made"].result(TIMEOUT)
+    assert "alice-made" not in admin.list_topics(timeout=TIMEOUT).topics
+
+
+def test_delete_records_needs_delete(broker, certs, admin, alice):
+    create_topic(admin, "trimmed")
+    assert produce(broker, certs, "admin", "trimmed") == [None] * 3
+    grant(admin, acl("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "trimmed"))
+    tp = TopicPartition("trimmed", 0, 2)
+    assert error_of(alice.delete_records([tp])[tp]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    grant(admin, acl("User:alice", AclOperation.DELETE, ResourceType.TOPIC, "trimmed"))
+    assert alice.delete_records([tp])[tp].result(TIMEOUT).low_watermark == 2
+
+
+# ---- groups ------------------------------------------------------------------------------------------
+
+def test_consumer_groups_need_group_rights(broker, certs, admin, alice):
+    create_topic(admin, "grouped")
+    assert produce(broker, certs, "admin", "grouped") == [None] * 3
+    grant(admin, acl("User:bob", AclOperation.READ, ResourceType.TOPIC, "grouped"))
+    values, error = read_from_start(broker, certs, "bob", "grouped", 3, group="bobs")
+    assert error == KafkaError.GROUP_AUTHORIZATION_FAILED and values == []
+    grant(admin, acl("User:bob", AclOperation.READ, ResourceType.GROUP, "bobs"))
+    consumer = confluent_kafka.Consumer({**config(broker, certs, "bob"), "group.id": "bobs",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe(["grouped"])
+    got = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(got) < 3 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            got.append(message)
+    assert len(got) == 3
+    consumer.commit(asynchronous=False)  # OffsetCommit: READ on the group and on the topic
+    consumer.close()
+    committed = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions("bobs")])
+    assert committed["bobs"].result(TIMEOUT).topic_partitions[0].offset == 3
+
+    # alice may not see the group, describe it or delete it
+    listed = alice.list_consumer_groups().result(TIMEOUT)
+    assert "bobs" not in {g.group_id for g in listed.valid}
+    assert "bobs" in {g.group_id for g in admin.list_consumer_groups().result(TIMEOUT).valid}
+    assert error_of(alice.describe_consumer_groups(["bobs"])["bobs"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert error_of(alice.delete_consumer_groups(["bobs"])["bobs"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    grant(admin, acl("User:alice", AclOperation.DELETE, ResourceType.GROUP, "bobs"))
+    alice.delete_consumer_groups(["bobs"])["bobs"].result(TIMEOUT)
+    assert "bobs" not in {g.group_id for g in admin.list_consumer_groups().result(TIMEOUT).valid}
+
+
+# ---- transactions ------------------------------------------------------------------------------------
+
+def test_transactional_producer_needs_write_on_its_transactional_id(broker, certs, admin):
+    create_topic(admin, "txn-out")
+    grant(admin, acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "txn-out"))
+    producer = confluent_kafka.Producer({**config(broker, certs, "alice"), "transactional.id": "alice-tx"})
+    with pytest.raises(KafkaException) as info:
+        producer.init_transactions(TIMEOUT)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    del producer
+
+    grant(admin, acl("User:alice", AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, "alice-",
+                     ResourcePatternType.PREFIXED))
+    producer = confluent_kafka.Producer({**config(broker, certs, "alice"), "transactional.id": "alice-tx"})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("txn-out", f"t{i}".encode())
+    producer.commit_transaction(TIMEOUT)
+    assert end_offset(broker, certs, "txn-out") == 4  # three records and the commit marker
+
+
+def test_idempotent_producer_needs_idempotent_write_or_write_on_a_topic(broker, certs, admin):
+    create_topic(admin, "idem-out")
+    grant(admin, acl("User:bob", AclOperation.DESCRIBE, ResourceType.TOPIC, "idem-out"))
+    # InitProducerId is refused; librdkafka makes that a fatal error of the producer
+    errors = []
+    producer = confluent_kafka.Producer({**config(broker, certs, "bob"), "enable.idempotence": True,
+                                         "message.timeout.ms": 10000})
+    try:
+        producer.produce("idem-out", b"never")
+        producer.flush(TIMEOUT)
+    except KafkaException as exc:
+        errors.append(exc.args[0])
+    assert KafkaError.CLUSTER_AUTHORIZATION_FAILED in {e.code() for e in errors if e is not None}
+    assert end_offset(broker, certs, "idem-out") == 0
+    grant(admin, acl("User:bob", AclOperation.WRITE, ResourceType.TOPIC, "idem-out"))
+    assert produce(broker, certs, "bob", "idem-out", 3, **{"enable.idempotence": True}) == [None] * 3
+
+
+def test_super_user_bypasses_a_deny_everything(broker, certs, admin):
+    create_topic(admin, "guarded")
+    grant(admin, acl("User:*", AclOperation.ALL, ResourceType.TOPIC, "guarded", permission=AclPermissionType.DENY))
+    assert produce(broker, certs, "admin", "guarded") == [None] * 3
+    assert {e.code() for e in produce(broker, certs, "alice", "guarded")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
+# ---- durability and the default ------------------------------------------------------------------
+
+def test_acls_survive_a_broker_restart(certs, tmp_path):
+    ssl_port = free_port()
+    with BrokerProcess(data_dir=tmp_path / "data", properties=acl_properties(certs, ssl_port)) as process:
+        process.ssl_port = ssl_port
+        admin = AdminClient(config(process, certs, "admin"))
+        create_topic(admin, "kept")
+        grant(admin, acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "kept"))
+        process.restart(hard=True)  # SIGKILL: what CreateAcls acknowledged must be on disk
+        admin = AdminClient(config(process, certs, "admin"))
+        everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+        assert [str(b) for b in admin.describe_acls(everything).result(TIMEOUT)] == \
+            [str(acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "kept"))]
+        assert produce(process, certs, "alice", "kept") == [None] * 3
+        assert {e.code() for e in produce(process, certs, "bob", "kept")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
+def test_without_an_authorizer_acl_requests_say_security_disabled(tmp_path):
+    with BrokerProcess(data_dir=tmp_path / "data") as process:
+        admin = AdminClient({"bootstrap.servers": process.bootstrap})
+        binding = acl("User:alice", AclOperation.READ, ResourceType.TOPIC, "t")
+        assert error_of(admin.create_acls([binding])[binding]) == KafkaError.SECURITY_DISABLED
+        assert not (tmp_path / "data" / "acls.json").exists()
