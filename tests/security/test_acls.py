@@ -7,6 +7,7 @@ nothing changes; once granted, the same call works."""
 
 from __future__ import annotations
 
+import json
 import ssl
 import time
 
@@ -365,6 +366,50 @@ def test_super_user_bypasses_a_deny_everything(broker, certs, admin):
     grant(admin, acl("User:*", AclOperation.ALL, ResourceType.TOPIC, "guarded", permission=AclPermissionType.DENY))
     assert produce(broker, certs, "admin", "guarded") == [None] * 3
     assert {e.code() for e in produce(broker, certs, "alice", "guarded")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
+# ---- the eoslog acls command ---------------------------------------------------------------------------
+
+def test_eoslog_acls_command_adds_lists_and_removes(broker, certs, admin, tmp_path):
+    from click.testing import CliRunner
+
+    from eoslog.cli import main
+
+    properties = tmp_path / "admin.properties"
+    properties.write_text(f"security.protocol=SSL\nssl.truststore.location={certs.ca}\n"
+                          f"ssl.keystore.location={certs.client_cert('admin')}\n"
+                          f"ssl.key.location={certs.client_key('admin')}\n")
+    common = ["--bootstrap-server", f"127.0.0.1:{broker.ssl_port}", "--command-config", str(properties)]
+    runner = CliRunner()
+
+    def run(*args):
+        result = runner.invoke(main, ["acls", *args, *common])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    create_topic(admin, "cli-orders")
+    assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    run("add", "--allow-principal", "User:alice", "--producer", "--topic", "cli-")
+    assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    run("add", "--allow-principal", "User:alice", "--producer", "--topic", "cli-", "--resource-pattern-type",
+        "prefixed")
+    assert produce(broker, certs, "alice", "cli-orders") == [None] * 3
+    listed = json.loads(run("list", "--topic", "cli-orders", "--resource-pattern-type", "match", "--json"))
+    # MATCH: the prefixed ACLs apply to cli-orders, the literal "cli-" ones do not
+    assert {(r["name"], r["pattern_type"], r["operation"]) for r in listed} == {
+        ("cli-", "PREFIXED", op) for op in ("WRITE", "DESCRIBE", "CREATE")}
+    assert "ALLOW User:alice WRITE from host *" in run("list", "--principal", "User:alice")
+    assert "Removed 3 ACL(s)." in run("remove", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    refused = runner.invoke(main, ["acls", "remove", *common])
+    assert refused.exit_code != 0 and "--force" in refused.output
+    # a principal without ALTER on the cluster is told so
+    alice_properties = tmp_path / "alice.properties"
+    alice_properties.write_text(properties.read_text().replace("admin", "alice"))
+    result = runner.invoke(main, ["acls", "add", "--allow-principal", "User:alice", "--operation", "All",
+                                  "--cluster", "--bootstrap-server", f"127.0.0.1:{broker.ssl_port}",
+                                  "--command-config", str(alice_properties)])
+    assert result.exit_code != 0 and "CLUSTER_AUTHORIZATION_FAILED" in result.output
 
 
 # ---- durability and the default ------------------------------------------------------------------
