@@ -202,9 +202,9 @@ def _filters(topics, groups, transactional_ids, cluster, principal, resource_pat
     if not resources:  # everything (Kafka's --list without a resource)
         resources, pattern_type = [(ResourceType.ANY, None)], PatternType.ANY
     op = _operation(operation) if operation else AclOperation.ANY
-    return [dict(resource_type_filter=int(rtype), resource_name_filter=name, pattern_type_filter=int(pattern_type),
-                 principal_filter=principal, host_filter=None, operation=int(op),
-                 permission_type=int(AclPermissionType.ANY)) for rtype, name in resources]
+    return [{"resource_type_filter": int(rtype), "resource_name_filter": name,
+             "pattern_type_filter": int(pattern_type), "principal_filter": principal, "host_filter": None,
+             "operation": int(op), "permission_type": int(AclPermissionType.ANY)} for rtype, name in resources]
 
 
 def _rows(resource_type, name, pattern_type, principal, host, operation, permission) -> dict:
