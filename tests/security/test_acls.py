@@ -556,6 +556,12 @@ def test_acls_survive_a_broker_restart(certs, tmp_path):
             [str(acl("User:alice", AclOperation.WRITE, ResourceType.TOPIC, "kept"))]
         assert produce(process, certs, "alice", "kept") == [None] * 3
         assert {e.code() for e in produce(process, certs, "bob", "kept")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+        process.terminate()
+        # A damaged ACL file stops the broker from starting: never an empty set (everyone locked out, or
+        # with allow.everyone.if.no.acl.found everyone let in).
+        (tmp_path / "data" / "acls.json").write_bytes(b'{"version":1,"resources":[{"resourceType":"Topic"')
+        with pytest.raises(RuntimeError, match="acls.json"):
+            process.start()
 
 
 def test_without_an_authorizer_acl_requests_say_security_disabled(tmp_path):

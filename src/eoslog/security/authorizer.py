@@ -52,6 +52,8 @@ class Authorizer:
             # Reloads come from kazoo's thread; the set is swapped on the event loop that reads it.
             self.store = ZooKeeperAclStore(cluster.zk.client,
                                            lambda bindings: loop.call_soon_threadsafe(self.core.replace, bindings))
+        # A store that does not decode raises (AclFormatError): starting with no ACLs instead would lock
+        # everyone out, or with allow.everyone.if.no.acl.found let everyone in.
         self.core.replace(await asyncio.to_thread(self.store.load))
         log.info("authorizer ready: %d ACLs, %d super users, allow.everyone.if.no.acl.found=%s",
                  len(self.core.bindings), len(self.core.super_users), self.core.allow_everyone_if_no_acl_found)

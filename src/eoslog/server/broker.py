@@ -106,7 +106,12 @@ class Broker:
         self.registry.remove_orphan_logs()
         if self.authorizer is not None:
             # Before any request is served: a broker that cannot read its ACLs must not start open.
-            await self.authorizer.start(data_dir, self.cluster)
+            from eoslog.security.acl_format import AclFormatError
+
+            try:
+                await self.authorizer.start(data_dir, self.cluster)
+            except AclFormatError as exc:
+                raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
         from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
 
         self.transaction_coordinator = TransactionCoordinator(self)
