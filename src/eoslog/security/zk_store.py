@@ -7,13 +7,14 @@ watches both change paths and, on any new child, reads the whole tree again and 
 ``on_reload``. Reading the whole tree is simpler than Kafka's per-resource reload and ACL sets are small.
 
 Blocking kazoo calls: the authorizer runs them in a worker thread; watches fire on kazoo's thread, so
-``on_reload`` must hop to the event loop itself. Old change notifications are not pruned yet (Kafka
-deletes them after 15 minutes); each is a few bytes.
+``on_reload`` must hop to the event loop itself. A broker that writes a change also deletes the
+notifications older than 15 minutes, as Kafka does.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
@@ -38,6 +39,8 @@ from eoslog.security.acl_format import (
 )
 
 log = logging.getLogger(__name__)
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class ZooKeeperAclStore:
@@ -112,8 +115,21 @@ class ZooKeeperAclStore:
                 break
             except (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError):
                 continue  # another broker changed it meanwhile: read again
-        self.client.create(f"{changes_path(pattern.pattern_type)}/{CHANGE_PREFIX}", encode_change(pattern),
-                           sequence=True)
+        changes = changes_path(pattern.pattern_type)
+        self.client.create(f"{changes}/{CHANGE_PREFIX}", encode_change(pattern), sequence=True)
+        self._prune(changes)
+
+    def _prune(self, changes: str) -> None:
+        """Deletes notifications older than CHANGE_EXPIRATION_MS (Kafka's 15 minutes): every broker has
+        reloaded by then, and one that was away reads the whole tree when it comes back."""
+        now_ms = time.time() * 1000
+        for child in self._children(changes):
+            path = f"{changes}/{child}"
+            try:
+                if now_ms - self.client.exists(path).ctime > CHANGE_EXPIRATION_MS:
+                    self.client.delete(path)
+            except (NoNodeError, AttributeError):
+                continue  # pruned by another broker meanwhile
 
     def close(self) -> None:
         pass  # the watches end with the cluster's ZooKeeper session
