@@ -117,6 +117,15 @@ def test_super_users_bypass_even_deny():
         parse_super_users("admin")
 
 
+def test_authorized_operations_bit_field():
+    core = AclAuthorizer([acl(ALICE, Op.WRITE), acl(ALICE, Op.ALTER_CONFIGS)], super_users={"User:admin"})
+    expected = (1 << Op.WRITE) | (1 << Op.DESCRIBE) | (1 << Op.ALTER_CONFIGS) | (1 << Op.DESCRIBE_CONFIGS)
+    assert core.authorized_operations(ALICE, "h", RT.TOPIC, "orders") == expected
+    assert core.authorized_operations(BOB, "h", RT.TOPIC, "orders") == 0
+    assert core.authorized_operations("User:admin", "h", RT.GROUP, "g") == \
+        (1 << Op.READ) | (1 << Op.DESCRIBE) | (1 << Op.DELETE)
+
+
 def test_authorize_any_for_idempotent_produce():
     core = AclAuthorizer([acl(ALICE, Op.WRITE, name="orders")])
     assert core.authorize_any(ALICE, "h", Op.WRITE, RT.TOPIC)

@@ -249,6 +249,26 @@ def test_metadata_hides_topics_the_principal_cannot_describe(broker, certs, admi
     assert got[TopicPartition("seen-topic", 0)].result(TIMEOUT).offset == 0
 
 
+def test_authorized_operations_are_reported(admin, alice):
+    """KIP-430: what the principal may do, as clients ask with include_authorized_operations."""
+    create_topic(admin, "ops-topic")
+    grant(admin, acl("User:alice", AclOperation.READ, ResourceType.TOPIC, "ops-topic"))
+    topics = confluent_kafka.TopicCollection(["ops-topic"])
+
+    def topic_operations(client):
+        described = client.describe_topics(topics, include_authorized_operations=True)["ops-topic"].result(TIMEOUT)
+        return set(described.authorized_operations)
+
+    assert topic_operations(alice) == {AclOperation.READ, AclOperation.DESCRIBE}  # Describe implied by Read
+    assert topic_operations(admin) == {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                                       AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
+                                       AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(TIMEOUT)
+    assert not cluster.authorized_operations  # alice has nothing on the cluster
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(TIMEOUT)
+    assert AclOperation.ALTER in set(cluster.authorized_operations)
+
+
 # ---- topic administration --------------------------------------------------------------------------
 
 def test_topic_administration_needs_create_delete_alter_and_config_rights(admin, alice):

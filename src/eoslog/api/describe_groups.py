@@ -35,7 +35,8 @@ def handle(context, request):
             members=[Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                             client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                      for m in d.members],
-            authorized_operations=UNKNOWN_OPERATIONS))
+            authorized_operations=context.authorized_operations(ResourceType.GROUP, group_id)
+            if context.api_version >= 3 and request.include_authorized_operations else UNKNOWN_OPERATIONS))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 

@@ -110,6 +110,10 @@ def handle(context, request):
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
             topics.append(_topic_entry(broker, info))
+    if 8 <= version and request.include_topic_authorized_operations:
+        for entry in topics:
+            if entry.error_code == 0:
+                entry.topic_authorized_operations = context.authorized_operations(ResourceType.TOPIC, entry.name)
     host, port = broker.advertised_for(context.connection)  # the listener it came in on
     if broker.cluster is not None:
         view = broker.cluster.view
@@ -125,6 +129,7 @@ def handle(context, request):
         cluster_id=broker.cluster_id,
         controller_id=controller_id,
         topics=topics,
-        cluster_authorized_operations=UNKNOWN_OPERATIONS,
+        cluster_authorized_operations=context.authorized_operations(ResourceType.CLUSTER)
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,
         error_code=0,
     )

@@ -86,6 +86,19 @@ CONCRETE_PATTERN_TYPES = frozenset({PatternType.LITERAL, PatternType.PREFIXED})
 CONCRETE_PERMISSIONS = frozenset({AclPermissionType.ALLOW, AclPermissionType.DENY})
 
 
+# What each resource type can be asked about (KIP-430's authorized-operations bit fields list these).
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+}
+
+
 class InvalidAclError(ValueError):
     """A binding or filter the request carried cannot be stored or applied (the client's fault)."""
 
@@ -271,6 +284,11 @@ class AclAuthorizer:
                     not any(_pattern_covers_pattern(deny, binding.pattern) for deny in denies):
                 return True
         return False
+
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field: bit ``op`` set for each supported operation the principal may perform."""
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+                   if self.authorize(principal, host, op, resource_type, name))
 
     def matching(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         return sorted((b for b in self.bindings if acl_filter.matches(b)), key=_binding_order)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from eoslog import api
 from eoslog.protocol import codec
 from eoslog.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnknownApiKey, UnsupportedVersion
-from eoslog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from eoslog.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.server.errors import AUTHORIZATION_ERRORS, error_code_for
 from eoslog.server.network import CloseConnection
 
@@ -77,6 +77,13 @@ class RequestContext:
         if self.broker.authorizer is None:
             return set(names)
         return {name for name in set(names) if self.authorize(operation, resource_type, name)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bit field of the operations allowed (every supported one without an authorizer)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+        return authorizer.core.authorized_operations(self.connection.principal, self.host, resource_type, name)
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Allowed on at least one resource of the type (idempotent produce's WRITE on any topic)."""
