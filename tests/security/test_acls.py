@@ -512,6 +512,20 @@ def test_list_transactions_shows_only_describable_ids(broker, certs, admin):
     assert "listed-tx" not in listed("bob")
     grant(admin, acl("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "listed-tx"))
     assert "listed-tx" in listed("bob")
+
+    def described_topics(who):
+        wire = tls_wire(broker, certs, who)
+        try:
+            response = wire.call(65, 0, M.DescribeTransactionsRequest(transactional_ids=["listed-tx"]))
+        finally:
+            wire.close()
+        (state,) = response.transaction_states
+        assert state.error_code == 0
+        return [t.topic for t in state.topics]
+
+    # DescribeTransactions leaves out the partitions of topics bob may not Describe
+    assert described_topics("admin") == ["listed-tx-out"]
+    assert described_topics("bob") == []
     producer.abort_transaction(TIMEOUT)
 
 

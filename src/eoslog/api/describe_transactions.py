@@ -42,6 +42,10 @@ def handle(context, request):
         topics: dict[str, list[int]] = {}
         for tp in found.topic_partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
+        if not for_cluster and context.broker.authorizer is not None:
+            # The partitions of topics the principal may not Describe are left out, as Kafka does.
+            visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+            topics = {name: parts for name, parts in topics.items() if name in visible}
         entries.append(Entry(
             error_code=0, transactional_id=transactional_id, transaction_state=found.state.kafka_name,
             transaction_timeout_ms=found.txn_timeout_ms, transaction_start_time_ms=found.txn_start_timestamp,
