@@ -12,6 +12,7 @@ import ssl
 import time
 
 import confluent_kafka
+import kafka
 import kafka.admin
 import kafka.errors
 import pytest
@@ -267,6 +268,39 @@ def test_authorized_operations_are_reported(admin, alice):
     assert not cluster.authorized_operations  # alice has nothing on the cluster
     cluster = admin.describe_cluster(include_authorized_operations=True).result(TIMEOUT)
     assert AclOperation.ALTER in set(cluster.authorized_operations)
+
+
+def test_aiokafka_and_kafka_python_see_the_refusals(broker, certs, admin):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import TopicAuthorizationFailedError
+
+    create_topic(admin, "py-clients")
+    grant(admin, acl("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "py-clients"))
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    context.load_cert_chain(str(certs.client_cert("alice")), str(certs.client_key("alice")))
+
+    async def aiokafka_send():
+        producer = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.ssl_port}", security_protocol="SSL",
+                                    ssl_context=context, request_timeout_ms=10000)
+        await producer.start()
+        try:
+            await producer.send_and_wait("py-clients", b"no")
+        finally:
+            await producer.stop()
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(aiokafka_send())
+
+    producer = kafka.KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.ssl_port}", security_protocol="SSL",
+                                   ssl_context=context, retries=0, request_timeout_ms=10000)
+    try:
+        with pytest.raises(kafka.errors.TopicAuthorizationFailedError):
+            producer.send("py-clients", b"no").get(timeout=TIMEOUT)
+    finally:
+        producer.close()
+    assert end_offset(broker, certs, "py-clients") == 0
 
 
 # ---- topic administration --------------------------------------------------------------------------
