@@ -25,6 +25,7 @@ class LazyGroup(click.Group):
     """Subcommands imported on first use, so `eoslog serve` never pays for Spark, plotting or clients."""
 
     LAZY = {
+        "acls": "eoslog.tools.acls_cli:acls_group",
         "bench": "eoslog.loadgen:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "groups": "eoslog.tools.groups_cli:groups_group",

@@ -51,6 +51,9 @@ _MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
     # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
     "commit_transaction_group",
     "describe_transaction_groups",

@@ -8,6 +8,7 @@ from eoslog.coordinator.transaction.decisions import TxnError
 from eoslog.coordinator.transaction.group_decisions import validate_abort_prefix
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AbortTransactionsByPrefixResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 0x7E02
 MIN_VERSION = 0
@@ -23,6 +24,7 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.prefix)  # as a transaction group's
     return _handle(context, request)
 
 

@@ -4,6 +4,7 @@ TxnOffsetCommit that follows is committed or aborted with it."""
 from __future__ import annotations
 
 from eoslog.protocol.messages import AddOffsetsToTxnResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 25
 MIN_VERSION = 0
@@ -18,6 +19,8 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     return _handle(context, request)
 
 

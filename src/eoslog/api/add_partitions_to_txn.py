@@ -5,7 +5,9 @@ verifies in-process (Partition.transaction_verifier)."""
 from __future__ import annotations
 
 from eoslog.coordinator.transaction.metadata import TopicPartition
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AddPartitionsToTxnResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -39,6 +41,13 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.v3_and_below_transactional_id)
+    requested = _requested(request)
+    writable = context.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in requested})
+    if len(writable) < len({tp.topic for tp in requested}):
+        # Nothing is added when any topic is refused; the others were not attempted (Kafka's answer).
+        return _response({tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic not in writable
+                          else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in requested})
     return _handle(context, request)
 
 

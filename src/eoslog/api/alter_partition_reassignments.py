@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AlterPartitionReassignmentsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 45
@@ -36,6 +37,7 @@ async def _alter(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.ALTER, ResourceType.CLUSTER)
     if context.broker.cluster is None:
         return error_response(context, request, ErrorCode.INVALID_REPLICA_ASSIGNMENT)
     return _alter(context, request)

@@ -5,7 +5,7 @@ derives the stored and server keys (security/scram.py) and writes the store dura
 Per user, all or nothing: a user named twice gets DUPLICATE_RESOURCE, an unknown mechanism
 UNSUPPORTED_SASL_MECHANISM, iterations outside Kafka's bounds or a salted password of the wrong size
 UNACCEPTABLE_CREDENTIAL, removing what does not exist RESOURCE_NOT_FOUND; the other users' changes
-still apply.
+still apply. Needs ALTER on the cluster when an authorizer is configured.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections import Counter
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AlterUserScramCredentialsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.security.credentials import check_user
 from eoslog.security.scram import MECHANISM_BY_TYPE, CredentialError, ScramCredential
 
@@ -31,6 +32,7 @@ class _Refused(Exception):
 
 
 def handle(context, request):
+    context.require(AclOperation.ALTER, ResourceType.CLUSTER)  # every user gets CLUSTER_AUTHORIZATION_FAILED
     store = context.broker.credentials
     changes = [("delete", d) for d in request.deletions] + [("upsert", u) for u in request.upsertions]
     # A user may have several changes (one per mechanism), but not two for the same mechanism.

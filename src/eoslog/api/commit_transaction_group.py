@@ -5,6 +5,7 @@ transaction groups"). The answer comes once every member's markers are written."
 from __future__ import annotations
 
 from eoslog.protocol.messages import CommitTransactionGroupResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 0x7E00
 MIN_VERSION = 0
@@ -26,6 +27,11 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    # The group is named like a transactional id and lives on its coordinator; each member's id is written
+    # to; an abort prefix needs WRITE on the prefix itself (a PREFIXED ACL covering it grants that).
+    for name in [request.group_name, *(m.transactional_id for m in request.transactions),
+                 *([request.abort_prefix] if request.abort_prefix is not None else [])]:
+        context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, name)
     return _handle(context, request)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eoslog.protocol.messages import CreatePartitionsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 37
@@ -17,6 +18,7 @@ async def _grow(context, request):
     results = []
     for topic in request.topics:
         try:
+            context.require(AclOperation.ALTER, ResourceType.TOPIC, topic.name)
             assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
             await admin.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only,
                                           timeout_s=max(request.timeout_ms, 0) / 1000)

@@ -7,6 +7,7 @@ import uuid
 
 from eoslog.cluster.topic_configs import describe_topic_configs
 from eoslog.protocol.messages import CreateTopicsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -21,8 +22,12 @@ ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
 async def _create(context, request):
     registry = context.registry
     results = []
+    # CREATE on the cluster covers every topic; otherwise CREATE on the topic itself (Kafka's rule).
+    on_cluster = context.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
     for topic in request.topics:
         try:
+            if not on_cluster:
+                context.require(AclOperation.CREATE, ResourceType.TOPIC, topic.name)
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
             info, factor = await registry.admin.create_topic(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from eoslog.api._group_common import code, resolve, service
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DeleteGroupsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -13,13 +15,17 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 def handle(context, request):
-    return _respond(service(context).call("delete_groups", list(request.groups_names)))
+    allowed = context.authorized_names(AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
+    refused = [Result(group_id=g, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+               for g in request.groups_names if g not in allowed]
+    wanted = [g for g in request.groups_names if g in allowed]
+    return _respond(service(context).call("delete_groups", wanted) if wanted else None, refused)
 
 
-async def _respond(answer):
-    resp = await resolve(answer)
-    return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        Result(group_id=g.group_id, error_code=code(g.error)) for g in resp.groups])
+async def _respond(answer, refused):
+    groups = (await resolve(answer)).groups if answer is not None else ()
+    return DeleteGroupsResponse(throttle_time_ms=0, results=refused + [
+        Result(group_id=g.group_id, error_code=code(g.error)) for g in groups])
 
 
 def error_response(context, request, error_code):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eoslog.protocol.messages import DeleteRecordsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 21
@@ -21,6 +22,7 @@ def handle(context, request):
         topics.append(TopicResult(name=topic.name, partitions=partitions))
         for wanted in topic.partitions:
             try:
+                context.require(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
                 low_watermark = broker.registry.leader_partition(topic.name, wanted.partition_index).delete_records_before(wanted.offset)
                 partitions.append(PartitionResult(partition_index=wanted.partition_index,
                                                   low_watermark=low_watermark, error_code=0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from eoslog.protocol.messages import DeleteTopicsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -24,7 +25,10 @@ async def _delete(context, request):
     results = []
     for name, topic_id in wanted:
         try:
+            if name is not None:  # refused before its existence is told
+                context.require(AclOperation.DELETE, ResourceType.TOPIC, name)
             name = admin.resolve(name, topic_id)
+            context.require(AclOperation.DELETE, ResourceType.TOPIC, name)
             info = await admin.delete_topic(name)
             results.append(Result(name=name, topic_id=info.topic_id, error_code=0, error_message=None))
         except Exception as exc:  # noqa: BLE001 - per-topic outcome, mapped in one place

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeClusterResponse
+from eoslog.security.acl import ResourceType
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -38,5 +39,6 @@ def handle(context, request):
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
         cluster_id=broker.cluster_id, controller_id=controller_id,
         brokers=brokers,
-        cluster_authorized_operations=UNKNOWN_OPERATIONS,
+        cluster_authorized_operations=context.authorized_operations(ResourceType.CLUSTER)
+        if request.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,
     )

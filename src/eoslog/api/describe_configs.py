@@ -5,6 +5,7 @@ from __future__ import annotations
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, describe_topic_configs
 from eoslog.protocol.errors import InvalidRequestError
 from eoslog.protocol.messages import DescribeConfigsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 32
@@ -23,6 +24,7 @@ def handle(context, request):
     for resource in request.resources:
         try:
             if resource.resource_type == TOPIC:
+                context.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name)
                 info = broker.registry.topics.require(resource.resource_name)
                 wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
                 configs = [
@@ -33,6 +35,7 @@ def handle(context, request):
                     if wanted is None or name in wanted
                 ]
             elif resource.resource_type == BROKER:
+                context.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
                 configs = []
             else:
                 raise InvalidRequestError(f"resource type {resource.resource_type} is not supported")

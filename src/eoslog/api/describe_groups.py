@@ -7,6 +7,7 @@ from eoslog.api._group_common import code, service
 from eoslog.coordinator.group.errors import Errors
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeGroupsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -21,6 +22,9 @@ def handle(context, request):
     coordinator = service(context).coordinator
     groups = []
     for group_id in request.groups:
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_refused(group_id, int(ErrorCode.GROUP_AUTHORIZATION_FAILED)))
+            continue
         d = coordinator.describe(group_id)
         error, message = code(d.error), None
         if context.api_version >= 6 and d.error is Errors.NONE and d.state == "Dead":
@@ -31,12 +35,15 @@ def handle(context, request):
             members=[Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                             client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                      for m in d.members],
-            authorized_operations=UNKNOWN_OPERATIONS))
+            authorized_operations=context.authorized_operations(ResourceType.GROUP, group_id)
+            if context.api_version >= 3 and request.include_authorized_operations else UNKNOWN_OPERATIONS))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
+def _refused(group_id, error_code: int):
+    return DescribedGroup(error_code=error_code, error_message=None, group_id=group_id, group_state="",
+                          protocol_type="", protocol_data="", members=[], authorized_operations=UNKNOWN_OPERATIONS)
+
+
 def error_response(context, request, error_code):
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        DescribedGroup(error_code=int(error_code), error_message=None, group_id=g, group_state="",
-                       protocol_type="", protocol_data="", members=[], authorized_operations=UNKNOWN_OPERATIONS)
-        for g in request.groups])
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_refused(g, int(error_code)) for g in request.groups])

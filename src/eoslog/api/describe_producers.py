@@ -4,6 +4,7 @@ each one's open transaction (what `eoslog transactions find-hanging` looks at)."
 from __future__ import annotations
 
 from eoslog.protocol.messages import DescribeProducersResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 61
@@ -29,6 +30,7 @@ def handle(context, request):
         partitions = []
         for index in topic.partition_indexes:
             try:
+                context.require(AclOperation.READ, ResourceType.TOPIC, topic.name)
                 producers = describe_partition(context.registry.leader_partition(topic.name, index))
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
                 partitions.append(PartitionResponse(partition_index=index, error_code=int(error_code_for(exc)),

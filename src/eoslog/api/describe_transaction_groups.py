@@ -4,7 +4,9 @@ An unknown group is not an error: it answers -1."""
 
 from __future__ import annotations
 
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeTransactionGroupsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 0x7E01
 MIN_VERSION = 0
@@ -14,10 +16,17 @@ DescribedGroup = DescribeTransactionGroupsResponse.DescribedGroup
 
 
 def handle(context, request):
-    described = context.broker.transaction_coordinator.groups.describe(request.group_names)
+    visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.group_names)
+    described = {g.group_name: g for g in context.broker.transaction_coordinator.groups.describe(
+        [name for name in request.group_names if name in visible])}
+    refused = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     return DescribeTransactionGroupsResponse(throttle_time_ms=0, groups=[
-        DescribedGroup(group_name=g.group_name, error_code=int(g.error), last_committed_sequence=g.last_committed_sequence,
-                       last_commit_timestamp_ms=g.last_commit_timestamp_ms) for g in described])
+        DescribedGroup(group_name=name, error_code=int(described[name].error),
+                       last_committed_sequence=described[name].last_committed_sequence,
+                       last_commit_timestamp_ms=described[name].last_commit_timestamp_ms) if name in described
+        else DescribedGroup(group_name=name, error_code=refused, last_committed_sequence=-1,
+                            last_commit_timestamp_ms=-1)
+        for name in request.group_names])
 
 
 def error_response(context, request, code):

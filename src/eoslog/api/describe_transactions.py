@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeTransactionsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -23,7 +24,13 @@ def _error(transactional_id: str, code: int) -> Entry:
 def handle(context, request):
     coordinator = context.broker.transaction_coordinator
     entries = []
+    # Brokers verifying a transaction for KIP-890 ask here too: CLUSTER_ACTION covers every id.
+    for_cluster = context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for transactional_id in request.transactional_ids:
+        if not for_cluster and not context.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                                     transactional_id):
+            entries.append(_error(transactional_id, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+            continue
         not_here = coordinator.ownership_error(transactional_id)
         if not_here is not None:  # a cluster: the id's coordinator is another broker (or still loading)
             entries.append(_error(transactional_id, int(not_here)))
@@ -35,6 +42,10 @@ def handle(context, request):
         topics: dict[str, list[int]] = {}
         for tp in found.topic_partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
+        if not for_cluster and context.broker.authorizer is not None:
+            # The partitions of topics the principal may not Describe are left out, as Kafka does.
+            visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+            topics = {name: parts for name, parts in topics.items() if name in visible}
         entries.append(Entry(
             error_code=0, transactional_id=transactional_id, transaction_state=found.state.kafka_name,
             transaction_timeout_ms=found.txn_timeout_ms, transaction_start_time_ms=found.txn_start_timestamp,

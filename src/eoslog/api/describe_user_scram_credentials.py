@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials (key 50, KIP-554): each user's SCRAM mechanisms and iterations (never the
 keys). No users named: every user with a credential. A named user without one: RESOURCE_NOT_FOUND; a
-user named twice: DUPLICATE_RESOURCE."""
+user named twice: DUPLICATE_RESOURCE. Needs DESCRIBE on the cluster when an authorizer is configured."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections import Counter
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeUserScramCredentialsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.security.scram import MECHANISMS
 
 API_KEY = 50
@@ -19,6 +20,7 @@ Info = DescribeUserScramCredentialsResponse.CredentialInfo
 
 
 def handle(context, request):
+    context.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)  # as Kafka: who may see the users
     store = context.broker.credentials
     if request.users:
         names = [user.name for user in request.users]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from eoslog.cluster.zk.errors import NotController
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ElectLeadersResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -39,6 +40,7 @@ async def _elect(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.ALTER, ResourceType.CLUSTER)
     if context.broker.cluster is None:
         results = [ReplicaElectionResult(topic=t.topic, partition_result=[
             PartitionResult(partition_id=p, error_code=int(ErrorCode.ELECTION_NOT_NEEDED), error_message=None)

@@ -5,6 +5,7 @@ v5 (KIP-890 part 2's epoch bump) are not advertised."""
 from __future__ import annotations
 
 from eoslog.protocol.messages import EndTxnResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 26
 MIN_VERSION = 0
@@ -19,6 +20,7 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     return _handle(context, request)
 
 

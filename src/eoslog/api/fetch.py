@@ -12,8 +12,9 @@ import time
 
 from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.protocol import RecordsList
-from eoslog.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from eoslog.protocol.errors import ErrorCode, NotLeaderOrFollowerError, TopicAuthorizationFailedError
 from eoslog.protocol.messages import FetchResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 1
@@ -31,7 +32,7 @@ def _error_partition(index: int, code: int) -> PartitionData:
                          log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
 
 
-def _read_all(broker, request):
+def _read_all(broker, request, denied=frozenset()):
     """One pass over every requested partition; returns (responses, bytes read, any error)."""
     isolation = request.isolation_level
     replicas = broker.cluster.replicas if broker.cluster is not None else None
@@ -45,6 +46,8 @@ def _read_all(broker, request):
         responses.append(TopicResponse(topic=topic.topic, partitions=partitions))
         for wanted in topic.partitions:
             try:
+                if topic.topic in denied:
+                    raise TopicAuthorizationFailedError(f"may not READ {topic.topic}")
                 limit = min(wanted.partition_max_bytes, remaining)
                 if follower:
                     partition = replicas.follower_fetch(request.replica_id, topic.topic, wanted.partition,
@@ -90,13 +93,20 @@ def handle(context, request):
     broker = context.broker
     if request.replica_id != CONSUMER_REPLICA_ID and broker.cluster is None:
         raise NotLeaderOrFollowerError("this single-node broker has no followers")
-    responses, total, errors = _read_all(broker, request)
+    denied = frozenset()
+    if request.replica_id >= 0:
+        # A follower's fetch is the cluster's own traffic (docs/security.md: brokers are super users).
+        context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+    elif broker.authorizer is not None:
+        names = {t.topic for t in request.topics}
+        denied = frozenset(names - context.authorized_names(AclOperation.READ, ResourceType.TOPIC, names))
+    responses, total, errors = _read_all(broker, request, denied)
     if errors or total >= max(request.min_bytes, 1) or request.max_wait_ms <= 0:
         return _response(responses)
-    return _long_poll(broker, request)
+    return _long_poll(broker, request, denied)
 
 
-async def _long_poll(broker, request):
+async def _long_poll(broker, request, denied):
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + request.max_wait_ms / 1000
     while True:
@@ -121,7 +131,7 @@ async def _long_poll(broker, request):
             for partition in partitions:
                 partition.remove_fetch_waiter(waiter)
                 partition.remove_replica_fetch_waiter(waiter)
-        responses, total, errors = _read_all(broker, request)
+        responses, total, errors = _read_all(broker, request, denied)
         if errors or total >= max(request.min_bytes, 1) or time.monotonic() >= deadline:
             return _response(responses)
 

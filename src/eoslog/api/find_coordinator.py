@@ -10,12 +10,16 @@ from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import FindCoordinatorResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 GROUP, TRANSACTION = 0, 1
+# DESCRIBE on the key's resource is needed to learn its coordinator (Kafka's rule).
+_KEY_RESOURCES = {GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                  TRANSACTION: (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
@@ -44,12 +48,18 @@ def handle(context, request):
     code = 0 if key_type in (GROUP, TRANSACTION) else int(ErrorCode.INVALID_REQUEST)
     ok = code == 0
     keys = request.coordinator_keys if context.api_version >= 4 else [request.key]
+    refused = set()
+    if ok and broker.authorizer is not None:
+        resource_type, refusal = _KEY_RESOURCES[key_type]
+        refused = set(keys) - context.authorized_names(AclOperation.DESCRIBE, resource_type, keys)
     if broker.cluster is not None and ok:
         listener = broker.listener_name_of(context.connection)
         answers = [_cluster_coordinator(broker, key_type, key, listener) for key in keys]
     else:
         host, port = broker.advertised_for(context.connection)  # the listener it came in on
         answers = [(code, node if ok else -1, host if ok else "", port if ok else -1) for _ in keys]
+    if refused:
+        answers = [(int(refusal), -1, "", -1) if key in refused else answer for key, answer in zip(keys, answers)]
     if context.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             Coordinator(key=key, node_id=n, host=h, port=p, error_code=c, error_message=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from eoslog.api._group_common import code, service
 from eoslog.protocol.messages import HeartbeatResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -11,6 +12,7 @@ MAX_VERSION = 4
 
 
 def handle(context, request):
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     resp = service(context).call(
         "heartbeat", request.group_id, request.member_id, request.generation_id,
         group_instance_id=request.group_instance_id if context.api_version >= 3 else None)

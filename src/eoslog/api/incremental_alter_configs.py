@@ -5,6 +5,7 @@ from __future__ import annotations
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, check_names
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
 from eoslog.protocol.messages import IncrementalAlterConfigsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 44
@@ -48,6 +49,7 @@ async def _alter(context, request):
         try:
             if resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
+            context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
             info = registry.topics.require(resource.resource_name)
             configs = apply_operations(info.configs, resource.configs)
             if not request.validate_only:

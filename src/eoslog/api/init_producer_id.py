@@ -5,7 +5,9 @@ v5+ belong to KIP-890 part 2 / KIP-939 and are not advertised."""
 
 from __future__ import annotations
 
+from eoslog.protocol.errors import ClusterAuthorizationFailedError
 from eoslog.protocol.messages import InitProducerIdResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -23,6 +25,13 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    if request.transactional_id is not None:
+        context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    elif not (context.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+              or context.authorize_any(AclOperation.WRITE, ResourceType.TOPIC)):
+        # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 2.8+).
+        raise ClusterAuthorizationFailedError("an idempotent producer needs IDEMPOTENT_WRITE on the cluster "
+                                              "or WRITE on a topic")
     return _handle(context, request)
 
 

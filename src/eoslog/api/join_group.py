@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from eoslog.api._group_common import client_host, code, resolve, service
 from eoslog.protocol.messages import JoinGroupResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -16,6 +17,7 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 
 
 def handle(context, request):
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
     answer = service(context).call(
         "join_group", request.group_id, request.member_id,

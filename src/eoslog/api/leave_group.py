@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eoslog.api._group_common import code, resolve, service
 from eoslog.protocol.messages import LeaveGroupResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -14,6 +15,7 @@ MemberResponse = LeaveGroupResponse.MemberResponse
 
 
 def handle(context, request):
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     if context.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

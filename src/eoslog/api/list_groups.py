@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eoslog.api._group_common import service
 from eoslog.protocol.messages import ListGroupsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -18,6 +19,10 @@ def handle(context, request):
     listings = service(context).coordinator.list_groups(
         states=request.states_filter if version >= 4 else None,
         types=request.types_filter if version >= 5 else None)
+    if not context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        # Without DESCRIBE on the cluster, only the groups the principal may DESCRIBE (Kafka's rule).
+        visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.GROUP, {g.group_id for g in listings})
+        listings = [g for g in listings if g.group_id in visible]
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
         ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic")
         for g in listings])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from eoslog.protocol.errors import TopicAuthorizationFailedError
 from eoslog.protocol.messages import ListOffsetsResponse
 from eoslog.records.batch import decode_batch
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 2
@@ -57,11 +59,16 @@ def handle(context, request):
     broker = context.broker
     isolation = request.isolation_level if context.api_version >= 2 else 0
     topics = []
+    described = None
+    if broker.authorizer is not None:
+        described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in request.topics})
     for topic in request.topics:
         partitions = []
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
         for wanted in topic.partitions:
             try:
+                if described is not None and topic.name not in described:
+                    raise TopicAuthorizationFailedError(f"may not DESCRIBE {topic.name}")
                 partition = broker.registry.leader_partition(topic.name, wanted.partition_index)
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eoslog.protocol.messages import ListPartitionReassignmentsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -13,6 +14,7 @@ Partition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 
 def handle(context, request):
+    context.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     cluster = context.broker.cluster
     topics = []
     if cluster is not None:

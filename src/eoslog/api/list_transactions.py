@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
 from eoslog.protocol.messages import ListTransactionsResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 66
 MIN_VERSION = 0
@@ -28,6 +29,10 @@ def handle(context, request):
     else:
         found = context.broker.transaction_coordinator.list_transactions(
             states, request.producer_id_filters, duration, pattern or None)
+    if context.broker.authorizer is not None:
+        visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                           {t.transactional_id for t in found})
+        found = [t for t in found if t.transactional_id in visible]
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
         transaction_states=[Entry(transactional_id=t.transactional_id, producer_id=t.producer_id,

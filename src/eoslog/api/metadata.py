@@ -7,6 +7,7 @@ import uuid
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 3
@@ -71,18 +72,28 @@ def handle(context, request):
     listener = broker.listener_name_of(context.connection)  # every broker's endpoint of this listener
     topics = []
     if request.topics is None or (version == 0 and not request.topics):
-        # null (v1+) or empty (v0) means every topic
-        topics = [_topic_entry(broker, info, listener, version) for info in broker.registry.topics.topics.values()]
+        # null (v1+) or empty (v0) means every topic: every topic the principal may DESCRIBE
+        listed = broker.registry.topics.topics.values()
+        if broker.authorizer is not None:
+            visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {i.name for i in listed})
+            listed = [info for info in listed if info.name in visible]
+        topics = [_topic_entry(broker, info, listener, version) for info in listed]
     else:
         allow_auto_create = request.allow_auto_topic_creation if version >= 4 else True
         for wanted in request.topics:
             name = wanted.name
             if name is None and getattr(wanted, "topic_id", None) is not None:
                 info = broker.registry.topics.by_id.get(wanted.topic_id)
-                if info is None:
+                if info is not None and not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                    topics.append(_error_entry(None, wanted.topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif info is None:
                     topics.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 else:
                     topics.append(_topic_entry(broker, info, listener, version))
+                continue
+            if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                # Refused whether or not it exists: the answer must not tell.
+                topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             info = broker.registry.topics.get(name)
             if info is None:
@@ -90,6 +101,10 @@ def handle(context, request):
                     validate_topic_name(name)
                     if not (allow_auto_create and broker.config.auto_create_topics_enable):
                         topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                        continue
+                    if not (context.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
+                            or context.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
+                        topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                         continue
                     if broker.cluster is not None:
                         broker.registry.request_topic_creation(name)
@@ -100,6 +115,10 @@ def handle(context, request):
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
             topics.append(_topic_entry(broker, info, listener, version))
+    if 8 <= version and request.include_topic_authorized_operations:
+        for entry in topics:
+            if entry.error_code == 0:
+                entry.topic_authorized_operations = context.authorized_operations(ResourceType.TOPIC, entry.name)
     if broker.cluster is not None:
         view = broker.cluster.view
         # Brokers without the client's listener are left out, as Kafka leaves them out.
@@ -117,6 +136,7 @@ def handle(context, request):
         cluster_id=broker.cluster_id,
         controller_id=controller_id,
         topics=topics,
-        cluster_authorized_operations=UNKNOWN_OPERATIONS,
+        cluster_authorized_operations=context.authorized_operations(ResourceType.CLUSTER)
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,
         error_code=0,
     )

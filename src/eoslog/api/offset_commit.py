@@ -11,6 +11,7 @@ from eoslog.api._group_common import commit_response, respond_to_commit, service
 from eoslog.coordinator.group import PartitionCommit
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetCommitResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -22,12 +23,15 @@ def known_partition(broker, topic: str, index: int) -> bool:
     return broker.registry.exists(topic, index)
 
 
-def split_known(broker, topics, epoch_of):
-    """(commits of existing partitions, {(topic, partition): error code} of the others)."""
+def split_known(broker, topics, epoch_of, readable=None):
+    """(commits of existing partitions, {(topic, partition): error code} of the others). Topics outside
+    ``readable`` (when given) are refused with TOPIC_AUTHORIZATION_FAILED."""
     commits, errors = [], {}
     for topic in topics:
         for p in topic.partitions:
-            if known_partition(broker, topic.name, p.partition_index):
+            if readable is not None and topic.name not in readable:
+                errors[(topic.name, p.partition_index)] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif known_partition(broker, topic.name, p.partition_index):
                 commits.append(PartitionCommit(topic.name, p.partition_index, p.committed_offset, epoch_of(p),
                                                p.committed_metadata))
             else:
@@ -37,8 +41,10 @@ def split_known(broker, topics, epoch_of):
 
 def handle(context, request):
     version = context.api_version
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
+    readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
     commits, errors = split_known(context.broker, request.topics,
-                                  lambda p: p.committed_leader_epoch if version >= 6 else -1)
+                                  lambda p: p.committed_leader_epoch if version >= 6 else -1, readable)
     answer = None
     if commits:
         answer = service(context).call(

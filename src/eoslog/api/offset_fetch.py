@@ -11,7 +11,9 @@ from collections import defaultdict
 
 from eoslog.api._group_common import code, service
 from eoslog.coordinator.group.errors import Errors
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetFetchResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -24,16 +26,36 @@ Topics = OffsetFetchResponse.OffsetFetchResponseTopics
 Partitions = OffsetFetchResponse.OffsetFetchResponsePartitions
 
 
-def _fetch(group_service, group_id, topics, require_stable):
-    """(group error, {topic: [(partition, offset, epoch, metadata, code)]}) in request order."""
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    resp = group_service.fetch_offsets(group_id, wanted, require_stable=require_stable)
+def _fetch(context, group_service, group_id, topics, require_stable):
+    """(group error, {topic: [(partition, offset, epoch, metadata, code)]}) in request order.
+
+    Needs DESCRIBE on the group; a named topic the principal may not DESCRIBE answers
+    TOPIC_AUTHORIZATION_FAILED, and "every topic" leaves such topics out."""
     by_topic = defaultdict(list)
+    if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        for t in topics or ():
+            by_topic[t.name].extend((p, -1, -1, "", int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+                                    for p in t.partition_indexes)
+        return int(ErrorCode.GROUP_AUTHORIZATION_FAILED), by_topic
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    if wanted is not None and context.broker.authorizer is not None:
+        described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in topics})
+        for name, index in wanted:
+            if name not in described:
+                by_topic[name].append((index, -1, -1, "", int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+        wanted = [(name, index) for name, index in wanted if name in described]
+    resp = group_service.fetch_offsets(group_id, wanted, require_stable=require_stable)
     if resp.error is not Errors.NONE:
         for name, index in wanted or ():
             by_topic[name].append((index, -1, -1, "", code(resp.error)))
         return code(resp.error), by_topic
+    hidden = set()
+    if topics is None and context.broker.authorizer is not None:
+        names = {f.topic for f in resp.partitions}
+        hidden = names - context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for f in resp.partitions:
+        if f.topic in hidden:
+            continue
         by_topic[f.topic].append((f.partition, f.offset, f.leader_epoch, f.metadata or "", code(f.error)))
     return 0, by_topic
 
@@ -45,7 +67,7 @@ def handle(context, request):
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, by_topic = _fetch(group_service, g.group_id, g.topics, require_stable)
+            error, by_topic = _fetch(context, group_service, g.group_id, g.topics, require_stable)
             groups.append(Group(group_id=g.group_id, error_code=error, topics=[] if error else [
                 Topics(name=name, partitions=[
                     Partitions(partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m,
@@ -53,7 +75,7 @@ def handle(context, request):
                 for name, rows in by_topic.items()]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics = request.topics if version >= 2 else list(request.topics or ())
-    error, by_topic = _fetch(group_service, request.group_id, topics, require_stable)
+    error, by_topic = _fetch(context, group_service, request.group_id, topics, require_stable)
     if error and version >= 2:
         by_topic = {}
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[

@@ -7,7 +7,9 @@ On a single node there is one epoch, 0, which ends at the log end offset."""
 
 from __future__ import annotations
 
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetForLeaderEpochResponse
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 23
@@ -35,8 +37,17 @@ def _answer(broker, topic: str, wanted) -> EpochEndOffset:
 
 def handle(context, request):
     broker = context.broker
+    if request.replica_id >= 0:
+        # A follower truncating after a leader change: the cluster's own traffic, as a replica fetch.
+        context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        described = {t.topic for t in request.topics}
+    else:
+        described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.topic for t in request.topics})
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
-        TopicResult(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])
+        TopicResult(topic=t.topic, partitions=[
+            _answer(broker, t.topic, p) if t.topic in described else
+            EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=p.partition,
+                           leader_epoch=UNDEFINED, end_offset=UNDEFINED) for p in t.partitions])
         for t in request.topics])
 
 

@@ -27,6 +27,7 @@ from eoslog.protocol.errors import (
 )
 from eoslog.protocol.messages import ProduceResponse
 from eoslog.records.header import iter_headers
+from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.server.errors import error_code_for
 
 API_KEY = 0
@@ -53,18 +54,32 @@ def _partition_response(index: int, code: int, base_offset: int = -1, log_append
 def handle(context, request):
     if request.acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
+    # Kafka's order: the transactional id first (the whole request), then WRITE per topic.
+    if request.transactional_id is not None:
+        context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    refused = _unauthorized(context, request)
     broker = context.broker
     if broker.cluster is not None and request.transactional_id is not None \
             and not broker.transaction_coordinator.owns(request.transactional_id):
-        to_verify, verified = _needing_verification(broker, request)
+        to_verify, verified = _needing_verification(broker, request, refused)
         if to_verify:
             release = context.connection.hold()
-            return _verify_then_append(context, request, to_verify, verified, release)
-        return _append(context, request, verified)
-    return _append(context, request)
+            return _verify_then_append(context, request, to_verify, verified, release, refused)
+        return _append(context, request, verified, refused)
+    return _append(context, request, refused=refused)
 
 
-def _needing_verification(broker, request):
+def _unauthorized(context, request):
+    """{(topic, index): refusal} for the partitions of topics the principal may not WRITE to."""
+    if context.broker.authorizer is None:
+        return {}  # the hot path without an authorizer: nothing to build
+    names = {t.name for t in request.topic_data}
+    denied = names - context.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, names)
+    return {(t.name, p.index): (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            for t in request.topic_data if t.name in denied for p in t.partition_data}
+
+
+def _needing_verification(broker, request, refused):
     """Partitions of a transactional request whose first batch of this transaction must be verified
     with the remote coordinator: {(topic, index): (producer id, epoch, guard)}; and those already open
     in this producer's transaction here (verified when that transaction's first batch was)."""
@@ -73,7 +88,7 @@ def _needing_verification(broker, request):
         for data in topic_data.partition_data:
             key = (topic_data.name, data.index)
             partition = broker.registry.partitions.get(key)
-            if partition is None or not data.records:
+            if partition is None or not data.records or key in refused:
                 continue  # the append answers for it
             try:
                 header = next(iter_headers(data.records, verify_crc=False))
@@ -96,8 +111,8 @@ def _guard(partition, producer_id):
     return partition.leader_epoch, state, state.get(producer_id)
 
 
-async def _verify_then_append(context, request, to_verify, verified, release):
-    refused = {}
+async def _verify_then_append(context, request, to_verify, verified, release, refused):
+    refused = dict(refused)
     try:
         by_producer = {}
         for key, (producer_id, producer_epoch, _) in to_verify.items():

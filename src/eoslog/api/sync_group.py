@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eoslog.api._group_common import code, resolve, service
 from eoslog.protocol.messages import SyncGroupResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -12,6 +13,7 @@ MAX_VERSION = 5
 
 
 def handle(context, request):
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
     answer = service(context).call(
         "sync_group", request.group_id, request.member_id, request.generation_id,

@@ -14,6 +14,7 @@ from eoslog.api._group_common import commit_response, respond_to_commit, service
 from eoslog.api.offset_commit import split_known
 from eoslog.cluster.topics import CONSUMER_OFFSETS
 from eoslog.protocol.messages import TxnOffsetCommitResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -22,6 +23,8 @@ MAX_VERSION = 3
 
 
 def handle(context, request):
+    context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     group_service = service(context)
     txn = context.broker.transaction_coordinator
     if txn is not None and not txn.owns(request.transactional_id):
@@ -47,8 +50,9 @@ async def _verify_remotely_then_commit(context, request):
 def _commit(context, request):
     version = context.api_version
     group_service = service(context)
+    readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
     commits, errors = split_known(context.broker, request.topics,
-                                  lambda p: p.committed_leader_epoch if version >= 2 else -1)
+                                  lambda p: p.committed_leader_epoch if version >= 2 else -1, readable)
     answer = None
     if commits:
         answer = group_service.call(

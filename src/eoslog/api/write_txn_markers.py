@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from eoslog.coordinator.transaction.metadata import TopicPartition, TransactionResult
 from eoslog.protocol.messages import WriteTxnMarkersResponse
+from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -41,6 +42,7 @@ async def _handle(context, request):
 
 
 def handle(context, request):
+    context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)  # brokers' own traffic
     return _handle(context, request)
 
 

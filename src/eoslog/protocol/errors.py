@@ -460,6 +460,32 @@ class TransactionAbortableError(KafkaError):
     code = ErrorCode.TRANSACTION_ABORTABLE
 
 
+# Authorization refusals (security/): one class per resource type, as clients tell them apart.
+@_register
+class TopicAuthorizationFailedError(KafkaError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+@_register
+class GroupAuthorizationFailedError(KafkaError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+@_register
+class ClusterAuthorizationFailedError(KafkaError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+@_register
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+@_register
+class SecurityDisabledError(KafkaError):
+    code = ErrorCode.SECURITY_DISABLED
+
+
 def _class_name(code: ErrorCode) -> str:
     return "".join(part.capitalize() for part in code.name.split("_")) + "Error"
 

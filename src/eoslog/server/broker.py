@@ -79,6 +79,10 @@ class Broker:
         self.group_service = None  # coordinator/group/service.py, set in start()
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
+        # security/authorizer.py when authorizer.class.name is set; None: every request is allowed.
+        from eoslog.security.authorizer import Authorizer
+
+        self.authorizer = Authorizer.from_config(config)
         self._coordinators_started = False
         default_log_properties = dict(config.log_defaults)
         try:
@@ -111,6 +115,14 @@ class Broker:
             self.cluster_id = self._load_or_create_cluster_id(data_dir)
         self._open_credentials(data_dir)
         self.registry.remove_orphan_logs()
+        if self.authorizer is not None:
+            # Before any request is served: a broker that cannot read its ACLs must not start open.
+            from eoslog.security.acl_format import AclFormatError
+
+            try:
+                await self.authorizer.start(data_dir, self.cluster)
+            except AclFormatError as exc:
+                raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
         from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
 
         self.transaction_coordinator = TransactionCoordinator(self)
@@ -155,6 +167,8 @@ class Broker:
             server.close()
         for connection in list(self.dispatcher.connections):
             connection.close()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         if self.cluster is not None:
             # Stop leading first (waiting producers get NOT_LEADER_OR_FOLLOWER, nothing is acknowledged on
             # a guess), then leave: closing the session lets the controller move leadership at once.

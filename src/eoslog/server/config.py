@@ -167,6 +167,10 @@ class BrokerConfig:
     connections_max_reauth_ms: int = 0  # KIP-368 session lifetime; 0: sessions never end
     sasl_server_max_receive_size: int = 524_288  # the largest frame before authentication
     authentication_timeout_ms: int = 10_000  # eoslog.authentication.timeout.ms: TLS and SASL must complete by then
+    # ---- authorization (security/, docs/security.md "Authorization (ACLs)"): empty = no authorizer -------
+    authorizer_class_name: str = ""
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
     # A single node sizes its internal topics to itself: replication factor 1, always.
     offsets_topic_num_partitions: int = 10
     transaction_state_log_num_partitions: int = 10
@@ -379,12 +383,28 @@ class BrokerConfig:
             if base in SASL_PROPERTIES:
                 _check_mechanisms(name, value)
             self.security_properties[name] = value
+        elif name in ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"):
+            self._set_authorization_property(name, value)
         elif name == "cluster.id":
             self.cluster_id = value
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         else:
             raise ConfigError(f"unknown broker property {name!r}")
+
+    def _set_authorization_property(self, name: str, value: str) -> None:
+        from eoslog.security.acl import parse_super_users
+        from eoslog.security.authorizer import AUTHORIZER_CLASS_NAMES
+
+        if name == "authorizer.class.name":
+            if value.strip() and value.strip() not in AUTHORIZER_CLASS_NAMES:
+                raise ConfigError(f"{name}: {value!r} is not an authorizer eoslog has; use one of "
+                                  f"{', '.join(sorted(AUTHORIZER_CLASS_NAMES))}, or leave it empty for none")
+            self.authorizer_class_name = value.strip()
+        elif name == "super.users":
+            self.super_users = _parsed(parse_super_users, value)
+        else:
+            self.allow_everyone_if_no_acl_found = _bool(name, value)
 
     def _set_test_fault(self, name: str, value: str) -> None:
         if os.environ.get(TEST_FAULTS_ENV) != "1":

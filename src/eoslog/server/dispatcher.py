@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from eoslog import api
 from eoslog.protocol import codec
 from eoslog.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnknownApiKey, UnsupportedVersion
-from eoslog.server.errors import error_code_for
+from eoslog.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from eoslog.server.errors import AUTHORIZATION_ERRORS, error_code_for
 from eoslog.server.network import CloseConnection
 
 if TYPE_CHECKING:
@@ -50,7 +51,47 @@ class RequestContext:
     def client_id(self) -> str | None:
         return self.header.client_id
 
+    # ---- authorization (security/, docs/security.md): everything is allowed when the broker has no
+    # authorizer, at the cost of one attribute check.
+    @property
+    def host(self) -> str:
+        """The client's address as ACLs name hosts (no port)."""
+        return self.connection.peer.rsplit(":", 1)[0]
 
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        allowed = authorizer.authorize(self.connection.principal, self.host, operation, resource_type, name)
+        if not allowed:
+            log.debug("%s from %s may not %s %s %r", self.connection.principal, self.host, operation.name,
+                      resource_type.name, name)
+        return allowed
+
+    def require(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
+        """Raises the resource type's *_AUTHORIZATION_FAILED error unless allowed."""
+        if not self.authorize(operation, resource_type, name):
+            raise AUTHORIZATION_ERRORS[resource_type](f"{self.connection.principal} may not {operation.name} "
+                                                      f"{resource_type.name} {name}")
+
+    def authorized_names(self, operation: AclOperation, resource_type: ResourceType, names) -> set[str]:
+        """The names among ``names`` the principal may perform ``operation`` on."""
+        if self.broker.authorizer is None:
+            return set(names)
+        return {name for name in set(names) if self.authorize(operation, resource_type, name)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bit field of the operations allowed (every supported one without an authorizer)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+        return authorizer.core.authorized_operations(self.connection.principal, self.host, resource_type, name)
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Allowed on at least one resource of the type (idempotent produce's WRITE on any topic)."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize_any(self.connection.principal, self.host, operation,
+                                                              resource_type)
 
 
 class Dispatcher:

@@ -9,9 +9,25 @@ from __future__ import annotations
 
 import logging
 
-from eoslog.protocol.errors import ErrorCode, KafkaError
+from eoslog.protocol.errors import (
+    ClusterAuthorizationFailedError,
+    ErrorCode,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+)
+from eoslog.security.acl import ResourceType
 
 log = logging.getLogger(__name__)
+
+# The refusal a client understands for each resource type it may be refused on.
+AUTHORIZATION_ERRORS: dict[ResourceType, type[KafkaError]] = {
+    ResourceType.TOPIC: TopicAuthorizationFailedError,
+    ResourceType.GROUP: GroupAuthorizationFailedError,
+    ResourceType.CLUSTER: ClusterAuthorizationFailedError,
+    ResourceType.TRANSACTIONAL_ID: TransactionalIdAuthorizationFailedError,
+}
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:
