@@ -435,7 +435,7 @@ def test_an_expired_session_is_closed_unless_the_client_reauthenticates(reauth_b
         assert metadata_ok(stale) and metadata_ok(renewed)
         expires = time.monotonic() + 2.0
         time.sleep(1.0)
-        ClientSecurity.from_properties(SCRAM_ALICE).authenticate(renewed)  # KIP-368: on the same connection
+        ClientSecurity.from_properties(SCRAM_ALICE).authenticate(renewed.call)  # KIP-368: on the same connection
         while time.monotonic() < expires + 0.3:
             time.sleep(0.1)  # past the first session's end, on purpose: that is what is tested
         assert metadata_ok(renewed), "a re-authenticated connection must live on"
