@@ -38,7 +38,7 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 
 
 def eoslog(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eoslog", *args], input=input, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "eoslog", *args], input=input, capture_output=True, text=True, check=False,
                           timeout=60)
 
 

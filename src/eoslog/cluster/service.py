@@ -167,7 +167,6 @@ class ClusterService:
         elif state == "CONNECTED":
             if previous != "CONNECTED":
                 log.info("connected to ZooKeeper again")
-                self.users.refresh()  # changes may have been missed, and an expired session lost the watch
             if self._session_lost:
                 self._session_lost = False
                 self._loop.create_task(self._register_again()).add_done_callback(_log_failure)

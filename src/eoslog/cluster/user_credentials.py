@@ -7,7 +7,9 @@ Contract
 - The copy is replaced whole by each read of ZooKeeper. A read happens at start, when a change
   notification appears under ``/config/changes`` (a watch left by the previous read), and after every
   reconnection to ZooKeeper: an expired session has lost its watches, and reading again is cheap and
-  certain where reasoning about what a resumed session missed is not.
+  certain where reasoning about what a resumed session missed is not. (kazoo also fires every watch
+  when a session expires; a read started then may fail while it reconnects, and the reconnection's
+  read is what makes the copy whole again.)
 - :meth:`alter` (AlterUserScramCredentials) writes ZooKeeper from a worker thread, then waits for a read
   that began after the write, so the broker that acknowledges a change already serves it; the others
   serve it once their watch fires, within a ZooKeeper round trip or two.
@@ -59,6 +61,7 @@ class ClusterCredentials:
     async def start(self) -> None:
         """The first read (a ZooKeeperError if it fails: the broker does not start without its users)."""
         self._loop = asyncio.get_running_loop()
+        self.zk.add_state_listener(self._on_state)
         await self._read()
         self._task = self._loop.create_task(self._run())
 
@@ -91,6 +94,12 @@ class ClusterCredentials:
             await self._applied_changed.wait()
 
     # ---- reads ----------------------------------------------------------------------------------------------
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's thread. CONNECTED after LOST is a new session without our watch; after SUSPENDED the
+        # watch survives, but reading again costs little and needs no reasoning about what was missed.
+        if state == "CONNECTED":
+            self._watch(None)
 
     def _watch(self, _event) -> None:
         # kazoo's thread: hand over to the loop.

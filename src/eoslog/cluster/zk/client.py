@@ -72,6 +72,11 @@ class ZooKeeper:
     def connected(self) -> bool:
         return self.client.state == KazooState.CONNECTED
 
+    def add_state_listener(self, callback: Callable[[str], None]) -> None:
+        """Another listener of the connection's states (LOST, SUSPENDED, CONNECTED), called on kazoo's
+        thread: it must not block."""
+        self.client.add_listener(lambda state: callback(str(state)))
+
     def _state_listener(self, state: str) -> None:
         # Called on kazoo's connection thread: must not block.
         self.on_state(str(state))
