@@ -38,8 +38,8 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 
 
 def eoslog(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eoslog", *args], input=input, capture_output=True, text=True, check=False,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-m", "eoslog", *args], input=input, capture_output=True, text=True,
+                          check=False, timeout=60)
 
 
 def add_user(zookeeper: str, user: str, password: str) -> None:
