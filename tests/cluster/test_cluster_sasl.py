@@ -144,6 +144,13 @@ def test_users_are_kept_in_zookeeper_as_kafka_keeps_them(cluster):
     assert BROKER_PASSWORD not in json.dumps(stored)
     notices = [json.loads(client.get(f"{layout.CONFIG_CHANGES}/{n}")[0]) for n in client.get_children(layout.CONFIG_CHANGES)]
     assert {"version": 2, "entity_path": "users/admin"} in notices
+    zookeeper = cluster.zookeeper.connect_string_with_chroot("/eoslog")
+    listed = eoslog("users", "list", "--zookeeper", zookeeper)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == ["admin\tSCRAM-SHA-512 (iterations=8192)",
+                                          "broker\tSCRAM-SHA-512 (iterations=8192)"]
+    refused = eoslog("users", "delete", "nobody", "--zookeeper", zookeeper)
+    assert refused.returncode != 0 and "user nobody has no such credential" in refused.stderr
 
 
 def test_acks_all_replication_between_brokers_over_sasl(cluster, certs):
