@@ -207,7 +207,8 @@ def test_inter_broker_listener_configuration_errors(tmp_path):
         Broker(cluster_config(**{"inter.broker.listener.name": "nope"}))
     with pytest.raises(ConfigError, match="not both"):
         Broker(cluster_config(**{"inter.broker.listener.name": "INTERNAL", "security.inter.broker.protocol": "SSL"}))
-    with pytest.raises(ConfigError, match="SASL between brokers comes with SASL support"):
+    with pytest.raises(ConfigError, match=r"logs in with SCRAM-SHA-512: set "
+                                          r"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="):
         Broker(cluster_config(**{"listeners": "EXTERNAL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
                                  "inter.broker.listener.name": "SASL_SSL"}))
     with pytest.raises(ConfigError, match="ssl.keystore.location=/nonexistent"):

@@ -1,7 +1,9 @@
 """AlterUserScramCredentials (key 51, KIP-554): add, replace or remove users' SCRAM credentials.
 
 The client sends a salt and the salted password (the password never crosses the wire); the broker
-derives the stored and server keys (security/scram.py) and writes the store durably before answering.
+derives the stored and server keys (security/scram.py) and writes the store durably before answering:
+the data directory's file on a single node, ZooKeeper on a cluster (cluster/user_credentials.py, after
+which every broker reads the change).
 Per user, all or nothing: a user named twice gets DUPLICATE_RESOURCE, an unknown mechanism
 UNSUPPORTED_SASL_MECHANISM, iterations outside Kafka's bounds or a salted password of the wrong size
 UNACCEPTABLE_CREDENTIAL, removing what does not exist RESOURCE_NOT_FOUND; the other users' changes
@@ -31,7 +33,7 @@ class _Refused(Exception):
         self.code = code
 
 
-def handle(context, request):
+async def handle(context, request):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)  # every user gets CLUSTER_AUTHORIZATION_FAILED
     store = context.broker.credentials
     changes = [("delete", d) for d in request.deletions] + [("upsert", u) for u in request.upsertions]
@@ -41,22 +43,17 @@ def handle(context, request):
     for kind, change in changes:
         by_user.setdefault(change.name, []).append((kind, change))
     results = []
-    changed = False
+    planned: dict[str, dict] = {}  # security/credentials.py Changes
     for user, user_changes in by_user.items():
         try:
-            planned = [_prepare(kind, change, counts, store) for kind, change in user_changes]
+            prepared = [_prepare(kind, change, counts, store) for kind, change in user_changes]
         except _Refused as exc:
             results.append(Result(user=user, error_code=int(exc.code), error_message=str(exc)))
             continue
-        for kind, mechanism, credential in planned:
-            if kind == "delete":
-                store.delete(user, mechanism)
-            else:
-                store.upsert(user, credential)
-        changed = True
+        planned[user] = {mechanism: credential for _, mechanism, credential in prepared}
         results.append(Result(user=user, error_code=0, error_message=None))
-    if changed:
-        store.save()  # before answering: an acknowledged change survives a crash
+    if planned:
+        await store.alter(planned)  # before answering: an acknowledged change survives a crash
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
 from eoslog.cluster.controller import Controller
 from eoslog.cluster.replica_manager import ReplicaManager, ReplicationConfig
+from eoslog.cluster.user_credentials import ClusterCredentials
 from eoslog.cluster.zk.client import ZooKeeper, ZooKeeperError
 from eoslog.cluster.zk.layout import BrokerRegistration, ClusterView
 
@@ -47,6 +48,7 @@ class ClusterService:
             self.zk, config.node_id, unclean_default=config.unclean_leader_election_enable,
             auto_leader_rebalance=config.auto_leader_rebalance_enable,
             imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds)
+        self.users = ClusterCredentials(self.zk)  # SCRAM credentials, /config/users
         self.view = ClusterView()
         self.zookeeper_state = "CONNECTING"
         self.view_listeners: list[Callable[[ClusterView], None]] = []
@@ -79,6 +81,11 @@ class ClusterService:
         except ZooKeeperError:
             await asyncio.to_thread(self.zk.stop)
             raise
+        try:
+            await self.users.start()
+        except Exception as exc:
+            await asyncio.to_thread(self.zk.stop)
+            raise ZooKeeperError(f"cannot read users' SCRAM credentials from ZooKeeper: {exc!r}") from exc
         self.replicas.start()
         await self._read_and_apply()
         self._tasks.append(self._loop.create_task(self._view_loop()))
@@ -90,6 +97,7 @@ class ClusterService:
         self._stopping = True
         for task in self._tasks:
             task.cancel()
+        await self.users.stop()
         await self.replicas.stop()
         try:
             await self.controller.stop()

@@ -19,7 +19,6 @@ Unknown keys are ignored (the same file serves real clients, which have many mor
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
+from eoslog.security.jaas import jaas_option
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -65,8 +65,8 @@ class ClientSecurity:
             username, password = properties.get("sasl.username"), properties.get("sasl.password")
             jaas = properties.get("sasl.jaas.config", "")
             if username is None and jaas:
-                username = _jaas_option(jaas, "username")
-                password = _jaas_option(jaas, "password")
+                username = jaas_option(jaas, "username")
+                password = jaas_option(jaas, "password")
             if not username or password is None:
                 raise ClientSecurityError("SASL needs sasl.username and sasl.password (or sasl.jaas.config)")
         context = None
@@ -116,8 +116,3 @@ class ClientSecurity:
             raise ClientSecurityError(f"SASL authentication: {ErrorCode(response.error_code).name}: "
                                       f"{response.error_message}")
         return bytes(response.auth_bytes)
-
-
-def _jaas_option(jaas: str, name: str) -> str | None:
-    match = re.search(rf'\b{name}\s*=\s*"((?:[^"\\]|\\.)*)"', jaas)
-    return match.group(1) if match else None

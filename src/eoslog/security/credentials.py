@@ -8,6 +8,10 @@ in the shape Kafka's ZooKeeper mode gives ``/config/users/<user>``:
 Only salted, iterated keys are kept; a password never reaches the disk. The broker owns the file while it
 runs (changes go through AlterUserScramCredentials); ``eoslog users --data-dir`` edits it only while no
 broker holds the data directory, which is how the first administrator is created.
+
+On a cluster the same credentials live in ZooKeeper instead (``/config/users/<user>``,
+cluster/user_credentials.py), and a :class:`CredentialStore` without a path is each broker's in-memory
+copy of them. Either way a change is a :data:`Changes` map, applied by :meth:`CredentialStore.alter`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from eoslog.security.scram import MECHANISMS, CredentialError, ScramCredential
 
 CREDENTIALS_FILE = "scram-credentials.json"
 FORMAT_VERSION = 1
+
+# user -> mechanism -> the new credential, or None to remove that mechanism's
+Changes = dict[str, dict[str, "ScramCredential | None"]]
 
 
 class CredentialStore:
@@ -60,6 +67,20 @@ class CredentialStore:
             del self._users[user]
         return True
 
+    def replace_all(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        """The whole set at once (a fresh read of ZooKeeper): lookups see the old set or the new one."""
+        self._users = users
+
+    async def alter(self, changes: Changes) -> None:
+        """Applies and saves before returning: an acknowledged change survives a crash."""
+        for user, mechanisms in changes.items():
+            for mechanism, credential in mechanisms.items():
+                if credential is None:
+                    self.delete(user, mechanism)
+                else:
+                    self.upsert(user, credential)
+        self.save()
+
     def save(self) -> None:
         if self.path is None:
             return
@@ -94,6 +115,17 @@ def decode_user(entries: dict[str, str]) -> dict[str, ScramCredential]:
     not ours and are skipped."""
     return {mechanism: ScramCredential.from_kafka_string(mechanism, text)
             for mechanism, text in entries.items() if mechanism in MECHANISMS}
+
+
+def altered_config(config: dict[str, str], changes: dict[str, ScramCredential | None]) -> dict[str, str]:
+    """One user's Kafka ``config`` map with ``changes`` applied; keys that are not SCRAM (quotas) stay."""
+    result = dict(config)
+    for mechanism, credential in changes.items():
+        if credential is None:
+            result.pop(mechanism, None)
+        else:
+            result[mechanism] = credential.to_kafka_string()
+    return result
 
 
 def mechanisms_of(names: Iterable[str]) -> list[str]:

@@ -51,12 +51,11 @@ class Broker:
                 raise ConfigError(str(exc)) from exc
         self._tls = {}
         self._sasl_mechanisms = {}  # listener name -> mechanisms, for SASL listeners
-        self.credentials = None  # security/credentials.py CredentialStore, opened in start()
+        # SCRAM credentials, set in start(): security/credentials.py CredentialStore (a file in the data
+        # directory) on a single node, cluster/user_credentials.py ClusterCredentials (ZooKeeper) on a cluster.
+        self.credentials = None
         for listener in self.listeners:
             if listener.protocol.startswith("SASL"):
-                if config.cluster_mode:
-                    raise ConfigError(f"listener {listener.name}: SASL is served by a single node for now; "
-                                      "a cluster member's credentials would have to be shared (docs/security.md)")
                 self._sasl_mechanisms[listener.name] = config.sasl_mechanisms(listener)
             if listener.uses_tls:
                 from eoslog.server.tls import PrincipalMapper, TlsConfigError, listener_property, server_context
@@ -299,17 +298,23 @@ class Broker:
                                reauth_ms=self.config.connections_max_reauth_ms)
 
     def _open_credentials(self, data_dir: Path) -> None:
-        """SCRAM credentials (security/credentials.py): a file in the data directory on a single node."""
-        from eoslog.security.credentials import CredentialStore
-        from eoslog.security.scram import CredentialError
+        """SCRAM credentials: ZooKeeper's /config/users on a cluster (read while joining), a file in the
+        data directory on a single node."""
+        if self.cluster is not None:
+            self.credentials = self.cluster.users
+            where = f"--zookeeper {self.config.zookeeper_connect}"
+        else:
+            from eoslog.security.credentials import CredentialStore
+            from eoslog.security.scram import CredentialError
 
-        try:
-            self.credentials = CredentialStore.open(data_dir)
-        except CredentialError as exc:
-            raise ConfigError(str(exc)) from exc
+            try:
+                self.credentials = CredentialStore.open(data_dir)
+            except CredentialError as exc:
+                raise ConfigError(str(exc)) from exc
+            where = f"--data-dir {data_dir}"
         if self._sasl_mechanisms and not self.credentials.users():
             log.warning("SASL listeners are configured but no user has a credential: create the first with "
-                        "`eoslog users add NAME --data-dir %s` (docs/security.md)", data_dir)
+                        "`eoslog users add NAME %s` (docs/security.md)", where)
 
     def advertised_address(self, listener) -> tuple[str, int]:
         """Where clients of ``listener`` are told to connect (on a cluster, what ZooKeeper registers)."""

@@ -118,6 +118,15 @@ def _check_mechanisms(name: str, value: str) -> None:
                               " (GSSAPI and OAUTHBEARER are not; docs/security.md)")
 
 
+def _is_jaas_config(base: str) -> bool:
+    """``<mechanism in lower case>.sasl.jaas.config``: what follows ``listener.name.<listener>.`` in Kafka's
+    per-listener, per-mechanism login (the only form of sasl.jaas.config a broker takes)."""
+    from eoslog.security.sasl import SUPPORTED_MECHANISMS
+
+    mechanism, sep, rest = base.partition(".")
+    return bool(sep) and rest == "sasl.jaas.config" and mechanism.upper() in SUPPORTED_MECHANISMS
+
+
 def read_properties(path: Path) -> dict[str, str]:
     properties: dict[str, str] = {}
     for number, raw in enumerate(path.read_text().splitlines(), 1):
@@ -377,6 +386,9 @@ class BrokerConfig:
             from eoslog.server.tls import SSL_PROPERTIES
 
             base = name.split(".", 3)[3] if name.startswith("listener.name.") and name.count(".") >= 3 else name
+            if name.startswith("listener.name.") and _is_jaas_config(base):
+                self.security_properties[name] = value  # this broker's login to the others (server/inter_broker.py)
+                return
             if base not in SSL_PROPERTIES | SASL_PROPERTIES:
                 known = ", ".join(sorted(SSL_PROPERTIES | SASL_PROPERTIES))
                 raise ConfigError(f"unknown broker property {name!r} (security properties: {known})")

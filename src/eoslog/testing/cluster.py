@@ -55,7 +55,8 @@ class EmbeddedCluster:
     def __init__(self, base_dir: Path, brokers: int = 3, zookeeper_nodes: int = 1,
                  properties: dict[str, str] | None = None, session_timeout_ms: int = 4000,
                  file_size_limits: dict[int, int] | None = None, proxied: bool = False,
-                 broker_properties: Callable[[int, int], dict[str, str]] | None = None) -> None:
+                 broker_properties: Callable[[int, int], dict[str, str]] | None = None,
+                 before_brokers: Callable[[str], None] | None = None) -> None:
         self.base_dir = Path(base_dir)
         self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", nodes=zookeeper_nodes)
         self.session_timeout_ms = session_timeout_ms
@@ -77,12 +78,16 @@ class EmbeddedCluster:
         # (broker id, primary port) -> that broker's own properties, e.g. its `listeners` with their ports
         self.broker_properties = broker_properties
         self.proxies: dict = {}  # broker id -> FaultProxy, when proxied
+        # Called with zookeeper.connect once ZooKeeper runs, before any broker: e.g. `eoslog users add --zookeeper`.
+        self.before_brokers = before_brokers
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> EmbeddedCluster:
         self.zookeeper.start()
         connect = self.zookeeper.connect_string_with_chroot(CHROOT)
+        if self.before_brokers is not None:
+            self.before_brokers(connect)
         for broker_id in range(1, self._count + 1):
             port = free_port()
             advertised = None

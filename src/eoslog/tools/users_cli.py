@@ -4,10 +4,12 @@
     eoslog users list
     eoslog users delete NAME [--mechanism SCRAM-SHA-512]
 
-Each takes either ``--bootstrap-server HOST:PORT`` (over the Kafka protocol: Describe/AlterUserScramCredentials,
-with ``--command-config`` for a secured listener; works against Kafka too) or ``--data-dir DIR`` (the
-credential file itself, only while no broker runs on that directory: how the first administrator is
-created before SASL listeners open). Without ``--password-file`` the password is prompted for; it is
+Each takes one of ``--bootstrap-server HOST:PORT`` (over the Kafka protocol: Describe/AlterUserScramCredentials,
+with ``--command-config`` for a secured listener; works against Kafka too), ``--zookeeper
+HOST:PORT[/CHROOT]`` (a cluster's ``/config/users`` directly, as Kafka's ``kafka-configs --zookeeper``:
+how a cluster's first administrator and its brokers' own user are created before any broker runs; the
+running brokers pick the change up at once) or ``--data-dir DIR`` (a single node's credential file
+itself, only while no broker runs on that directory: its first administrator). Without ``--password-file`` the password is prompted for; it is
 salted and iterated here, and only the salted form leaves this process.
 """
 
@@ -30,8 +32,10 @@ DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 
 def _target(function):
-    function = click.option("--bootstrap-server", "-b", "bootstrap", default=None, metavar="HOST:PORT",
+    function = click.option("--bootstrap-server", "--bootstrap", "-b", "bootstrap", default=None, metavar="HOST:PORT",
                             help="A broker to ask over the Kafka protocol.")(function)
+    function = click.option("--zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
+                            help="A cluster's ZooKeeper (zookeeper.connect): edit /config/users directly.")(function)
     function = click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                             default=None, help="Client properties for a secured listener (TLS, SASL).")(function)
     return click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -51,7 +55,7 @@ def users_group() -> None:
 @click.option("--password-file", type=click.File("r"), default=None,
               help="Read the password from this file's first line ('-': standard input).")
 @_target
-def add_user(name, mechanisms, iterations, password_file, bootstrap, command_config, data_dir):
+def add_user(name, mechanisms, iterations, password_file, bootstrap, zookeeper, command_config, data_dir):
     """Create NAME, or replace its password."""
     password = password_file.readline().rstrip("\r\n") if password_file else click.prompt(
         f"password for {name}", hide_input=True, confirmation_prompt=True)
@@ -64,11 +68,18 @@ def add_user(name, mechanisms, iterations, password_file, bootstrap, command_con
         built = [ScramCredential.from_salted_password(m, salt, sp, iterations) for m, salt, sp in salted]
     except CredentialError as exc:
         raise click.ClickException(str(exc)) from exc
+    _one_target(bootstrap, zookeeper, data_dir)
     if data_dir is not None:
         with _offline_store(data_dir) as store:
             for credential in built:
                 store.upsert(name, credential)
             store.save()
+    elif zookeeper is not None:
+        from eoslog.security.credentials import altered_config
+
+        changes = {credential.mechanism: credential for credential in built}
+        with _zookeeper(zookeeper) as zk:
+            zk.alter_user(name, lambda config: altered_config(config, changes))
     else:
         request = messages.AlterUserScramCredentialsRequest(upsertions=[
             messages.AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
@@ -84,14 +95,24 @@ def add_user(name, mechanisms, iterations, password_file, bootstrap, command_con
 @click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(list(MECHANISMS)),
               help="Repeatable; default every mechanism the user has.")
 @_target
-def delete_user(name, mechanisms, bootstrap, command_config, data_dir):
+def delete_user(name, mechanisms, bootstrap, zookeeper, command_config, data_dir):
     """Remove NAME's credentials (it can no longer authenticate)."""
+    _one_target(bootstrap, zookeeper, data_dir)
     if data_dir is not None:
         with _offline_store(data_dir) as store:
             chosen = mechanisms or tuple(store.credentials_of(name))
             if not chosen or not all(store.delete(name, m) for m in chosen):
                 raise click.ClickException(f"user {name} has no such credential")
             store.save()
+    elif zookeeper is not None:
+        from eoslog.security.credentials import altered_config
+
+        with _zookeeper(zookeeper) as zk:
+            present = _zookeeper_users(zk).get(name, {})
+            chosen = mechanisms or tuple(present)
+            if not chosen or not all(m in present for m in chosen):
+                raise click.ClickException(f"user {name} has no such credential")
+            zk.alter_user(name, lambda config: altered_config(config, dict.fromkeys(chosen)))
     else:
         with _online(bootstrap, command_config) as brokers:
             chosen = mechanisms or tuple(m for m, _ in _describe(brokers, [name]).get(name, []))
@@ -105,11 +126,16 @@ def delete_user(name, mechanisms, bootstrap, command_config, data_dir):
 
 @users_group.command("list")
 @_target
-def list_users(bootstrap, command_config, data_dir):
+def list_users(bootstrap, zookeeper, command_config, data_dir):
     """Every user with its mechanisms and iterations (never a key)."""
+    _one_target(bootstrap, zookeeper, data_dir)
     if data_dir is not None:
         with _offline_store(data_dir) as store:
             users = {u: [(m, c.iterations) for m, c in sorted(store.credentials_of(u).items())] for u in store.users()}
+    elif zookeeper is not None:
+        with _zookeeper(zookeeper) as zk:
+            users = {u: [(m, c.iterations) for m, c in sorted(credentials.items())]
+                     for u, credentials in _zookeeper_users(zk).items() if credentials}
     else:
         with _online(bootstrap, command_config) as brokers:
             users = _describe(brokers, None)
@@ -117,6 +143,35 @@ def list_users(bootstrap, command_config, data_dir):
         click.echo("no users")
     for user, credentials in sorted(users.items()):
         click.echo(f"{user}\t" + ", ".join(f"{m} (iterations={i})" for m, i in credentials))
+
+
+def _one_target(bootstrap, zookeeper, data_dir) -> None:
+    if sum(target is not None for target in (bootstrap, zookeeper, data_dir)) > 1:
+        raise click.UsageError("give one of --bootstrap, --zookeeper and --data-dir")
+
+
+@contextlib.contextmanager
+def _zookeeper(connect: str):
+    from eoslog.cluster.zk.client import ZooKeeper, ZooKeeperError
+
+    zk = ZooKeeper(connect, session_timeout_ms=10_000)
+    try:
+        zk.start()
+    except ZooKeeperError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+def _zookeeper_users(zk) -> dict:
+    from eoslog.security.credentials import decode_user
+
+    try:
+        return {user: decode_user(config) for user, config in zk.read_users().items()}
+    except CredentialError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @contextlib.contextmanager
@@ -145,7 +200,8 @@ def _online(bootstrap, command_config):
     from eoslog.security.client import ClientSecurity, ClientSecurityError
 
     if bootstrap is None:
-        raise click.UsageError("give --bootstrap-server HOST:PORT (a running broker) or --data-dir DIR (a stopped one)")
+        raise click.UsageError("give --bootstrap-server HOST:PORT (a running broker), --zookeeper HOST:PORT[/CHROOT] (a "
+                               "cluster's ZooKeeper) or --data-dir DIR (a stopped single node)")
     try:
         security = ClientSecurity.from_file(command_config) if command_config else None
     except (ClientSecurityError, OSError) as exc:

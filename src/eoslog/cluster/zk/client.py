@@ -72,6 +72,11 @@ class ZooKeeper:
     def connected(self) -> bool:
         return self.client.state == KazooState.CONNECTED
 
+    def add_state_listener(self, callback: Callable[[str], None]) -> None:
+        """Another listener of the connection's states (LOST, SUSPENDED, CONNECTED), called on kazoo's
+        thread: it must not block."""
+        self.client.add_listener(lambda state: callback(str(state)))
+
     def _state_listener(self, state: str) -> None:
         # Called on kazoo's connection thread: must not block.
         self.on_state(str(state))
@@ -334,3 +339,70 @@ class ZooKeeper:
                 return start, start + size
             except BadVersionError:
                 continue
+
+    # ---- users' SCRAM credentials ---------------------------------------------------------------------
+
+    def read_users(self, watch: Callable | None = None) -> dict[str, dict[str, str]]:
+        """Every ``/config/users/<user>`` config map, by user name. ``watch`` is left on the children of
+        ``/config/changes`` first, so any change written after this read begins fires it."""
+        client = self.client
+        client.get_children(layout.CONFIG_CHANGES, watch=watch)
+        reads = {name: client.get_async(f"{layout.CONFIG_USERS}/{name}")
+                 for name in client.get_children(layout.CONFIG_USERS)}
+        users = {}
+        for name, result in reads.items():
+            path = f"{layout.CONFIG_USERS}/{name}"
+            try:
+                users[layout.desanitize_entity_name(name)] = layout.decode_entity_config(path, result.get()[0])
+            except NoNodeError:
+                continue
+            except layout.LayoutError:
+                log.exception("ignoring user znode %s: unreadable", path)
+        return users
+
+    def alter_user(self, user: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """Rewrites ``/config/users/<user>`` with ``change(current config)`` (deleted when that is empty)
+        and announces it with a ``/config/changes`` notification, both in one transaction, conditional on
+        the znode's version: a concurrent change by another broker is read and applied to, never lost."""
+        path = layout.user_config_path(user)
+        notification = f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}"
+        while True:
+            try:
+                data, stat = self.client.get(path)
+                current, version = layout.decode_entity_config(path, data), stat.version
+            except NoNodeError:
+                current, version = {}, None
+            wanted = change(current)
+            if version is None and not wanted:
+                return
+            transaction = self.client.transaction()
+            if version is None:
+                transaction.create(path, layout.encode_entity_config(wanted))
+            elif wanted:
+                transaction.set_data(path, layout.encode_entity_config(wanted), version)
+            else:
+                transaction.delete(path, version)
+            transaction.create(notification, layout.encode_config_change(layout.user_entity_path(user)),
+                               sequence=True)
+            results = transaction.commit()
+            if isinstance(results[0], (BadVersionError, NodeExistsError, NoNodeError)):
+                continue  # changed meanwhile: apply to what is there now
+            for result in results:
+                if isinstance(result, Exception):
+                    raise ZooKeeperError(f"writing {path}: {result!r}")
+            break
+        self._purge_config_changes()
+
+    def _purge_config_changes(self) -> None:
+        """Notifications older than Kafka's 15 minutes go (Kafka's readers purge them; ours purge on write,
+        since our readers re-read every user and never need an old notification)."""
+        cutoff_ms = time.time() * 1000 - layout.CONFIG_CHANGE_EXPIRATION_MS
+        children = self.client.get_children(layout.CONFIG_CHANGES)
+        stats = {name: self.client.exists_async(f"{layout.CONFIG_CHANGES}/{name}") for name in children}
+        for name, result in stats.items():
+            stat = result.get()
+            if stat is not None and stat.ctime < cutoff_ms:
+                try:
+                    self.client.delete(f"{layout.CONFIG_CHANGES}/{name}")
+                except NoNodeError:
+                    pass

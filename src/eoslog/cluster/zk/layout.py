@@ -18,9 +18,15 @@ BROKER_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_USERS = "/config/users"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Created at startup so watches and conditional writes always have a parent to hang on.
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, "/admin/delete_topics", "/isr_change_notification")
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_USERS, CONFIG_CHANGES, "/admin/delete_topics",
+                    "/isr_change_notification")
+# Kafka's ZkNodeChangeNotificationListener purges notifications older than this (changeExpirationMs).
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 NO_LEADER = -1
 
@@ -306,6 +312,58 @@ def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
     if not isinstance(config, dict):
         raise LayoutError(f"{topic_config_path(topic)}: config must be an object")
     return {str(k): str(v) for k, v in config.items()}
+
+
+# ---- /config/users/<user> and /config/changes/config_change_<seq> ----------------------------------
+
+def sanitize_entity_name(name: str) -> str:
+    """A user name as a znode name, the way Kafka's ``Sanitizer`` writes it: URL-encoded, every byte
+    but letters, digits and ``.-_`` as %XX (so ``/`` cannot nest and ``*`` is not a wildcard)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_entity_name(text: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(text)
+
+
+def user_config_path(user: str) -> str:
+    return f"{CONFIG_USERS}/{sanitize_entity_name(user)}"
+
+
+def encode_entity_config(configs: dict[str, str]) -> bytes:
+    """``{"version":1,"config":{...}}``: a user's SCRAM credentials (``SCRAM-SHA-512`` ->
+    ``salt=...,stored_key=...,server_key=...,iterations=N``) beside whatever else Kafka keeps there (quotas)."""
+    return encode_topic_config(configs)
+
+
+def decode_entity_config(path: str, data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    value = _load(data, path)
+    config = value.get("config", {})
+    if not isinstance(config, dict):
+        raise LayoutError(f"{path}: config must be an object")
+    return {str(k): str(v) for k, v in config.items()}
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A change notification (Kafka's version 2): ``entity_path`` is ``users/<sanitized user>``."""
+    return _dump({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes) -> str:
+    value = _load(data, CONFIG_CHANGES)
+    if value.get("version") != 2 or not isinstance(value.get("entity_path"), str):
+        raise LayoutError(f"{CONFIG_CHANGES}: expected version 2 with an entity_path")
+    return value["entity_path"]
+
+
+def user_entity_path(user: str) -> str:
+    return f"users/{sanitize_entity_name(user)}"
 
 
 # ---- /latest_producer_id_block --------------------------------------------------------------------
