@@ -95,19 +95,30 @@ def test_confluent_kafka_transactions_over_mutual_tls(broker, certs):
     assert poll_values(config, "tls-confluent", COUNT) == values("committed")
 
 
-def test_kafka_python_over_mutual_tls(broker, certs):
+def test_kafka_python_transactions_over_mutual_tls(broker, certs):
     from kafka import KafkaConsumer, KafkaProducer
 
     common = {"bootstrap_servers": f"127.0.0.1:{broker.ssl_port}", "security_protocol": "SSL",
               "ssl_context": client_context(certs)}
-    producer = KafkaProducer(acks="all", enable_idempotence=True, **common)
-    for value in values("kp"):
+    producer = KafkaProducer(transactional_id="tls-kafka-python", **common)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for value in values("kp-aborted"):
         producer.send("tls-kafka-python", value)
     producer.flush(30)
+    producer.abort_transaction()
+    producer.begin_transaction()
+    for value in values("kp"):
+        producer.send("tls-kafka-python", value)
+    producer.commit_transaction()
     producer.close()
     consumer = KafkaConsumer("tls-kafka-python", auto_offset_reset="earliest", consumer_timeout_ms=10000,
                              isolation_level="read_committed", **common)
-    got = [m.value for m in consumer][:COUNT]
+    got = []
+    for message in consumer:  # aborted records come first in the log: any would show at the front
+        got.append(message.value)
+        if len(got) == COUNT:
+            break
     consumer.close()
     assert got == values("kp")
 
@@ -142,15 +153,17 @@ def test_aiokafka_transactions_over_mutual_tls(broker, certs):
     assert asyncio.run(run()) == values("aio")
 
 
-def test_kcat_over_mutual_tls(broker, certs):
+def test_kcat_transactions_over_mutual_tls(broker, certs):
     tls = ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={certs.ca}",
            "-X", f"ssl.certificate.location={certs.client_cert('alice')}",
            "-X", f"ssl.key.location={certs.client_key('alice')}"]
     lines = [v.decode() for v in values("kcat")]
-    subprocess.run(["kcat", "-P", "-b", f"127.0.0.1:{broker.ssl_port}", "-t", "tls-kcat", *tls],
+    subprocess.run(["kcat", "-P", "-b", f"127.0.0.1:{broker.ssl_port}", "-t", "tls-kcat", *tls,
+                    "-X", "transactional.id=tls-kcat"],  # kcat commits its input as one transaction
                    input="\n".join(lines) + "\n", text=True, check=True, timeout=60)
     out = subprocess.run(["kcat", "-C", "-b", f"127.0.0.1:{broker.ssl_port}", "-t", "tls-kcat", "-o", "beginning",
-                          "-e", "-q", *tls], capture_output=True, text=True, check=True, timeout=60)
+                          "-e", "-q", "-X", "isolation.level=read_committed", *tls],
+                         capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.splitlines() == lines
 
 
