@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from datetime import date
 from pathlib import Path
 
@@ -28,8 +27,8 @@ import confluent_kafka
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from eoslog.testing.certs import make_certs  # noqa: E402
-from eoslog.testing.process import BrokerProcess, free_port  # noqa: E402
+from eoslog.testing.certs import make_certs
+from eoslog.testing.process import BrokerProcess, free_port
 
 USER, PASSWORD = "bench", "bench-secret"
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

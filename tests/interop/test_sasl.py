@@ -27,10 +27,10 @@ import confluent_kafka.admin
 import pytest
 
 from eoslog.protocol import messages
+from eoslog.security.client import ClientSecurity, ClientSecurityError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.tools.brokers import KafkaWire
-from eoslog.security.client import ClientSecurity, ClientSecurityError
 from tests.interop.clients import poll_values
 from tests.interop.test_hostile_clients import read_exactly, rss, settled_rss
 
@@ -220,7 +220,7 @@ def closed_by_broker(sock: socket.socket, timeout: float = 10.0) -> bool:
                 return True
     except ConnectionResetError:
         return True
-    except socket.timeout:
+    except TimeoutError:
         pass
     return False
 
@@ -368,6 +368,13 @@ def test_users_are_managed_over_the_protocol_and_stored_salted(broker, certs, tm
         (confluent_kafka.admin.ScramMechanism.SCRAM_SHA_256, 8192)]
     listed = eoslog("users", "list", "--bootstrap-server", bootstrap, "--command-config", str(admin))
     assert listed.returncode == 0 and "bob\tSCRAM-SHA-256 (iterations=8192)" in listed.stdout
+    # The other admin tools take the same client properties (Kafka's --command-config).
+    for tool in (("transactions", "list"), ("groups", "list")):
+        done = eoslog(*tool, "--bootstrap-server", bootstrap, "--command-config", str(admin))
+        assert done.returncode == 0, done.stderr
+    transact_confluent(confluent(broker, certs, "SCRAM-SHA-512", tls=True), "sasl-tools", "txn-sasl-tools")
+    listed = eoslog("transactions", "list", "--bootstrap-server", bootstrap, "--command-config", str(admin))
+    assert "txn-sasl-tools" in listed.stdout
     # On disk: salted keys only, readable by the broker's user alone.
     stored = (broker.data_dir / "scram-credentials.json")
     assert oct(stored.stat().st_mode & 0o777) == "0o600"

@@ -11,7 +11,12 @@ import sys
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
 )
 
 from eoslog.testing.process import BrokerProcess, free_port

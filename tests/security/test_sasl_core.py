@@ -11,7 +11,13 @@ import scramp
 
 from eoslog.security.credentials import CredentialStore, decode, encode
 from eoslog.security.sasl import (
-    API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticationFailed, IllegalState, SaslSession, State,
+    API_VERSIONS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AuthenticationFailed,
+    IllegalState,
+    SaslSession,
+    State,
     UnsupportedMechanism,
 )
 from eoslog.security.scram import CredentialError, ScramCredential, salted_password

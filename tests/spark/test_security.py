@@ -41,7 +41,7 @@ def secured(tmp_path_factory):
 
 
 def test_source_and_exactly_once_sink_over_sasl_ssl(spark, secured):
-    broker, port, client = secured
+    _, _, client = secured
     admin = confluent_kafka.admin.AdminClient(client)
     for future in admin.create_topics([confluent_kafka.admin.NewTopic(t, 3) for t in ("sasl-in", "sasl-out")]).values():
         future.result(30)

@@ -46,13 +46,13 @@ class ClientSecurity:
     check_hostname: bool = True
 
     @classmethod
-    def from_file(cls, path: Path) -> "ClientSecurity":
+    def from_file(cls, path: Path) -> ClientSecurity:
         from eoslog.server.config import read_properties
 
         return cls.from_properties(read_properties(Path(path)))
 
     @classmethod
-    def from_properties(cls, properties: dict[str, str]) -> "ClientSecurity":
+    def from_properties(cls, properties: dict[str, str]) -> ClientSecurity:
         protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
         if protocol not in PROTOCOLS:
             raise ClientSecurityError(f"security.protocol={protocol}: expected one of {', '.join(PROTOCOLS)}")

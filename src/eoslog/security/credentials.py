@@ -38,7 +38,7 @@ class CredentialStore:
         self._users: dict[str, dict[str, ScramCredential]] = {}
 
     @classmethod
-    def open(cls, data_dir: Path) -> "CredentialStore":
+    def open(cls, data_dir: Path) -> CredentialStore:
         store = cls(Path(data_dir) / CREDENTIALS_FILE)
         if store.path.exists():
             store._users = decode(store.path.read_bytes(), str(store.path))

@@ -56,7 +56,7 @@ class ScramCredential:
 
     @classmethod
     def from_salted_password(cls, mechanism: str, salt: bytes, salted_password: bytes,
-                             iterations: int) -> "ScramCredential":
+                             iterations: int) -> ScramCredential:
         """What AlterUserScramCredentials carries: the client salts and iterates, the broker keys."""
         name = _hash(mechanism)
         check_iterations(iterations)
@@ -71,7 +71,7 @@ class ScramCredential:
 
     @classmethod
     def from_password(cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
-                      salt: bytes | None = None) -> "ScramCredential":
+                      salt: bytes | None = None) -> ScramCredential:
         salt = os.urandom(SALT_BYTES) if salt is None else salt
         return cls.from_salted_password(mechanism, salt, salted_password(mechanism, password, salt, iterations),
                                         iterations)
@@ -91,7 +91,7 @@ class ScramCredential:
                 f"iterations={self.iterations}")
 
     @classmethod
-    def from_kafka_string(cls, mechanism: str, text: str) -> "ScramCredential":
+    def from_kafka_string(cls, mechanism: str, text: str) -> ScramCredential:
         _hash(mechanism)
         fields = {}
         for item in text.split(","):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoslog import api
 from eoslog.protocol import codec
-from eoslog.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnknownApiKey, UnsupportedVersion
+from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
 from eoslog.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.server.errors import AUTHORIZATION_ERRORS, error_code_for
 from eoslog.server.network import CloseConnection
@@ -34,12 +34,12 @@ SASL_KEYS = (17, 36)  # SaslHandshake, SaslAuthenticate
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: "Broker"
-    connection: "KafkaConnection"
+    broker: Broker
+    connection: KafkaConnection
     header: Any
 
     @property
-    def registry(self) -> "PartitionRegistry":
+    def registry(self) -> PartitionRegistry:
         """Topics and partitions: what most handlers need (cluster/registry.py)."""
         return self.broker.registry
 
@@ -95,18 +95,18 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.handlers = api.HANDLERS
-        self.connections: set["KafkaConnection"] = set()
+        self.connections: set[KafkaConnection] = set()
 
-    def connection_opened(self, connection: "KafkaConnection") -> None:
+    def connection_opened(self, connection: KafkaConnection) -> None:
         self.connections.add(connection)
 
-    def connection_closed(self, connection: "KafkaConnection") -> None:
+    def connection_closed(self, connection: KafkaConnection) -> None:
         self.connections.discard(connection)
 
-    def dispatch(self, connection: "KafkaConnection", frame: bytes) -> list[Any] | asyncio.Future | None:
+    def dispatch(self, connection: KafkaConnection, frame: bytes) -> list[Any] | asyncio.Future | None:
         """Returns the encoded response, a future of it, or None when the request has no response."""
         if connection.sasl is not None and connection.sasl.expects_raw_token:
             from eoslog.api.sasl_handshake import raw_token
@@ -151,7 +151,7 @@ class Dispatcher:
         return self._encode(context, result)
 
     @staticmethod
-    def _sasl_allows(connection: "KafkaConnection", api_key: int) -> bool:
+    def _sasl_allows(connection: KafkaConnection, api_key: int) -> bool:
         """Before authentication only the exchange itself; after a session's end only re-authentication
         (security/sasl.py has the table). Kafka hangs up on anything else: there is no one to answer."""
         session = connection.sasl
@@ -170,7 +170,7 @@ class Dispatcher:
     def _encode(context: RequestContext, response: Any) -> list[Any]:
         try:
             return codec.encode_response(context.header, response)
-        except Exception as exc:  # noqa: BLE001 - our bug, not the client's: log it and hang up
+        except Exception as exc:
             log.error("cannot encode the response to %s from %s; closing the connection",
                       type(response).__name__, context.connection.peer, exc_info=exc)
             raise CloseConnection() from exc

@@ -57,7 +57,7 @@ class CloseConnection(Exception):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int, pool: MemoryPool | None = None,
+    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, pool: MemoryPool | None = None,
                  quotas: ConnectionQuotas | None = None, listener=None, principal_mapper=None,
                  sasl=None, authentication_timeout_s: float | None = None,
                  unauthenticated_max_request_bytes: int | None = None, reauth_ms: int = 0) -> None:

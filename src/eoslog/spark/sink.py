@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
+from eoslog.security.client import ClientSecurityError
 from eoslog.spark import faults
 from eoslog.spark.options import OptionError, SinkOptions
 from eoslog.spark.task_writer import (
@@ -36,7 +37,6 @@ from eoslog.spark.task_writer import (
     transactional_id,
     write_transaction,
 )
-from eoslog.security.client import ClientSecurityError
 from eoslog.spark.txn_group_client import TxnGroupClient, Unsupported
 from eoslog.spark.txn_group_protocol import TxnMember
 

@@ -12,7 +12,6 @@ connects as must be a super user or hold ALTER (DESCRIBE for list) on the cluste
 from __future__ import annotations
 
 import json
-import ssl
 from pathlib import Path
 
 import click
@@ -29,7 +28,6 @@ from eoslog.security.acl import (
     check_principal,
 )
 from eoslog.security.acl_format import OPERATION_NAMES
-from eoslog.server.config import read_properties
 from eoslog.tools.brokers import KafkaWire
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
@@ -52,28 +50,16 @@ def _check(code: int, what: str, message: str | None = None) -> None:
 
 
 def connect(bootstrap: str, command_config: Path | None) -> KafkaWire:
-    properties = read_properties(command_config) if command_config is not None else {}
-    protocol = properties.get("security.protocol", "PLAINTEXT").upper()
-    if protocol not in ("PLAINTEXT", "SSL"):
-        raise AclsToolError(f"security.protocol={protocol} is not supported by this tool (PLAINTEXT or SSL)")
+    """One connection, with the TLS and SASL settings of ``--command-config`` (security/client.py)."""
+    from eoslog.security.client import ClientSecurity, ClientSecurityError
+
     try:
-        wire = KafkaWire(bootstrap, client_id=CLIENT_ID)
+        security = ClientSecurity.from_file(command_config) if command_config is not None else None
+        return KafkaWire(bootstrap, client_id=CLIENT_ID, security=security)
+    except ClientSecurityError as exc:
+        raise AclsToolError(f"{bootstrap}: {exc}") from exc
     except OSError as exc:
         raise AclsToolError(f"cannot reach {bootstrap}: {exc}") from exc
-    if protocol == "SSL":
-        ca = properties.get("ssl.ca.location") or properties.get("ssl.truststore.location")
-        context = ssl.create_default_context(cafile=ca)
-        certificate = properties.get("ssl.certificate.location") or properties.get("ssl.keystore.location")
-        if certificate:
-            context.load_cert_chain(certificate, properties.get("ssl.key.location"),
-                                    password=properties.get("ssl.key.password") or None)
-        host = bootstrap.split(",")[0].strip().rpartition(":")[0].strip("[]")
-        try:
-            wire.sock = context.wrap_socket(wire.sock, server_hostname=host)
-        except (ssl.SSLError, OSError) as exc:
-            wire.close()
-            raise AclsToolError(f"TLS handshake with {bootstrap} failed: {exc}") from exc
-    return wire
 
 
 def _operation(text: str) -> AclOperation:
@@ -108,7 +94,7 @@ def _connection_options(command):
     command = click.option("--bootstrap-server", "-b", default="127.0.0.1:9092", show_default=True,
                            help="A broker's HOST:PORT.")(command)
     return click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                        default=None, help="Client properties (security.protocol=SSL and PEM locations).")(command)
+                        default=None, help="Client properties for a secured listener (security.protocol, sasl.*, ssl.*).")(command)
 
 
 def _resource_options(command):

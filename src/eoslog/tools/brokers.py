@@ -20,6 +20,23 @@ METADATA, FIND_COORDINATOR = 3, 10
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
 
+def _load_security(ctx, param, path):
+    if path is None:
+        return None
+    try:
+        return ClientSecurity.from_file(path)
+    except (ClientSecurityError, OSError) as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+
+
+def security_option(command):
+    """``--command-config FILE`` (Kafka's tools' name): the TLS and SASL settings of a client config, for
+    a secured listener (security/client.py); the command receives them as ``security``."""
+    return click.option("--command-config", "security", type=click.Path(exists=True, dir_okay=False),
+                        default=None, callback=_load_security,
+                        help="Client properties for a secured listener (security.protocol, sasl.*, ssl.*).")(command)
+
+
 class KafkaWire:
     """One blocking connection, one request at a time: enough for admin tools."""
 

@@ -22,7 +22,7 @@ import click
 from eoslog.protocol import codec, messages
 from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
-from eoslog.tools.brokers import GROUP, Brokers
+from eoslog.tools.brokers import GROUP, Brokers, security_option
 
 CLIENT_ID = "eoslog-groups"
 LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 2, 9, 15, 16
@@ -49,7 +49,7 @@ class BrokerConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "BrokerConnection":
+    def __enter__(self) -> BrokerConnection:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -216,10 +216,11 @@ def groups_group() -> None:
 
 @groups_group.command("list")
 @_bootstrap_option
+@security_option
 @_json_option
-def list_command(bootstrap_server: str, as_json: bool) -> None:
+def list_command(bootstrap_server: str, security, as_json: bool) -> None:
     """Every group the broker coordinates, with its state."""
-    with Brokers(bootstrap_server) as brokers:
+    with Brokers(bootstrap_server, security=security) as brokers:
         groups = list_groups(brokers)
     if as_json:
         click.echo(json.dumps([asdict(g) for g in groups]))
@@ -232,11 +233,12 @@ def list_command(bootstrap_server: str, as_json: bool) -> None:
 @groups_group.command("describe")
 @click.argument("group_id")
 @_bootstrap_option
+@security_option
 @_json_option
-def describe_command(group_id: str, bootstrap_server: str, as_json: bool) -> None:
+def describe_command(group_id: str, bootstrap_server: str, security, as_json: bool) -> None:
     """Members with their assignments, and per partition the committed offset and the lag to the
     last stable offset."""
-    with Brokers(bootstrap_server) as brokers:
+    with Brokers(bootstrap_server, security=security) as brokers:
         view = describe_group(brokers, group_id)
     if as_json:
         click.echo(json.dumps(asdict(view)))

@@ -23,7 +23,7 @@ import click
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.tools.brokers import TRANSACTION, Brokers, KafkaWire
+from eoslog.tools.brokers import TRANSACTION, Brokers, KafkaWire, security_option
 
 __all__ = ["Brokers", "KafkaWire", "producers_group", "transactions_group"]
 
@@ -135,12 +135,13 @@ def transactions_group() -> None:
 
 @transactions_group.command("list")
 @bootstrap_option
+@security_option
 @click.option("--state", "states", multiple=True, help="Kafka state name, e.g. Ongoing (repeatable)")
 @click.option("--producer-id", "producer_ids", multiple=True, type=int)
 @click.option("--min-duration-ms", type=int, default=-1, help="only transactions open at least this long")
 @click.option("--pattern", default=None, help="transactional id regular expression")
-def list_command(bootstrap_server, states, producer_ids, min_duration_ms, pattern) -> None:
-    with Brokers(bootstrap_server) as brokers:
+def list_command(bootstrap_server, security, states, producer_ids, min_duration_ms, pattern) -> None:
+    with Brokers(bootstrap_server, security=security) as brokers:
         rows = list_transactions(brokers, states, producer_ids, min_duration_ms, pattern)
     click.echo(f"{'TransactionalId':<40} {'ProducerId':>12} State")
     for row in rows:
@@ -149,9 +150,10 @@ def list_command(bootstrap_server, states, producer_ids, min_duration_ms, patter
 
 @transactions_group.command("describe")
 @bootstrap_option
+@security_option
 @click.argument("transactional_id")
-def describe_command(bootstrap_server, transactional_id) -> None:
-    with Brokers(bootstrap_server) as brokers:
+def describe_command(bootstrap_server, security, transactional_id) -> None:
+    with Brokers(bootstrap_server, security=security) as brokers:
         (found,) = describe_transactions(brokers, [transactional_id])
     _check(found.error_code, f"DescribeTransactions {transactional_id}")
     partitions = ", ".join(f"{t.topic}-{p}" for t in found.topics for p in t.partitions) or "-"
@@ -163,10 +165,11 @@ def describe_command(bootstrap_server, transactional_id) -> None:
 
 @transactions_group.command("find-hanging")
 @bootstrap_option
+@security_option
 @click.option("--topic", default=None)
 @click.option("--max-age-ms", type=int, default=DEFAULT_MAX_AGE_MS, show_default=True)
-def find_hanging_command(bootstrap_server, topic, max_age_ms) -> None:
-    with Brokers(bootstrap_server) as brokers:
+def find_hanging_command(bootstrap_server, security, topic, max_age_ms) -> None:
+    with Brokers(bootstrap_server, security=security) as brokers:
         rows = find_hanging(brokers, topic, max_age_ms)
     click.echo(f"{'Partition':<30} {'ProducerId':>12} {'Epoch':>6} {'StartOffset':>12}")
     for row in rows:
@@ -176,11 +179,12 @@ def find_hanging_command(bootstrap_server, topic, max_age_ms) -> None:
 
 @transactions_group.command("abort")
 @bootstrap_option
+@security_option
 @click.argument("topic_partition")
 @click.option("--start-offset", type=int, required=True, help="first offset of the hanging transaction")
-def abort_command(bootstrap_server, topic_partition, start_offset) -> None:
+def abort_command(bootstrap_server, security, topic_partition, start_offset) -> None:
     topic, partition = parse_topic_partition(topic_partition)
-    with Brokers(bootstrap_server) as brokers:
+    with Brokers(bootstrap_server, security=security) as brokers:
         abort_transaction(brokers, topic, partition, start_offset)
     click.echo(f"aborted the transaction starting at {start_offset} on {topic}-{partition}")
 
@@ -192,10 +196,11 @@ def producers_group() -> None:
 
 @producers_group.command("describe")
 @bootstrap_option
+@security_option
 @click.argument("topic_partition")
-def producers_describe_command(bootstrap_server, topic_partition) -> None:
+def producers_describe_command(bootstrap_server, security, topic_partition) -> None:
     topic, partition = parse_topic_partition(topic_partition)
-    with Brokers(bootstrap_server) as brokers:
+    with Brokers(bootstrap_server, security=security) as brokers:
         (result,) = describe_producers(brokers, topic, [partition])
     _check(result.error_code, f"DescribeProducers {topic_partition}")
     click.echo(f"{'ProducerId':>12} {'Epoch':>6} {'LastSequence':>12} {'LastTimestamp':>14} "

@@ -25,7 +25,13 @@ import click
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.security.scram import (
-    DEFAULT_ITERATIONS, MECHANISM_BY_TYPE, MECHANISMS, SALT_BYTES, CredentialError, ScramCredential, salted_password,
+    DEFAULT_ITERATIONS,
+    MECHANISM_BY_TYPE,
+    MECHANISMS,
+    SALT_BYTES,
+    CredentialError,
+    ScramCredential,
+    salted_password,
 )
 
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
@@ -196,8 +202,8 @@ def _offline_store(data_dir: Path):
 
 
 def _online(bootstrap, command_config):
-    from eoslog.tools.brokers import Brokers
     from eoslog.security.client import ClientSecurity, ClientSecurityError
+    from eoslog.tools.brokers import Brokers
 
     if bootstrap is None:
         raise click.UsageError("give --bootstrap-server HOST:PORT (a running broker), --zookeeper HOST:PORT[/CHROOT] (a "
