@@ -36,6 +36,7 @@ class FakeBroker:
         self.cluster = SimpleNamespace(view=view)
         self.cluster_id = "c"
         self.config = SimpleNamespace(node_id=1, auto_create_topics_enable=False)
+        self.authorizer = None  # no authorizer: every request allowed
         self.registry = SimpleNamespace(topics=SimpleNamespace(topics=topics, get=topics.get, by_id={}))
 
     @staticmethod
@@ -59,8 +60,11 @@ def broker() -> FakeBroker:
 
 
 def context(broker, listener: str, version: int):
-    return SimpleNamespace(broker=broker, api_version=version,
-                           connection=SimpleNamespace(listener=SimpleNamespace(name=listener)))
+    from eoslog.server.dispatcher import RequestContext
+
+    connection = SimpleNamespace(listener=SimpleNamespace(name=listener), principal="User:ANONYMOUS",
+                                 peer="127.0.0.1:1")
+    return RequestContext(broker, connection, SimpleNamespace(api_version=version, client_id="test"))
 
 
 def test_metadata_leaves_out_brokers_without_the_clients_listener(broker):

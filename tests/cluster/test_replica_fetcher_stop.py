@@ -14,7 +14,7 @@ from eoslog.cluster.replica_fetcher import ReplicaFetcher
 
 def test_stop_returns_even_when_the_loop_swallows_the_cancellation():
     async def scenario() -> list[str]:
-        manager = SimpleNamespace(broker_id=3, config=SimpleNamespace(replica_fetch_backoff_ms=1))
+        manager = SimpleNamespace(broker_id=3, config=SimpleNamespace(replica_fetch_backoff_ms=1, link=None))
         fetcher = ReplicaFetcher(manager, leader=2, host="127.0.0.1", port=9)
         inside = asyncio.Event()
         swallowed: list[str] = []
