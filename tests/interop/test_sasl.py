@@ -381,6 +381,9 @@ def test_users_are_managed_over_the_protocol_and_stored_salted(broker, certs, tm
     text = stored.read_text()
     assert "bob-secret" not in text and ALICE_PASSWORD not in text and ADMIN_PASSWORD not in text
     assert set(json.loads(text)["users"]["bob"]) == {"SCRAM-SHA-256"}
+    # Without the client settings, a clear word instead of a traceback.
+    bare = eoslog("users", "list", "--bootstrap-server", f"127.0.0.1:{broker.sasl_port}")
+    assert bare.returncode != 0 and "--command-config" in bare.stderr and "Traceback" not in bare.stderr
     # The offline tool refuses a directory a broker holds.
     refused = eoslog("users", "list", "--data-dir", str(broker.data_dir))
     assert refused.returncode != 0 and "a broker is running" in refused.stderr

@@ -99,7 +99,12 @@ class Brokers:
 
     def call(self, api_key: int, api_version: int, request):
         """To whichever broker answered first (requests any broker serves)."""
-        return self._bootstrap.call(api_key, api_version, request)
+        try:
+            return self._bootstrap.call(api_key, api_version, request)
+        except ConnectionError as exc:
+            hint = "" if self.security is not None else (
+                " (a TLS or SASL listener? give the client settings with --command-config)")
+            raise click.ClickException(f"{exc}{hint}") from exc
 
     def metadata(self, topics: list[str] | None = None, refresh: bool = False):
         if topics is not None or refresh or self._metadata is None:
