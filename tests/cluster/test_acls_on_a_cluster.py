@@ -8,7 +8,6 @@ a resource, and a DENY on one topic is what the test enforces."""
 from __future__ import annotations
 
 import json
-import time
 
 import confluent_kafka
 import pytest
@@ -18,6 +17,7 @@ from confluent_kafka import KafkaError
 from eoslog.protocol import messages
 from eoslog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from eoslog.testing.cluster import embedded_cluster
+from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
@@ -51,13 +51,6 @@ def acls_seen_by(cluster, broker_id: int) -> list:
     assert response.error_code == 0
     return [(r.resource_name, a.principal, a.operation, a.permission_type) for r in response.resources for a in r.acls]
 
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.05)
 
 
 def produce_outcome(cluster, topic: str):

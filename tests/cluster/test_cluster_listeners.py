@@ -25,6 +25,7 @@ from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.testing.process import BrokerProcess, free_port
+from eoslog.testing.wait import wait_until
 
 pytestmark = pytest.mark.interop
 LISTENERS = ("EXTERNAL", "INTERNAL", "CLIENT")
@@ -86,14 +87,6 @@ def connected_ports(pid: int) -> set[int]:
                     ports.add(int(fields[2].rsplit(":", 1)[1], 16))
     return ports
 
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.1)
-    return result
 
 
 def assert_brokers_talk_only_over_internal(cluster) -> None:

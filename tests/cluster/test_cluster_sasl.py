@@ -25,11 +25,12 @@ from confluent_kafka.admin import (
 )
 
 from eoslog.cluster.zk import layout
+from eoslog.security.client import ClientSecurity, ClientSecurityError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.testing.process import BrokerProcess, free_port
+from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
-from eoslog.security.client import ClientSecurity, ClientSecurityError
 
 pytestmark = pytest.mark.interop
 BROKER_USER, BROKER_PASSWORD = "broker", "broker-secret"
@@ -101,14 +102,6 @@ def logs_in(cluster, certs, broker_id: int, user: str, password: str) -> bool:
         assert "SASL_AUTHENTICATION_FAILED" in str(exc)
         return False
 
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.05)
-    return result
 
 
 def create_topic(cluster, certs, name: str, partitions: int = 1, replication_factor: int = 3, **kwargs) -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
+from eoslog.testing.wait import wait_until
 from eoslog.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailable, four_letter_word
 
 
@@ -28,13 +28,6 @@ def kazoo(hosts: str, session_timeout: float = 10.0) -> Iterator[KazooClient]:
         client.stop()
         client.close()
 
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.05)
-    return result
 
 
 def test_single_node_serves_kazoo_reads_and_writes(zookeeper):

@@ -46,8 +46,7 @@ def record(batch: list[tuple[int, int, bytes]]) -> dict[int, int]:
 
 
 def committed(commits: dict[int, int], ok: bool) -> None:
-    for partition, offset in sorted(commits.items()):
-        out.write(f"{'C' if ok else 'F'} {partition} {offset}\n")
+    out.writelines(f"{'C' if ok else 'F'} {partition} {offset}\n" for partition, offset in sorted(commits.items()))
     out.flush()
 
 

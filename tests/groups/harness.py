@@ -15,16 +15,6 @@ from pathlib import Path
 CHILD = Path(__file__).with_name("consumer_child.py")
 
 
-def wait_until(condition, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
 
 class ConsumerProcess:
     """One consumer_child.py; its stderr goes to a file next to its history."""

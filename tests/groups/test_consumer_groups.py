@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from eoslog.testing.wait import wait_until
 from tests.groups.conftest import create_topic
-from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history, wait_until
+from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
 
 COUNT = 30_000
 PARTITIONS = 6

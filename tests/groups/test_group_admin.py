@@ -12,8 +12,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
+from eoslog.testing.wait import wait_until
 from eoslog.tools.groups_cli import OFFSET_FETCH, BrokerConnection, describe_group, groups_group
-from tests.groups.harness import wait_until
 
 TOPIC = "orders"
 

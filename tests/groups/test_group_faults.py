@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
+from eoslog.testing.wait import wait_until
 from eoslog.tools.groups_cli import BrokerConnection, describe_group
 from tests.groups.conftest import create_topic
-from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history, wait_until
+from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
 
 PARTITIONS = 6
 

@@ -55,6 +55,23 @@ def poll_values(config: dict, topic: str, count: int, timeout: float = 60) -> li
     return got
 
 
+async def aiokafka_values(common: dict, topic: str, count: int, timeout: float = 60) -> list[bytes]:
+    """The same with aiokafka: ``common`` holds its connection keywords (servers, security settings)."""
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", isolation_level="read_committed", **common)
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500)
+            got.extend(m.value for records in batches.values() for m in records)
+    finally:
+        await consumer.stop()
+    return got
+
+
 # --- producers ------------------------------------------------------------------------------------------
 def produce_confluent(bootstrap, topic, messages, compression="none", **extra):
     producer = confluent_kafka.Producer({
@@ -142,7 +159,8 @@ def consume_confluent(bootstrap, topic, partitions, expected, isolation="read_co
 
 
 def consume_kafka_python(bootstrap, topic, partitions, expected, isolation="read_committed", timeout=60):
-    from kafka import KafkaConsumer, TopicPartition as KTP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation,
                              auto_offset_reset="earliest", consumer_timeout_ms=2000)
@@ -160,7 +178,8 @@ def consume_kafka_python(bootstrap, topic, partitions, expected, isolation="read
 
 
 def consume_aiokafka(bootstrap, topic, partitions, expected, isolation="read_committed", timeout=60):
-    from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
 
     async def run():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,

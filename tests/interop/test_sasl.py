@@ -31,7 +31,7 @@ from eoslog.security.client import ClientSecurity, ClientSecurityError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.tools.brokers import KafkaWire
-from tests.interop.clients import poll_values
+from tests.interop.clients import aiokafka_values, poll_values
 from tests.interop.test_hostile_clients import read_exactly, rss, settled_rss
 
 pytestmark = pytest.mark.interop
@@ -152,7 +152,7 @@ def test_kafka_python_transactions_over_sasl(broker, certs, mechanism, tls):
 
 @pytest.mark.parametrize("mechanism,tls", [("PLAIN", False), ("SCRAM-SHA-512", False), ("SCRAM-SHA-512", True)])
 def test_aiokafka_transactions_over_sasl(broker, certs, mechanism, tls):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
 
     topic = f"sasl-aiokafka-{mechanism.lower()}-{'ssl' if tls else 'plain'}"
 
@@ -170,17 +170,7 @@ def test_aiokafka_transactions_over_sasl(broker, certs, mechanism, tls):
                     await producer.send(topic, value)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", isolation_level="read_committed", **common)
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            deadline = time.monotonic() + 60
-            while len(got) < COUNT and time.monotonic() < deadline:
-                batches = await consumer.getmany(timeout_ms=500)
-                got.extend(m.value for records in batches.values() for m in records)
-        finally:
-            await consumer.stop()
-        return got
+        return await aiokafka_values(common, topic, COUNT)
 
     assert asyncio.run(run()) == values(topic)
 

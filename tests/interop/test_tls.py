@@ -12,7 +12,6 @@ import asyncio
 import socket
 import ssl
 import subprocess
-import time
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -21,7 +20,7 @@ import pytest
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
-from tests.interop.clients import poll_values
+from tests.interop.clients import aiokafka_values, poll_values
 
 pytestmark = pytest.mark.interop
 COUNT = 300
@@ -124,7 +123,7 @@ def test_kafka_python_transactions_over_mutual_tls(broker, certs):
 
 
 def test_aiokafka_transactions_over_mutual_tls(broker, certs):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
 
     async def run() -> list[bytes]:
         common = {"bootstrap_servers": f"127.0.0.1:{broker.ssl_port}", "security_protocol": "SSL",
@@ -137,18 +136,7 @@ def test_aiokafka_transactions_over_mutual_tls(broker, certs):
                     await producer.send("tls-aiokafka", value)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer("tls-aiokafka", auto_offset_reset="earliest",
-                                    isolation_level="read_committed", **common)
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            deadline = time.monotonic() + 60
-            while len(got) < COUNT and time.monotonic() < deadline:
-                batches = await consumer.getmany(timeout_ms=500)
-                got.extend(m.value for records in batches.values() for m in records)
-        finally:
-            await consumer.stop()
-        return got
+        return await aiokafka_values(common, "tls-aiokafka", COUNT)
 
     assert asyncio.run(run()) == values("aio")
 

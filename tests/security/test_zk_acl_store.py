@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -22,6 +21,7 @@ from eoslog.security.acl import (
     ResourceType,
 )
 from eoslog.security.zk_store import ZooKeeperAclStore
+from eoslog.testing.wait import wait_until
 
 
 def binding(principal: str, name: str = "orders", pattern_type: PatternType = PatternType.LITERAL) -> AclBinding:
@@ -48,12 +48,6 @@ class Store:
         self.client.stop()
         self.client.close()
 
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.02)
 
 
 @pytest.fixture
