@@ -281,6 +281,26 @@ def test_nothing_but_the_exchange_is_served_before_authentication(broker):
         assert closed_by_broker(sock)
 
 
+def test_kafka_0_10_style_bare_tokens_after_a_v0_handshake(broker):
+    """SaslHandshake v0, then the PLAIN token as a bare size-prefixed frame, answered the same way."""
+    def login(password: str) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10)
+        sock.sendall(frame(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        body = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
+        assert struct.unpack(">h", body[4:6])[0] == 0
+        token = b"\0" + ALICE.encode() + b"\0" + password.encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        return sock
+
+    with login(ALICE_PASSWORD) as sock:
+        assert read_exactly(sock, 4) == b"\0\0\0\0"  # PLAIN's empty answer, bare
+        sock.sendall(frame(3, 1, struct.pack(">i", -1), correlation_id=9))
+        body = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
+        assert struct.unpack(">i", body[:4])[0] == 9  # Metadata answered: authenticated
+    with login("wrong") as sock:
+        assert closed_by_broker(sock)  # v0 has no way to say why
+
+
 def test_a_client_that_does_not_authenticate_in_time_is_dropped(broker):
     started = time.monotonic()
     with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10) as sock:

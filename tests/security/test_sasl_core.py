@@ -149,6 +149,8 @@ def test_handshake_rules_and_reauthentication_keeps_the_principal(store):
     assert session.allows(SASL_AUTHENTICATE)
     scram_login(session, "SCRAM-SHA-512", "alice", "secret")
     assert session.state is State.COMPLETE
+    with pytest.raises(IllegalState, match="KIP-368"):
+        session.handshake("SCRAM-SHA-512", raw_tokens=True)  # re-authentication needs SaslAuthenticate
     store.upsert("bob", ScramCredential.from_password("SCRAM-SHA-512", "pw", iterations=4096))
     session.handshake("SCRAM-SHA-512")
     with pytest.raises(AuthenticationFailed, match="keep the principal"):

@@ -7,11 +7,12 @@ SASL_AUTHENTICATION_FAILED with the reason, then closes the connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import SaslAuthenticateResponse
-from eoslog.security.sasl import SaslError
+from eoslog.security.sasl import PLAIN, SaslError
 
 API_KEY = 36
 MIN_VERSION = 0
@@ -26,13 +27,37 @@ def handle(context, request):
     if session is None:
         return _refusal(ErrorCode.ILLEGAL_SASL_STATE, "this listener does not use SASL")
     renewing = session.authenticated  # a handshake on an authenticated connection: KIP-368 re-authentication
+    token = bytes(request.auth_bytes)
+    if session.mechanism == PLAIN:
+        # PLAIN derives the salted password (PBKDF2, ~5 ms): in a thread, so a burst of logins cannot
+        # stall everyone else's requests; hashlib releases the GIL while it works.
+        return _in_thread(connection, session, token, renewing)
+    return _respond(connection, session, renewing, _attempt(session, token))
+
+
+async def _in_thread(connection, session, token: bytes, renewing: bool):
+    release = connection.hold()  # nothing else of this connection is dispatched meanwhile
     try:
-        reply, done = session.authenticate(request.auth_bytes)
+        outcome = await asyncio.to_thread(_attempt, session, token)
+    finally:
+        release()
+    return _respond(connection, session, renewing, outcome)
+
+
+def _attempt(session, token: bytes):
+    try:
+        return session.authenticate(token)
     except SaslError as exc:
-        log.info("SASL authentication from %s failed: %s", connection.peer, exc)
+        return exc
+
+
+def _respond(connection, session, renewing: bool, outcome) -> SaslAuthenticateResponse:
+    if isinstance(outcome, SaslError):
+        log.info("SASL authentication from %s failed: %s", connection.peer, outcome)
         session.fail()
         connection.close_after_response()
-        return _refusal(ErrorCode[exc.error_name], str(exc))
+        return _refusal(ErrorCode[outcome.error_name], str(outcome))
+    reply, done = outcome
     lifetime_ms = complete(connection, session, renewing) if done else 0
     return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
                                     session_lifetime_ms=lifetime_ms)

@@ -101,6 +101,8 @@ class SaslSession:
     def handshake(self, mechanism: str, raw_tokens: bool = False) -> None:
         if self.state not in (State.HANDSHAKE, State.COMPLETE):
             raise IllegalState(f"SaslHandshake is not valid while {self.state.value}")
+        if raw_tokens and self.state is State.COMPLETE:
+            raise IllegalState("re-authentication needs SaslHandshake v1 and SaslAuthenticate (KIP-368)")
         if mechanism not in self.enabled_mechanisms:
             raise UnsupportedMechanism(f"{mechanism!r} is not enabled on this listener; enabled: "
                                        f"{', '.join(self.enabled_mechanisms)}")
