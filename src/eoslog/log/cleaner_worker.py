@@ -134,7 +134,8 @@ class CleanerProcess:
                 self._child.kill()
             if writing_base is not None:
                 # A group the child was writing when it died: never swapped, so its files just go.
-                await loop.run_in_executor(self._executor, self._child.wait)
+                while self._child.poll() is None:  # killed: gone in moments; its open files are closed then
+                    await asyncio.sleep(0.005)
                 remove_cleaned(self.plan.directory, writing_base)
             if stopping:
                 raise CleaningAborted("cleaner stopping") from exc
