@@ -254,10 +254,10 @@ class LogCleaner:
         epoch = log.truncation_epoch
         stopping = lambda: self._stopping
         swapped = 0
-        child = CleanerProcess(plan, self._executor, self._worker_command) if self.process else None
+        child: CleanerProcess | None = None
         try:
-            if child is not None:
-                self._child = child
+            if self.process:
+                child = self._child = CleanerProcess(plan, self._executor, self._worker_command)
                 state: PassState | ProcessPass = await child.prepare()
             else:
                 state = await loop.run_in_executor(self._executor, prepare, plan, stopping)
