@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from cleaner_helpers import Clock, clean_once, latest_by_key, open_log, put, records, target_for
 
 from eoslog.log.cleaner import LogCleaner
@@ -109,3 +110,14 @@ def test_stopping_the_cleaner_ends_a_child_that_does_not_answer(tmp_path):
     assert _leftovers(directory) == []
     assert records(log) == before
     log.close()
+
+
+def test_log_cleaner_process_is_a_broker_setting_defaulting_to_the_child():
+    from eoslog.server.config import BrokerConfig, ConfigError
+
+    assert BrokerConfig().log_cleaner_process is True
+    config = BrokerConfig()
+    config.apply_properties({"log.cleaner.process": "false"})
+    assert config.log_cleaner_process is False
+    with pytest.raises(ConfigError):
+        BrokerConfig().apply_properties({"log.cleaner.process": "maybe"})
