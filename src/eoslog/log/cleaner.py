@@ -2,13 +2,15 @@
 
 Contract:
 - Owns ``<data_dir>/cleaner-offset-checkpoint`` (Kafka's name and format: per partition, the first dirty
-  offset, i.e. everything below it has been cleaned once) and one worker thread. Nothing else writes
+  offset, i.e. everything below it has been cleaned once), one worker thread and, during a pass, one
+  child process (log.cleaner.process=true, the default; cleaner_worker.py). Nothing else writes
   ``*.cleaned`` files or swaps segments.
 - Runs as one asyncio task on the broker's loop (``run``). Choosing a log, planning a pass (dup'ing the
   segments' descriptors) and swapping cleaned segments in happen on the loop, between other work; the
-  CPU-heavy part (transaction scan, offset map, rewriting batches) runs in the worker thread over
-  non-active segments only, which never change, so produce and fetch are never blocked by it. One pass at
-  a time, one log at a time.
+  CPU-heavy part (transaction scan, offset map, rewriting batches) runs in the child process (or, with
+  ``process=False``, in the worker thread, whose GIL the loop then shares) over non-active segments
+  only, which never change, so produce and fetch are never blocked by it. One pass at a time, one log at
+  a time.
 - Never cleans at or past ``CleanerTarget.last_stable_offset()`` nor the active segment; never moves an
   offset (batches keep their offsets; gaps appear); a swap loses nothing at any crash point
   (cleaner_swap.py).
@@ -41,6 +43,7 @@ from eoslog.log.cleaner_pass import (
     prepare,
 )
 from eoslog.log.cleaner_swap import SwapRejected, swap_in
+from eoslog.log.cleaner_worker import WORKER_COMMAND, CleanerProcess, ProcessPass, WorkerDied
 from eoslog.log.config import LONG_MAX
 from eoslog.log.errors import CorruptCheckpointError, LogError
 from eoslog.log.log import Log
@@ -171,6 +174,8 @@ class LogCleaner:
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         map_budget: int = DEFAULT_BUFFER_SIZE,
         clock: Callable[[], int] = _now_ms,
+        process: bool = True,
+        worker_command: tuple[str, ...] = WORKER_COMMAND,
     ) -> None:
         self.data_dir = data_dir
         self._targets = targets
@@ -186,6 +191,11 @@ class LogCleaner:
         self._next_horizon: dict[TopicPartition, int] = {}
         self._skip_until: dict[TopicPartition, int] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eoslog-cleaner")
+        # log.cleaner.process: the pass's CPU work in a child process (cleaner_worker.py) instead of the
+        # thread, whose GIL holds the loop up (docs/benchmarks.md, "Compaction").
+        self.process = process
+        self._worker_command = worker_command
+        self._child: CleanerProcess | None = None
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -244,10 +254,18 @@ class LogCleaner:
         epoch = log.truncation_epoch
         stopping = lambda: self._stopping
         swapped = 0
+        child: CleanerProcess | None = None
         try:
-            state: PassState = await loop.run_in_executor(self._executor, prepare, plan, stopping)
-            for group in state.groups:
-                cleaned = await loop.run_in_executor(self._executor, clean_group, state, group, stopping)
+            if self.process:
+                child = self._child = CleanerProcess(plan, self._executor, self._worker_command)
+                state: PassState | ProcessPass = await child.prepare()
+            else:
+                state = await loop.run_in_executor(self._executor, prepare, plan, stopping)
+            for i, group in enumerate(state.groups):
+                if child is not None:
+                    cleaned = await child.clean_group(i)
+                else:
+                    cleaned = await loop.run_in_executor(self._executor, clean_group, state, group, stopping)
                 try:
                     await swap_in(log, cleaned, epoch)
                 except SwapRejected as exc:
@@ -258,7 +276,17 @@ class LogCleaner:
         except (CleaningAborted, CorruptRecordError) as exc:
             logger.warning("%s: cleaning pass stopped: %s", log.directory, exc)
             return None
+        except WorkerDied as exc:
+            # Nothing of the unfinished group was installed; the groups swapped before it stay (each swap is
+            # whole). The checkpoint does not move, so the next pass redoes the rest.
+            logger.warning("%s: cleaning pass lost its process (%d group(s) swapped): %s", log.directory,
+                           swapped, exc)
+            self._skip_until[key] = now + self.backoff_ms
+            return None
         finally:
+            if child is not None:
+                self._child = None
+                child.close()
             # In the worker, after whatever it may still be doing (a cancelled await does not stop it).
             try:
                 self._executor.submit(close_sources, plan)
@@ -356,6 +384,8 @@ class LogCleaner:
         """Stops after the current batch of the current pass (its output is discarded)."""
         self._stopping = True
         self.wakeup()
+        if self._child is not None:
+            self._child.kill()  # the pass reads EOF and stops; its unfinished group is deleted
         if self._task is not None:
             try:
                 await self._task

@@ -1,4 +1,4 @@
-"""One cleaning pass over one log, in the cleaner's worker thread (Kafka's Cleaner.doClean).
+"""One cleaning pass over one log, in the cleaner's child process or worker thread (Kafka's Cleaner.doClean).
 
 Contract:
 - Reads only immutable bytes: every segment is read through a descriptor dup'ed on the event loop when the
@@ -6,9 +6,9 @@ Contract:
   is only read for its markers and only grows). Nothing here touches a ``Log`` or a ``LogSegment``.
 - Writes only ``<base>.log.cleaned``, ``<base>.index.cleaned`` and ``<base>.timeindex.cleaned`` files, all
   fsync'ed before ``clean_group`` returns; installing them is the swap's job (cleaner_swap.py), on the loop.
-- Runs in one worker thread, one call at a time; gives the GIL back between batches
-  so the event loop never waits a whole switch interval behind a CPU-bound cleaner
-  (see ``_yield_gil``).
+- Runs in one child process (cleaner_worker.py) or one worker thread, one call at a time; in the thread it
+  gives the GIL back between batches so the event loop never waits a whole switch interval behind a
+  CPU-bound cleaner (see ``_yield_gil``).
 
 Steps: ``prepare`` walks all headers for transaction outcomes (cleaner_filter.TransactionScan), then
 builds the key -> offset map over the dirty section (stopping on a batch boundary when the map's memory

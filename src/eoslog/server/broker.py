@@ -348,7 +348,7 @@ class Broker:
 
     def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:
-        planning and swaps on this loop, the CPU-heavy rewriting in the cleaner's own worker thread."""
+        planning and swaps on this loop, the CPU-heavy rewriting in a child process (log.cleaner.process)."""
         if not self.config.log_cleaner_enable:
             return
         from eoslog.log.cleaner import CleanerTarget, LogCleaner
@@ -361,5 +361,6 @@ class Broker:
             targets,
             backoff_ms=self.config.log_cleaner_backoff_ms,
             map_budget=self.config.log_cleaner_dedupe_buffer_size,
+            process=self.config.log_cleaner_process,
         )
         self.log_cleaner.start()

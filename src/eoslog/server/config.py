@@ -195,6 +195,8 @@ class BrokerConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000  # how long the cleaner sleeps when no log needs cleaning
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # the offset map's memory budget
+    # eoslog's own: a pass's CPU work in a child process (true) or in a thread sharing the loop's GIL (false)
+    log_cleaner_process: bool = True
     # ---- cluster mode (docs/cluster.md): set by zookeeper.connect; without it, a single node ------------
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
@@ -357,6 +359,8 @@ class BrokerConfig:
             self.broker_rack = value.strip() or None
         elif name == "log.cleaner.enable":
             self.log_cleaner_enable = _bool(name, value)
+        elif name == "log.cleaner.process":
+            self.log_cleaner_process = _bool(name, value)
         elif name == "log.dirs" or name == "log.dir":
             self.data_dir = Path(value.split(",")[0])
         elif name == "listeners":
