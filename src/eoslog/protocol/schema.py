@@ -3,8 +3,10 @@
 The specs (``ProduceRequest.json`` ...) are Kafka's source of truth for the wire format: api key, valid
 and flexible versions, and per field its type and the versions it exists / is nullable / is tagged in.
 They ship inside the installed ``kafka`` package (kafka-python 3.0.x, Apache-2.0) under
-``kafka/protocol/schemas/resources``; we read them from there with importlib.resources and use none of
-kafka-python's code. Comment lines (``//``) are stripped before ``json.loads``.
+``kafka/protocol/schemas/resources``; we read them from there and use none of kafka-python's code -- not
+even its package ``__init__``, which imports kafka-python's whole client (admin, consumer, producer: about
+a fifth of ``eoslog serve``'s start-up), so the directory is found with ``find_spec("kafka")``, which locates
+a top-level package without running it. Comment lines (``//``) are stripped before ``json.loads``.
 
 eoslog's private APIs (api keys from 0x7E00) are specs in the same format in our own package
 ``eoslog.protocol.extensions``; they load beside Kafka's, so the codec and ``messages`` serve them too.
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import importlib.util
 import json
+import pathlib
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -218,8 +222,22 @@ def parse_spec(text: str) -> MessageSpec:
     )
 
 
+@functools.cache
+def _resources(package: str) -> importlib.resources.abc.Traversable:
+    """The directory of ``package``, located without executing its parents' ``__init__`` when they are
+    plain directories (see the module docstring); importlib.resources otherwise (e.g. a zipped install)."""
+    top, _, rest = package.partition(".")
+    spec = importlib.util.find_spec(top)
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(locations) == 1 and rest:
+        directory = pathlib.Path(locations[0], *rest.split("."))
+        if directory.is_dir():
+            return directory
+    return importlib.resources.files(package)
+
+
 def _json_names(package: str) -> tuple[str, ...]:
-    root = importlib.resources.files(package)
+    root = _resources(package)
     return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json")))
 
 
@@ -244,7 +262,7 @@ def load_spec(name: str) -> MessageSpec:
         package = EXTENSION_PACKAGE
     else:
         raise KeyError(name)
-    text = importlib.resources.files(package).joinpath(name + ".json").read_text("utf-8")
+    text = _resources(package).joinpath(name + ".json").read_text("utf-8")
     return parse_spec(text)
 
 
