@@ -16,6 +16,7 @@ NOT_ON_SERVE_PATH = (
     "kafka",          # kafka-python: only its JSON spec files are read (eoslog.protocol.schema)
     "kazoo",          # cluster mode only
     "eoslog.cluster.service",
+    "importlib.metadata",  # via the crc32c package's __init__ (eoslog.records.checksum loads its extension)
     "eoslog.api.produce",    # handler modules load on their API's first request (eoslog.api.HANDLERS)
     "eoslog.api.join_group",
 )

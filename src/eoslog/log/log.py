@@ -23,7 +23,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from crc32c import crc32c
+from eoslog.records.checksum import crc32c
 
 from eoslog.log.config import LogConfig, TimestampType
 from eoslog.log.errors import (
