@@ -22,13 +22,16 @@ responses, which always use v0 so that a client can read the reply whatever vers
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import importlib.util
 import json
 import pathlib
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 SPEC_PACKAGE = "kafka.protocol.schemas.resources"
 EXTENSION_PACKAGE = "eoslog.protocol.extensions"
@@ -223,7 +226,7 @@ def parse_spec(text: str) -> MessageSpec:
 
 
 @functools.cache
-def _resources(package: str) -> importlib.resources.abc.Traversable:
+def _resources(package: str) -> Traversable:
     """The directory of ``package``, located without executing its parents' ``__init__`` when they are
     plain directories (see the module docstring); importlib.resources otherwise (e.g. a zipped install)."""
     top, _, rest = package.partition(".")
@@ -233,7 +236,9 @@ def _resources(package: str) -> importlib.resources.abc.Traversable:
         directory = pathlib.Path(locations[0], *rest.split("."))
         if directory.is_dir():
             return directory
-    return importlib.resources.files(package)
+    from importlib import resources  # with tempfile and zipfile: only for an install that is not plain files
+
+    return resources.files(package)
 
 
 def _json_names(package: str) -> tuple[str, ...]:
