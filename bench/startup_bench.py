@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import math
 import os
 import statistics
 import tempfile
@@ -75,7 +76,7 @@ def report(name: str, runs: list[tuple[float, float, float]]) -> tuple[float, fl
     listening = statistics.median(r[0] for r in runs) * 1000
     answered = statistics.median(r[1] for r in runs) * 1000
     rss = statistics.median(r[2] for r in runs)
-    memory = "" if rss != rss else f"   idle RSS {rss:6.1f} MiB"
+    memory = "" if math.isnan(rss) else f"   idle RSS {rss:6.1f} MiB"
     print(f"{name:32s} listening after {listening:7.1f} ms   first Metadata answered after {answered:7.1f} ms"
           f"{memory} (median of {len(runs)})")
     return listening, answered

@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from eoslog.records.checksum import crc32c
-
 from eoslog.records.errors import CorruptRecordError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
