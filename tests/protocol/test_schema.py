@@ -90,3 +90,13 @@ def test_header_versions_and_the_api_versions_exception():
     header = schema.load_spec("RequestHeader")
     client_id = header.fields[-1]
     assert client_id.flexible_versions == VersionRange.parse("none")  # never a compact string
+
+
+def test_spec_lookup_by_api_key_agrees_with_a_full_parse():
+    """_specs_by_key reads only the top-level type and apiKey of each file; a full parse must say the same."""
+    parsed = {}
+    for name in schema.spec_names() + schema.extension_spec_names():
+        spec = schema.load_spec(name)
+        if spec.api_key is not None:
+            parsed[(spec.kind, spec.api_key)] = name
+    assert schema._specs_by_key() == parsed

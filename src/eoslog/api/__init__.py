@@ -8,74 +8,91 @@ We advertise exactly the versions whose semantics are implemented (see shared/re
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 
-_MODULES = (
-    "api_versions",
-    "metadata",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "create_topics",
-    "delete_topics",
-    "create_partitions",
-    "describe_configs",
-    "incremental_alter_configs",
-    "delete_records",
-    "describe_cluster",
-    "find_coordinator",
-    "init_producer_id",
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "offset_commit",
-    "offset_fetch",
-    "list_groups",
-    "describe_groups",
-    "delete_groups",
-    "offset_delete",
-    "describe_producers",
-    "add_partitions_to_txn",
-    "add_offsets_to_txn",
-    "txn_offset_commit",
-    "end_txn",
-    "write_txn_markers",
-    "list_transactions",
-    "describe_transactions",
-    "offset_for_leader_epoch",
-    "elect_leaders",
-    "alter_partition_reassignments",
-    "list_partition_reassignments",
-    "sasl_handshake",
-    "sasl_authenticate",
-    "describe_user_scram_credentials",
-    "alter_user_scram_credentials",
-    "describe_acls",
-    "create_acls",
-    "delete_acls",
+# module name -> (API_KEY, MIN_VERSION, MAX_VERSION), copied from each module (tests/server/test_startup_imports.py
+# checks the copy). ApiVersions answers from this table, so a handler module -- and the message classes it
+# builds at import, about a sixth of `eoslog serve`'s start-up for all of them -- loads on its API's first
+# request instead of before the broker accepts connections.
+APIS: dict[str, tuple[int, int, int]] = {
+    "api_versions": (18, 0, 4),
+    "metadata": (3, 0, 12),
+    "produce": (0, 3, 11),
+    "fetch": (1, 4, 12),
+    "list_offsets": (2, 1, 7),
+    "create_topics": (19, 2, 7),
+    "delete_topics": (20, 1, 6),
+    "create_partitions": (37, 0, 3),
+    "describe_configs": (32, 1, 4),
+    "incremental_alter_configs": (44, 0, 1),
+    "delete_records": (21, 0, 2),
+    "describe_cluster": (60, 0, 1),
+    "find_coordinator": (10, 0, 4),
+    "init_producer_id": (22, 0, 4),
+    "join_group": (11, 0, 9),
+    "sync_group": (14, 0, 5),
+    "heartbeat": (12, 0, 4),
+    "leave_group": (13, 0, 5),
+    "offset_commit": (8, 2, 9),
+    "offset_fetch": (9, 1, 9),
+    "list_groups": (16, 0, 5),
+    "describe_groups": (15, 0, 6),
+    "delete_groups": (42, 0, 2),
+    "offset_delete": (47, 0, 0),
+    "describe_producers": (61, 0, 0),
+    "add_partitions_to_txn": (24, 0, 3),
+    "add_offsets_to_txn": (25, 0, 3),
+    "txn_offset_commit": (28, 0, 3),
+    "end_txn": (26, 0, 3),
+    "write_txn_markers": (27, 1, 1),
+    "list_transactions": (66, 0, 2),
+    "describe_transactions": (65, 0, 0),
+    "offset_for_leader_epoch": (23, 2, 4),
+    "elect_leaders": (43, 0, 2),
+    "alter_partition_reassignments": (45, 0, 0),
+    "list_partition_reassignments": (46, 0, 0),
+    "sasl_handshake": (17, 0, 1),
+    "sasl_authenticate": (36, 0, 2),
+    "describe_user_scram_credentials": (50, 0, 0),
+    "alter_user_scram_credentials": (51, 0, 0),
+    "describe_acls": (29, 1, 3),
+    "create_acls": (30, 1, 3),
+    "delete_acls": (31, 1, 3),
     # eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups")
-    "commit_transaction_group",
-    "describe_transaction_groups",
-    "abort_transactions_by_prefix",
-)
+    "commit_transaction_group": (0x7E00, 0, 0),
+    "describe_transaction_groups": (0x7E01, 0, 0),
+    "abort_transactions_by_prefix": (0x7E02, 0, 0),
+}
 
 
-def _load() -> dict[int, ModuleType]:
-    handlers: dict[int, ModuleType] = {}
-    for name in _MODULES:
-        try:
-            module = importlib.import_module(f"eoslog.api.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"eoslog.api.{name}":
-                continue  # not built yet; not advertised
-            raise
-        handlers[module.API_KEY] = module
-    return handlers
+class _Handlers(Mapping[int, ModuleType]):
+    """api_key -> handler module, imported on first lookup (by the event-loop thread; a second import of
+    an already-imported module is a dict lookup, so a race between two threads is harmless)."""
+
+    def __init__(self) -> None:
+        self._names = {key: name for name, (key, _, _) in APIS.items()}
+        self._modules: dict[int, ModuleType] = {}
+
+    def __getitem__(self, api_key: int) -> ModuleType:
+        module = self._modules.get(api_key)
+        if module is None:
+            module = importlib.import_module(f"eoslog.api.{self._names[api_key]}")
+            self._modules[api_key] = module
+        return module
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in self._names
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
-HANDLERS: dict[int, ModuleType] = _load()
+HANDLERS: Mapping[int, ModuleType] = _Handlers()
 
 
 def supported_versions() -> dict[int, tuple[int, int]]:
-    return {key: (module.MIN_VERSION, module.MAX_VERSION) for key, module in sorted(HANDLERS.items())}
+    return {key: (low, high) for key, low, high in sorted(APIS.values())}

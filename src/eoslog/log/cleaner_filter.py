@@ -31,10 +31,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
 
-from crc32c import crc32c
-
 from eoslog.records.batch import DecodedBatch, Record
 from eoslog.records.builder import build_batch
+from eoslog.records.checksum import crc32c
 from eoslog.records.compression import CompressionType
 from eoslog.records.control import ControlType, EndTransactionMarker
 from eoslog.records.header import (

@@ -23,8 +23,6 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from eoslog.log.config import LogConfig, TimestampType
 from eoslog.log.errors import (
     InvalidRecordError,
@@ -39,6 +37,7 @@ from eoslog.log.loader import RecoveryReport, load_segments
 from eoslog.log.region import FileRegion
 from eoslog.log.segment import LogSegment
 from eoslog.records import BatchHeader, iter_headers, set_base_offset
+from eoslog.records.checksum import crc32c
 from eoslog.records.header import (
     ATTRIBUTES,
     ATTRIBUTES_OFFSET,

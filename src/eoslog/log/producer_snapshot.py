@@ -15,9 +15,8 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from crc32c import crc32c
-
 from eoslog.log.producer_entry import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerEntry
+from eoslog.records.checksum import crc32c
 
 log = logging.getLogger(__name__)
 

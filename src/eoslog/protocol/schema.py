@@ -3,8 +3,10 @@
 The specs (``ProduceRequest.json`` ...) are Kafka's source of truth for the wire format: api key, valid
 and flexible versions, and per field its type and the versions it exists / is nullable / is tagged in.
 They ship inside the installed ``kafka`` package (kafka-python 3.0.x, Apache-2.0) under
-``kafka/protocol/schemas/resources``; we read them from there with importlib.resources and use none of
-kafka-python's code. Comment lines (``//``) are stripped before ``json.loads``.
+``kafka/protocol/schemas/resources``; we read them from there and use none of kafka-python's code -- not
+even its package ``__init__``, which imports kafka-python's whole client (admin, consumer, producer: about
+a fifth of ``eoslog serve``'s start-up), so the directory is found with ``find_spec("kafka")``, which locates
+a top-level package without running it. Comment lines (``//``) are stripped before ``json.loads``.
 
 eoslog's private APIs (api keys from 0x7E00) are specs in the same format in our own package
 ``eoslog.protocol.extensions``; they load beside Kafka's, so the codec and ``messages`` serve them too.
@@ -20,11 +22,16 @@ responses, which always use v0 so that a client can read the reply whatever vers
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 import json
+import pathlib
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 SPEC_PACKAGE = "kafka.protocol.schemas.resources"
 EXTENSION_PACKAGE = "eoslog.protocol.extensions"
@@ -218,8 +225,24 @@ def parse_spec(text: str) -> MessageSpec:
     )
 
 
+@functools.cache
+def _resources(package: str) -> Traversable:
+    """The directory of ``package``, located without executing its parents' ``__init__`` when they are
+    plain directories (see the module docstring); importlib.resources otherwise (e.g. a zipped install)."""
+    top, _, rest = package.partition(".")
+    spec = importlib.util.find_spec(top)
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(locations) == 1 and rest:
+        directory = pathlib.Path(locations[0], *rest.split("."))
+        if directory.is_dir():
+            return directory
+    from importlib import resources  # with tempfile and zipfile: only for an install that is not plain files
+
+    return resources.files(package)
+
+
 def _json_names(package: str) -> tuple[str, ...]:
-    root = importlib.resources.files(package)
+    root = _resources(package)
     return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json")))
 
 
@@ -244,18 +267,30 @@ def load_spec(name: str) -> MessageSpec:
         package = EXTENSION_PACKAGE
     else:
         raise KeyError(name)
-    text = importlib.resources.files(package).joinpath(name + ".json").read_text("utf-8")
-    return parse_spec(text)
+    return parse_spec(_spec_text(package, name))
+
+
+def _spec_text(package: str, name: str) -> str:
+    return _resources(package).joinpath(name + ".json").read_text("utf-8")
+
+
+_TOP_TYPE = re.compile(r'"type"\s*:\s*"(request|response)"')
+_TOP_API_KEY = re.compile(r'"apiKey"\s*:\s*(\d+)')
 
 
 @functools.cache
 def _specs_by_key() -> dict[tuple[str, int], str]:
-    """(kind, api_key) -> spec name. Reads every spec once (about 100 small files)."""
+    """(kind, api_key) -> spec name. Reads every spec file once (about 100 small files) but parses none:
+    the two top-level values are found with regular expressions, since parsing every spec here cost the
+    broker's first request ~20 ms and kept ~100 unused specs in memory (tests/protocol/test_schema.py
+    checks the result against a full parse)."""
     out = {}
-    for name in spec_names() + extension_spec_names():
-        spec = load_spec(name)
-        if spec.api_key is not None:
-            out[(spec.kind, spec.api_key)] = name
+    for package, names in ((SPEC_PACKAGE, spec_names()), (EXTENSION_PACKAGE, extension_spec_names())):
+        for name in names:
+            text = _COMMENT_LINE.sub("", _spec_text(package, name))
+            kind, api_key = _TOP_TYPE.search(text), _TOP_API_KEY.search(text)
+            if kind is not None and api_key is not None:
+                out[(kind.group(1), int(api_key.group(1)))] = name
     return out
 
 

@@ -12,9 +12,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from eoslog.records.batch import Headers, Record
+from eoslog.records.checksum import crc32c
 from eoslog.records.compression import CompressionType, compress
 from eoslog.records.header import (
     CONTROL_BIT,

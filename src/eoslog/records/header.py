@@ -28,8 +28,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from eoslog.records.checksum import crc32c
 from eoslog.records.errors import CorruptRecordError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")

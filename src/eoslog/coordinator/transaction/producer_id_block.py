@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from crc32c import crc32c
+from eoslog.records.checksum import crc32c
 
 DEFAULT_BLOCK_SIZE = 1000  # Kafka's producer id block size
 MAX_PRODUCER_ID = (1 << 63) - 1
