@@ -140,7 +140,7 @@ def test_acknowledged_records_survive_sigkill(tmp_path):
                              "enable.auto.commit": False})
         consumer.assign([TopicPartition("t", 0, 0)])
         seen: list[int] = []
-        low, high = consumer.get_watermark_offsets(TopicPartition("t", 0), timeout=30)
+        _, high = consumer.get_watermark_offsets(TopicPartition("t", 0), timeout=30)
         while len(seen) < high:
             msg = consumer.poll(10)
             assert msg is not None, f"read {len(seen)} of {high}"
