@@ -39,6 +39,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, int]] = {
     "unclean.leader.election.enable": ("false", 1),
     # eoslog's own: acks=all answers only after an fsync covers the batch (group commit). A single node
     # has no replicas to make data safe, so this is on by default; off trades durability for speed.
+    # Broker default: log.eoslog.fsync.on.ack; docs/durability.md (and what a cluster should use).
     "eoslog.fsync.on.ack": ("true", 1),
 }
 

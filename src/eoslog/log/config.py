@@ -41,8 +41,9 @@ class LogConfig:
     segment_index_bytes: int = 10 * 1024 * 1024
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
-    # eoslog's own switch: an acks=all produce answers only after an fsync covers it (group commit).
-    # Kafka relies on replication instead; a single broker has nothing else to rely on.
+    # eoslog.fsync.on.ack (broker default log.eoslog.fsync.on.ack): an acks=all produce answers only after
+    # an fsync covers it (group commit). Kafka relies on replication instead; a single broker has nothing
+    # else to rely on. Off, durability follows flush.messages / flush.ms. docs/durability.md.
     fsync_on_ack: bool = True
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
     max_message_bytes: int = 1024 * 1024 + 12

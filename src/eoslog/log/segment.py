@@ -45,6 +45,36 @@ def segment_file_name(base_offset: int) -> str:
 
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
+# Disk blocks are reserved ahead of the active segment's end (fallocate with FALLOC_FL_KEEP_SIZE, so the
+# file's size, and everything recovery reads, stays that of its batches): with ext4's delayed
+# allocation an append that needs new blocks waits while writeback or an fsync of the same file holds
+# the allocation lock, and that wait blocked the event loop (docs/benchmarks.md, "Where a produce
+# request's time goes"). The reservation grows with the segment (as much again as it holds, at least
+# PREALLOCATE_MIN, at most PREALLOCATE_MAX) and is handed back when the segment stops being active.
+PREALLOCATE_MIN = 1 << 20
+PREALLOCATE_MAX = 16 << 20
+_FALLOC_FL_KEEP_SIZE = 1
+_fallocate = None  # libc's fallocate(2) once looked up; False where there is none
+
+
+def preallocate(fd: int, offset: int, length: int) -> bool:
+    """Reserves blocks for [offset, offset + length) without changing the file's size. False when the
+    platform or filesystem cannot (or the disk is full): then appends simply allocate as they go."""
+    global _fallocate
+    if _fallocate is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            function = libc.fallocate
+            function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+            function.restype = ctypes.c_int
+            _fallocate = function
+        except (OSError, AttributeError):
+            _fallocate = False
+    return bool(_fallocate) and _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+
 
 def write_fully(fd: int, pieces: Sequence[bytes | bytearray | memoryview], size: int) -> None:
     """``os.writev`` of every piece (``size`` bytes in all), in IOV_MAX-sized groups, resuming after short
@@ -93,6 +123,8 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._log_synced = not create
+        # Bytes of the .log file with blocks reserved (see preallocate); None: do not preallocate.
+        self._allocated: int | None = self.size
 
     @classmethod
     def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
@@ -197,6 +229,8 @@ class LogSegment:
         batch. If a write fails the file is cut back, so it never ends in a partial batch.
         """
         physical = self.size
+        if self._allocated is not None and physical + size > self._allocated:
+            self._reserve(physical + size)
         try:
             write_fully(self.fd, pieces, size)
         except OSError:
@@ -206,6 +240,23 @@ class LogSegment:
         for position, batch_size, last_offset, max_timestamp in batches:
             self._index_batch(physical + position, batch_size, last_offset, max_timestamp)
         self.size = physical + size
+
+    def _reserve(self, end: int) -> None:
+        ahead = min(max(end, PREALLOCATE_MIN), PREALLOCATE_MAX)
+        target = max(end, min(end + ahead, self.config.segment_bytes))
+        if preallocate(self.fd, self._allocated, target - self._allocated):
+            self._allocated = target
+        else:
+            self._allocated = None  # not supported here (or no space): stop trying for this segment
+
+    def release_preallocated(self) -> None:
+        """Hands back the blocks reserved past the last batch (the segment takes no more appends)."""
+        if self._allocated is not None and self._allocated > self.size and self.fd >= 0:
+            stat = os.fstat(self.fd)
+            os.ftruncate(self.fd, self.size)
+            # ftruncate stamps the file's mtime, which stands in for the segment's age on a restart
+            os.utime(self.fd, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        self._allocated = None
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         if max_timestamp > self.max_timestamp:
@@ -235,6 +286,7 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """At roll: the final time-index entry records the segment's largest timestamp (used by
         retention and time lookups after a restart), then the indexes go to the file."""
+        self.release_preallocated()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.write_pending()
         self.time_index.write_pending()
@@ -307,8 +359,10 @@ class LogSegment:
         if batch is None:
             return 0
         removed = self.size - batch.position
-        os.ftruncate(self.fd, batch.position)
+        os.ftruncate(self.fd, batch.position)  # also frees any blocks reserved past the end
         self.size = batch.position
+        if self._allocated is not None:
+            self._allocated = self.size
         self._log_synced = False
         self.offset_index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
@@ -348,6 +402,7 @@ class LogSegment:
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.release_preallocated()
             os.close(self.fd)
             self.fd = -1
         self.offset_index.close()
