@@ -1,4 +1,5 @@
-"""Shared pieces of the cluster tests: topic creation with a replication factor, replica comparison."""
+"""Shared pieces of the cluster tests: topic creation with a replication factor, replica comparison,
+transactions across partitions."""
 
 from __future__ import annotations
 
@@ -60,3 +61,21 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, time
     finally:
         consumer.close()
     return got
+
+
+def commit_abort_commit(producer: confluent_kafka.Producer, topic: str, partitions: int,
+                        per_partition: int) -> dict[int, list[bytes]]:
+    """Three transactions over every partition of ``topic`` (committed, aborted, committed) with a
+    transactional producer already initialised; returns, per partition, what read_committed must see."""
+    expected: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for round_, outcome in enumerate(("commit", "abort", "commit")):
+        producer.begin_transaction()
+        for partition in range(partitions):
+            for i in range(per_partition):
+                value = f"{outcome}-{round_}-{partition}-{i:02d}".encode()
+                producer.produce(topic, value, partition=partition)
+                if outcome == "commit":
+                    expected[partition].append(value)
+        producer.flush(30)
+        getattr(producer, f"{outcome}_transaction")(60)
+    return expected

@@ -16,7 +16,7 @@ import time
 
 import confluent_kafka
 import pytest
-from cluster_helpers import create_topic, wait_replicas_identical
+from cluster_helpers import commit_abort_commit, create_topic, wait_replicas_identical
 from confluent_kafka.admin import AdminClient
 
 from eoslog.cluster.zk import layout
@@ -156,17 +156,7 @@ def test_transactions_over_a_tls_client_listener_with_markers_between_brokers(cl
     producer = confluent_kafka.Producer({**config, "transactional.id": "ledger-writer", "linger.ms": 5,
                                          "transaction.timeout.ms": 20000})
     producer.init_transactions(60)
-    expected = {p: [] for p in range(3)}
-    for round_, outcome in enumerate(("commit", "abort", "commit")):
-        producer.begin_transaction()
-        for partition in range(3):
-            for i in range(20):
-                value = f"{outcome}-{round_}-{partition}-{i:02d}".encode()
-                producer.produce("ledger", value, partition=partition)
-                if outcome == "commit":
-                    expected[partition].append(value)
-        producer.flush(30)
-        getattr(producer, f"{outcome}_transaction")(60)
+    expected = commit_abort_commit(producer, "ledger", 3, 20)
     consumer = confluent_kafka.Consumer({**config, "group.id": "ledger-reader", "isolation.level": "read_committed",
                                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.assign([confluent_kafka.TopicPartition("ledger", p, 0) for p in range(3)])

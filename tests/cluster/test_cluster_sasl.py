@@ -15,6 +15,7 @@ import time
 
 import confluent_kafka
 import pytest
+from cluster_helpers import commit_abort_commit
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -168,17 +169,7 @@ def test_transactions_with_markers_between_brokers_over_sasl(cluster, certs):
     producer = confluent_kafka.Producer({**client_config(cluster, certs, 3), "transactional.id": "ledger-writer",
                                          "linger.ms": 5, "transaction.timeout.ms": 20000})
     producer.init_transactions(60)
-    expected: dict[int, list[bytes]] = {p: [] for p in range(3)}
-    for round_, outcome in enumerate(("commit", "abort", "commit")):
-        producer.begin_transaction()
-        for partition in range(3):
-            for i in range(10):
-                value = f"{outcome}-{round_}-{partition}-{i}".encode()
-                producer.produce("ledger", value, partition=partition)
-                if outcome == "commit":
-                    expected[partition].append(value)
-        producer.flush(30)
-        getattr(producer, f"{outcome}_transaction")(60)
+    expected = commit_abort_commit(producer, "ledger", 3, 10)
     assert consume(client_config(cluster, certs, 2), "ledger", 3, 60) == expected
 
 

@@ -72,6 +72,33 @@ async def aiokafka_values(common: dict, topic: str, count: int, timeout: float =
     return got
 
 
+def kafka_python_abort_then_commit(common: dict, topic: str, transactional_id: str, aborted: list[bytes],
+                                   committed: list[bytes]) -> list[bytes]:
+    """kafka-python: one aborted transaction, then one committed, then the topic read back read_committed
+    (``common`` holds its connection keywords). Returns the first ``len(committed)`` values read: aborted
+    records come first in the log, so any that leaked would show at the front."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    producer = KafkaProducer(transactional_id=transactional_id, **common)
+    producer.init_transactions()
+    for values, commit in ((aborted, False), (committed, True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.send(topic, value)
+        producer.flush(30)
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000,
+                             isolation_level="read_committed", **common)
+    got: list[bytes] = []
+    for message in consumer:
+        got.append(message.value)
+        if len(got) == len(committed):
+            break
+    consumer.close()
+    return got
+
+
 # --- producers ------------------------------------------------------------------------------------------
 def produce_confluent(bootstrap, topic, messages, compression="none", **extra):
     producer = confluent_kafka.Producer({

@@ -31,7 +31,7 @@ from eoslog.security.client import ClientSecurity, ClientSecurityError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.tools.brokers import KafkaWire
-from tests.interop.clients import aiokafka_values, poll_values
+from tests.interop.clients import aiokafka_values, kafka_python_abort_then_commit, poll_values
 from tests.interop.test_hostile_clients import read_exactly, rss, settled_rss
 
 pytestmark = pytest.mark.interop
@@ -123,31 +123,10 @@ def kafka_python_config(broker, certs, mechanism: str, tls: bool) -> dict:
 
 @pytest.mark.parametrize("mechanism,tls", [("PLAIN", False), ("SCRAM-SHA-512", False), ("SCRAM-SHA-512", True)])
 def test_kafka_python_transactions_over_sasl(broker, certs, mechanism, tls):
-    from kafka import KafkaConsumer, KafkaProducer
-
     common = kafka_python_config(broker, certs, mechanism, tls)
     topic = f"sasl-kafka-python-{mechanism.lower()}-{'ssl' if tls else 'plain'}"
-    producer = KafkaProducer(transactional_id=f"txn-{topic}", **common)
-    producer.init_transactions()
-    producer.begin_transaction()
-    for value in values(f"{topic}-aborted"):
-        producer.send(topic, value)
-    producer.flush(30)
-    producer.abort_transaction()
-    producer.begin_transaction()
-    for value in values(topic):
-        producer.send(topic, value)
-    producer.commit_transaction()
-    producer.close()
-    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000,
-                             isolation_level="read_committed", **common)
-    got = []
-    for message in consumer:  # aborted records come first in the log: any would show at the front
-        got.append(message.value)
-        if len(got) == COUNT:
-            break
-    consumer.close()
-    assert got == values(topic)
+    assert kafka_python_abort_then_commit(common, topic, f"txn-{topic}", values(f"{topic}-aborted"),
+                                          values(topic)) == values(topic)
 
 
 @pytest.mark.parametrize("mechanism,tls", [("PLAIN", False), ("SCRAM-SHA-512", False), ("SCRAM-SHA-512", True)])

@@ -20,7 +20,7 @@ import pytest
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
-from tests.interop.clients import aiokafka_values, poll_values
+from tests.interop.clients import aiokafka_values, kafka_python_abort_then_commit, poll_values
 
 pytestmark = pytest.mark.interop
 COUNT = 300
@@ -95,31 +95,10 @@ def test_confluent_kafka_transactions_over_mutual_tls(broker, certs):
 
 
 def test_kafka_python_transactions_over_mutual_tls(broker, certs):
-    from kafka import KafkaConsumer, KafkaProducer
-
     common = {"bootstrap_servers": f"127.0.0.1:{broker.ssl_port}", "security_protocol": "SSL",
               "ssl_context": client_context(certs)}
-    producer = KafkaProducer(transactional_id="tls-kafka-python", **common)
-    producer.init_transactions()
-    producer.begin_transaction()
-    for value in values("kp-aborted"):
-        producer.send("tls-kafka-python", value)
-    producer.flush(30)
-    producer.abort_transaction()
-    producer.begin_transaction()
-    for value in values("kp"):
-        producer.send("tls-kafka-python", value)
-    producer.commit_transaction()
-    producer.close()
-    consumer = KafkaConsumer("tls-kafka-python", auto_offset_reset="earliest", consumer_timeout_ms=10000,
-                             isolation_level="read_committed", **common)
-    got = []
-    for message in consumer:  # aborted records come first in the log: any would show at the front
-        got.append(message.value)
-        if len(got) == COUNT:
-            break
-    consumer.close()
-    assert got == values("kp")
+    assert kafka_python_abort_then_commit(common, "tls-kafka-python", "tls-kafka-python", values("kp-aborted"),
+                                          values("kp")) == values("kp")
 
 
 def test_aiokafka_transactions_over_mutual_tls(broker, certs):
