@@ -262,3 +262,13 @@ def describe_command(group_id: str, bootstrap_server: str, security, as_json: bo
         click.echo(f"\ntotal lag: {total}")
     else:
         click.echo("no committed offsets")
+
+
+def _register_reset_offsets() -> None:
+    # Its own module (tools/reset_offsets.py), a subcommand here as in kafka-consumer-groups.sh.
+    from eoslog.tools.reset_offsets import reset_offsets_command
+
+    groups_group.add_command(reset_offsets_command)
+
+
+_register_reset_offsets()
