@@ -151,8 +151,8 @@ def produce_command(topic, key_separator, as_json, headers, partition, acks, tra
         raise click.ClickException(f"produce to {topic}: {exc.args[0]}") from None
     if failures:
         raise click.ClickException(f"{len(failures)} records not written to {topic}: {failures[0]}")
-    click.echo(f"wrote {count} records to {topic}" + (f" in a transaction ({transactional_id})" if transactional_id
-                                                       else ""), err=True)
+    click.echo(f"wrote {count} record{'' if count == 1 else 's'} to {topic}"
+               + (f" in a transaction ({transactional_id})" if transactional_id else ""), err=True)
 
 
 # ---- consume ------------------------------------------------------------------------------------
