@@ -67,11 +67,12 @@ def print_table(rows: list[list], headers: list[str], title: str | None = None) 
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
-def progress(total: int, description: str):
-    """A progress bar on stderr for operations over many partitions, shown only on a terminal."""
+def progress(total: int | None, description: str):
+    """A progress bar on stderr for long operations (``total`` None: a count with no end known), shown
+    only on a terminal so that scripts and pipes get none of it."""
     from rich.console import Console
     from rich.progress import Progress
 
     console = Console(file=sys.stderr)
-    bar = Progress(console=console, transient=True, disable=not console.is_terminal or total < 2)
+    bar = Progress(console=console, transient=True, disable=not console.is_terminal or total == 1)
     return bar, bar.add_task(description, total=total)

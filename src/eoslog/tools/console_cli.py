@@ -20,7 +20,7 @@ import uuid
 
 import click
 
-from eoslog.tools.common import bootstrap_option
+from eoslog.tools.common import bootstrap_option, progress
 
 PASSED_THROUGH = ("security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
                   "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
@@ -122,27 +122,30 @@ def produce_command(topic, key_separator, as_json, headers, partition, acks, tra
             failures.append(str(err))
 
     producer = ck.Producer(config)
+    bar, task = progress(None, f"producing to {topic}")
     try:
         if transactional_id:
             producer.init_transactions(30)
             producer.begin_transaction()
         count = 0
-        for line in input_file:
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            key, value, line_headers, line_partition = parse_line(line, as_json, key_separator)
-            target = line_partition if line_partition is not None else partition
-            extra = {} if target is None else {"partition": target}
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, headers=fixed_headers + line_headers,
-                                     on_delivery=delivered, **extra)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.1)
-            producer.poll(0)
-            count += 1
+        with bar:
+            for line in input_file:
+                line = line.rstrip("\r\n")
+                if not line:
+                    continue
+                key, value, line_headers, line_partition = parse_line(line, as_json, key_separator)
+                target = line_partition if line_partition is not None else partition
+                extra = {} if target is None else {"partition": target}
+                while True:
+                    try:
+                        producer.produce(topic, value=value, key=key, headers=fixed_headers + line_headers,
+                                         on_delivery=delivered, **extra)
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain it
+                        producer.poll(0.1)
+                producer.poll(0)
+                count += 1
+                bar.advance(task)
         if transactional_id:
             producer.commit_transaction(60)
         elif producer.flush(60):
