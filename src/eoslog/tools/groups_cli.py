@@ -197,7 +197,8 @@ def _last_stable_offsets(conn: BrokerConnection | Brokers, tps: list[tuple[str, 
 
 # ---- the commands ---------------------------------------------------------------------------------
 
-_bootstrap_option = click.option("--bootstrap-server", "-b", default="127.0.0.1:9092", show_default=True,
+_bootstrap_option = click.option("--bootstrap-server", "--bootstrap", "-b", "bootstrap_server",
+                                 default="127.0.0.1:9092", show_default=True,
                                  help="HOST:PORT of the broker.")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
