@@ -85,6 +85,7 @@ def test_create_describe_alter_and_delete_as_a_kafka_client_sees_them(eoslog_bro
 
 def test_errors_name_the_problem_and_exit_non_zero(eoslog_broker):
     bootstrap = eoslog_broker
+    # No topic yet to ask which names the broker knows: the broker refuses, then the closest names come.
     unknown = run("create", "t", "--config", "retention.msx=5", "-b", bootstrap, code=1)
     assert "unknown config 'retention.msx' for topic t; closest: retention.ms" in unknown.output
     invalid = run("create", "t", "--config", "cleanup.policy=sometimes", "-b", bootstrap, code=1)
@@ -92,6 +93,12 @@ def test_errors_name_the_problem_and_exit_non_zero(eoslog_broker):
     assert "t" not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
 
     run("create", "t", "--partitions", "2", "-b", bootstrap)
+    # Now the names come from the broker's own description of a topic, before anything is sent.
+    typo = run("create", "u", "--config", "segment.byte=1048576", "-b", bootstrap, code=1)
+    assert typo.output.strip() == ("Error: unknown config 'segment.byte' for topic u; "
+                                   "closest: segment.bytes, segment.index.bytes, segment.ms")
+    typo = run("alter", "t", "--config", "max.message.byte=1", "-b", bootstrap, code=1)
+    assert "unknown config 'max.message.byte' for topic t; closest: max.message.bytes" in typo.output
     exists = run("create", "t", "-b", bootstrap, code=1)
     assert "TOPIC_ALREADY_EXISTS" in exists.output
     fewer = run("alter", "t", "--partitions", "1", "-b", bootstrap, code=1)

@@ -14,7 +14,7 @@ from eoslog.protocol import messages
 from eoslog.tools.brokers import Brokers
 from eoslog.tools.common import check, closest, error_name
 
-LIST_OFFSETS, DELETE_RECORDS, CREATE_TOPICS, DELETE_TOPICS = 2, 21, 19, 20
+LIST_OFFSETS, METADATA, DELETE_RECORDS, CREATE_TOPICS, DELETE_TOPICS = 2, 3, 21, 19, 20
 DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
 TOPIC, BROKER = 2, 4  # config resource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
@@ -60,8 +60,11 @@ class TopicView:
 
 
 def topics(brokers: Brokers, names: list[str] | None = None) -> list[TopicView]:
-    """Metadata for the named topics (every topic when None); an unknown name is an error."""
-    response = brokers.metadata(names, refresh=names is None)
+    """Metadata for the named topics (every topic when None); an unknown name is an error. Version 5,
+    the first with offline replicas."""
+    Topic = messages.MetadataRequest.MetadataRequestTopic
+    response = brokers.call(METADATA, 5, messages.MetadataRequest(
+        topics=None if names is None else [Topic(name=n) for n in names], allow_auto_topic_creation=False))
     views = []
     for t in response.topics:
         check(t.error_code, f"topic {t.name}")
@@ -124,25 +127,33 @@ def describe_configs(brokers: Brokers, resource_type: int, name: str) -> list[Co
                                c.read_only, c.is_sensitive) for c in result.configs), key=lambda c: c.name)
 
 
-def check_config_names(names: list[str], valid: list[str], what: str) -> None:
-    """An unknown name is refused before anything is sent, with the names it was probably meant to be."""
+def check_config_names(names: list[str], valid: list[str] | None, what: str) -> None:
+    """An unknown name is refused before anything is sent, with the names it was probably meant to be;
+    no check when the broker could not say which names it knows."""
     for name in names:
         if valid and name not in valid:
             raise click.ClickException(f"unknown config {name!r} for {what}; {closest(name, valid)}")
 
 
-def valid_topic_config_names(brokers: Brokers, topic: str | None = None) -> list[str]:
-    """The names the broker lists for a topic (this one, or any existing one); eoslog's list when the
-    broker has no topic to ask about yet."""
+def valid_topic_config_names(brokers: Brokers, topic: str | None = None) -> list[str] | None:
+    """The names the broker lists for a topic (this one, or any existing one); None when it has no
+    topic to ask about yet (then the broker alone judges, see ``unknown_topic_config``)."""
     candidates = [topic] if topic else [t.name for t in topics(brokers)][:1]
     for name in candidates:
         try:
             return [c.name for c in describe_configs(brokers, TOPIC, name)]
         except click.ClickException:
             continue
+    return None
+
+
+def unknown_topic_config(names: list[str], what: str) -> None:
+    """After a broker refused configs it could not be asked about beforehand: a name outside Kafka's
+    topic configs (eoslog's list) gets the closest of those. Kafka has a few more names than eoslog, so
+    this runs only once the broker has said no."""
     from eoslog.cluster.topic_configs import TOPIC_CONFIGS
 
-    return sorted(TOPIC_CONFIGS)
+    check_config_names(names, sorted(TOPIC_CONFIGS), what)
 
 
 def alter_configs(brokers: Brokers, resource_type: int, name: str, set_: dict[str, str],

@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 import click
 
+from eoslog.protocol.errors import ErrorCode
 from eoslog.tools import admin_requests as admin
 from eoslog.tools.brokers import Brokers, security_option
 from eoslog.tools.common import bootstrap_option, check, emit_json, json_option, print_table
@@ -73,11 +74,14 @@ def create_command(topic, partitions, replication_factor, configs, if_not_exists
     """Create TOPIC."""
     configs = parse_configs(configs)
     with Brokers(bootstrap, security=security) as brokers:
-        admin.check_config_names(list(configs), admin.valid_topic_config_names(brokers), f"topic {topic}")
+        valid = admin.valid_topic_config_names(brokers)
+        admin.check_config_names(list(configs), valid, f"topic {topic}")
         result = admin.create_topic(brokers, topic, partitions, replication_factor, configs, validate_only)
-    if result.error_code == 36 and if_not_exists:  # TOPIC_ALREADY_EXISTS
+    if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
         outcome = "exists"
     else:
+        if result.error_code == ErrorCode.INVALID_CONFIG and valid is None:
+            admin.unknown_topic_config(list(configs), f"topic {topic}")
         check(result.error_code, f"creating topic {topic}", result.error_message)
         outcome = "valid" if validate_only else "created"
     if as_json:
