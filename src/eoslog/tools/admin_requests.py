@@ -1,7 +1,8 @@
 """The admin requests behind `eoslog topics`, `configs`, `records` and `groups reset-offsets`, each sent
 where Kafka serves it (tools/brokers.py): topic creation, deletion and new partitions to the controller,
-a broker's configs to that broker, offsets and record deletion to each partition's leader. Requests use
-versions Kafka 2.x and later also serve, so the tools work against any Kafka-compatible broker.
+a broker's configs to that broker, offsets and record deletion to each partition's leader. Request
+versions are ones Kafka serves from 2.4 on and still serves in 4.x (KIP-896 removed only older ones), so
+the tools work against any Kafka-compatible broker.
 """
 
 from __future__ import annotations
