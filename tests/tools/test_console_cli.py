@@ -6,6 +6,8 @@ group."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import confluent_kafka
 import pytest
@@ -119,3 +121,29 @@ def test_consume_at_both_isolation_levels_and_as_a_group(eoslog_broker):
 
     missing = consume("nope", "--max-messages", "1", "-b", bootstrap, code=1)
     assert "topic nope" in missing.output
+
+
+def test_the_eoslog_command_stops_cleanly_when_its_reader_goes_away(eoslog_broker):
+    """`eoslog consume ... | head -1` through the real entry point: no traceback, exit code 0, and the group
+    commits no more than what went into the pipe."""
+    bootstrap = eoslog_broker
+    listed = subprocess.run([sys.executable, "-m", "eoslog", "topics", "list", "--json", "--bootstrap", bootstrap],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    create(bootstrap, "piped", 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for n in range(2000):  # 200 kB: more than a pipe holds, so the consumer is still writing when it closes
+        producer.produce("piped", value=b"%099d" % n)
+    assert producer.flush(10) == 0
+
+    process = subprocess.Popen([sys.executable, "-m", "eoslog", "consume", "piped", "--group", "piped",
+                                "--from-beginning", "-b", bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.readline() == b"%099d\n" % 0
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0 and b"Traceback" not in stderr, stderr.decode()
+    written = int(stderr.decode().split("processed ")[1].split()[0])
+    checker = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "piped"})
+    [committed] = checker.committed([confluent_kafka.TopicPartition("piped", 0)], 10)
+    checker.close()
+    assert 1 <= committed.offset == written < 2000

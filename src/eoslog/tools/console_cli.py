@@ -13,7 +13,9 @@ are handed to librdkafka, which reads the same names (a Java-only truststore pat
 from __future__ import annotations
 
 import base64
+import io
 import json
+import os
 import sys
 import time
 import uuid
@@ -177,11 +179,24 @@ def record_json(message) -> dict:
     return out
 
 
-def _commit(ck, consumer) -> None:
+def _commit(ck, consumer, topic: str, printed: dict[int, int]) -> None:
+    """Commits the offsets after what was printed, not the consumer's position (it may have been handed a
+    record the pipe no longer took)."""
     try:
-        consumer.commit(asynchronous=False)
+        consumer.commit(offsets=[ck.TopicPartition(topic, p, o) for p, o in sorted(printed.items())],
+                        asynchronous=False)
     except ck.KafkaException as exc:
         raise click.ClickException(f"committing the group's offsets: {exc.args[0]}") from None
+
+
+def _silence_stdout() -> None:
+    """After the reader of a pipe left, point stdout at /dev/null, so that the interpreter's last flush at
+    exit does not fail again with a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (a test runner's buffer): nothing left to flush
 
 
 @click.command("consume")
@@ -209,6 +224,7 @@ def consume_command(topic, group, from_beginning, isolation_level, max_messages,
         "enable.partition.eof": False}
     consumer = ck.Consumer(config)
     count, last_seen = 0, time.monotonic()
+    printed: dict[int, int] = {}  # partition -> the offset after the last record printed: what a group commits
     try:
         if group:
             consumer.subscribe([topic])
@@ -229,21 +245,25 @@ def consume_command(topic, group, from_beginning, isolation_level, max_messages,
                     raise click.ClickException(f"consume {topic}: {message.error().str()}")
                 continue
             last_seen = time.monotonic()
-            count += 1
             if as_json:
                 line = json.dumps(record_json(message))
             elif print_key:
                 line = f"{_text(message.key())}\t{_text(message.value())}"
             else:
                 line = _text(message.value()) or ""
-            click.echo(line)
+            try:
+                click.echo(line)
+            except BrokenPipeError:  # `eoslog consume ... | head`: the reader has what it wanted
+                _silence_stdout()
+                break
+            count += 1
+            printed[message.partition()] = message.offset() + 1
             if group and count % 1000 == 0:
-                _commit(ck, consumer)
+                _commit(ck, consumer, topic, printed)
     except KeyboardInterrupt:
         pass
     finally:
-        if group and count:
-            _commit(ck, consumer)  # the positions after what was printed, not what was prefetched
+        if group and printed:
+            _commit(ck, consumer, topic, printed)
         consumer.close()
-    click.echo(f"processed {count} records", err=True)
-    sys.stdout.flush()
+    click.echo(f"processed {count} record{'' if count == 1 else 's'}", err=True)
