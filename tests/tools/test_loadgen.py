@@ -83,7 +83,7 @@ def test_consume_rereads_when_the_mock_trimmed_its_log():
 
 def test_cli_prints_json():
     arguments = ["--bootstrap", "mock", "--sizes", "100", "--messages", "500", "--latency-messages", "20",
-                 "--latency-rate", "1000", "--json"]
+                 "--latency-rate", "1000", "--isolation-level", "read_uncommitted", "--json"]
     result = CliRunner().invoke(bench_command, arguments)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -92,10 +92,11 @@ def test_cli_prints_json():
     assert entry["produce"]["messages"] == entry["consume"]["messages"] == entry["consume"]["produced"] == 500
     assert entry["paced"]["messages"] == 20
     assert report["settings"]["acks"] == "all" and report["settings"]["idempotent"] is True
+    assert report["settings"]["isolation_level"] == "read_uncommitted"
 
 
 @pytest.mark.parametrize("arguments", [["--acks", "1"], ["--sizes", "4"], ["--sizes", "100,x"],
-                                       ["--topic-config", "novalue"]])
+                                       ["--topic-config", "novalue"], ["--isolation-level", "dirty"]])
 def test_cli_rejects_bad_options(arguments):
     result = CliRunner().invoke(bench_command, ["--bootstrap", "mock", *arguments])
     assert result.exit_code == 2, result.output
