@@ -4,7 +4,8 @@ It measures, per message size: produce throughput (msgs/s, MB/s, where MB is 10*
 delivery report is in, the produce-to-delivery-report latency of that run (mostly queueing, since the
 producer fills its queue as fast as it can), the same latency in a paced run (a fixed low rate, so it
 shows the broker's round trip instead), and consume throughput reading back what the throughput run
-wrote (assign from the beginning, no group membership).
+wrote (assign from the beginning, no group membership; read_committed unless `--isolation-level` says
+otherwise).
 
 The ceiling to compare with is librdkafka's in-memory mock cluster (`test.mock.num.brokers`), a C
 broker that stores nothing on disk, driven by the very same client code: `--compare-mock` runs the same
@@ -38,6 +39,8 @@ MOCK = "mock"
 _SEQUENCE = struct.Struct(">Q")
 _PAYLOAD_POOL = 64  # distinct random values per size; a power of two so `i & (pool - 1)` picks one
 _WARM_UP_TOPIC = "eoslog-bench-warm-up"
+CONSUMER_FETCH_WAIT_MS = 10
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
 class BenchError(Exception):
@@ -63,6 +66,7 @@ class BenchSettings:
     timeout: float = 120.0           # hard limit for any one step (flush, consume, topic creation)
     repeat: int = 1                  # each figure is the median over this many runs
     topic_configs: tuple[tuple[str, str], ...] = ()  # sent with CreateTopics (the mock ignores them)
+    isolation_level: str = "read_committed"  # of the consume run (librdkafka's default)
 
     def producer_config(self, bootstrap: str, linger_ms: float | None = None) -> dict[str, Any]:
         return {
@@ -72,6 +76,23 @@ class BenchSettings:
             "linger.ms": self.linger_ms if linger_ms is None else linger_ms,
             "batch.size": self.batch_size,
             "compression.type": self.compression,
+            "log_level": 3,
+        }
+
+    def consumer_config(self, bootstrap: str) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": bootstrap, "group.id": "eoslog-bench", "enable.auto.commit": False,
+            "isolation.level": self.isolation_level,
+            # A long-poll Fetch left hanging at the end of a pass would delay the next pass by its full wait.
+            "fetch.wait.max.ms": CONSUMER_FETCH_WAIT_MS,
+            # librdkafka stops fetching once its pre-fetch queue (shared by all assigned partitions) holds
+            # queued.min.messages (100,000) or queued.max.messages.kbytes (64 MiB), and then looks again
+            # only after fetch.queue.backoff.ms, 1 s by default. A broker that delivers faster than this
+            # process reads fills the queue within a pass, so with the default the run timed that idle
+            # second (twice in a 500,000-message run), not the broker; the mock, which retains 5 MiB per
+            # partition, rarely holds enough to fill it (docs/benchmarks.md, "Consume at 100 B: the
+            # client's pre-fetch back-off"). Looking again every few ms keeps the queue topped up.
+            "fetch.queue.backoff.ms": CONSUMER_FETCH_WAIT_MS,
             "log_level": 3,
         }
 
@@ -337,11 +358,7 @@ def _job_consume(bootstrap: str, topic: str, produced: int, settings: BenchSetti
     import confluent_kafka
     from confluent_kafka import TopicPartition
 
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "eoslog-bench", "enable.auto.commit": False,
-        # A long-poll Fetch left hanging at the end of a pass would delay the next pass by its full wait.
-        "fetch.wait.max.ms": 10, "log_level": 3,
-    })
+    consumer = confluent_kafka.Consumer(settings.consumer_config(bootstrap))
     try:
         partitions = consumer.list_topics(topic, timeout=settings.timeout).topics[topic].partitions
         starts, retained = [], 0
@@ -487,7 +504,7 @@ def render(report: BenchReport, console=None) -> None:
                                 f"{s.latency_rate:g} msgs/s, linger.ms={s.latency_linger_ms:g}; "
                                 f"median of {s.repeat}"
                                 + "".join(f"; {name}={value}" for name, value in s.topic_configs))
-    consume_table = Table(title="consume (assign from the log start offsets, no group)")
+    consume_table = Table(title=f"consume ({s.isolation_level}; assign from the log start offsets, no group)")
     for column in ("target", "size B", "partitions", "msgs/s", "MB/s", "p50 ms", "p99 ms", "max ms",
                    "paced p50", "paced p99", "paced max", "errors"):
         produce_table.add_column(column, justify="left" if column == "target" else "right")
@@ -570,11 +587,13 @@ def _parse_pairs(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], 
               help="Messages in the paced latency run.")
 @click.option("--topic-config", "topic_configs", multiple=True, metavar="NAME=VALUE", callback=_parse_pairs,
               help="A config of the bench topics (repeatable), e.g. eoslog.fsync.on.ack=false.")
+@click.option("--isolation-level", default="read_committed", show_default=True,
+              type=click.Choice(ISOLATION_LEVELS), help="isolation.level of the consume run.")
 @click.option("--repeat", default=1, show_default=True, help="Runs per figure (the median is reported).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
 def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idempotent, partitions, linger_ms,
-                  batch_size, compression, latency_rate, latency_messages, topic_configs, repeat,
-                  as_json) -> None:
+                  batch_size, compression, latency_rate, latency_messages, topic_configs, isolation_level,
+                  repeat, as_json) -> None:
     """Measure produce/consume throughput and produce latency with confluent-kafka."""
     if acks != "all" and idempotent:
         raise click.UsageError("an idempotent producer needs --acks all (or pass --no-idempotent)")
@@ -583,7 +602,8 @@ def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idemp
                              partitions=partitions, linger_ms=linger_ms, batch_size=batch_size,
                              compression=compression, latency_rate=latency_rate,
                              latency_messages=latency_messages,
-                             topic_configs=topic_configs, repeat=repeat)
+                             topic_configs=topic_configs, isolation_level=isolation_level,
+                             repeat=repeat)
     from rich.console import Console
 
     status = Console(stderr=True)

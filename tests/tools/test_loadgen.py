@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
 
-from eoslog.loadgen import MOCK, BenchSettings, LatencySummary, bench_command, mock_cluster, run_bench
+from eoslog.loadgen import (
+    MOCK,
+    BenchSettings,
+    LatencySummary,
+    _job_consume,
+    _job_prepare_topic,
+    bench_command,
+    mock_cluster,
+    run_bench,
+)
+from eoslog.testing.wait import wait_until
 
 TINY = BenchSettings(sizes=(100, 1024), messages=3000, seconds=30, latency_rate=2000, latency_messages=100,
                      timeout=30)
@@ -72,7 +83,7 @@ def test_consume_rereads_when_the_mock_trimmed_its_log():
 
 def test_cli_prints_json():
     arguments = ["--bootstrap", "mock", "--sizes", "100", "--messages", "500", "--latency-messages", "20",
-                 "--latency-rate", "1000", "--json"]
+                 "--latency-rate", "1000", "--isolation-level", "read_uncommitted", "--json"]
     result = CliRunner().invoke(bench_command, arguments)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -81,10 +92,11 @@ def test_cli_prints_json():
     assert entry["produce"]["messages"] == entry["consume"]["messages"] == entry["consume"]["produced"] == 500
     assert entry["paced"]["messages"] == 20
     assert report["settings"]["acks"] == "all" and report["settings"]["idempotent"] is True
+    assert report["settings"]["isolation_level"] == "read_uncommitted"
 
 
 @pytest.mark.parametrize("arguments", [["--acks", "1"], ["--sizes", "4"], ["--sizes", "100,x"],
-                                       ["--topic-config", "novalue"]])
+                                       ["--topic-config", "novalue"], ["--isolation-level", "dirty"]])
 def test_cli_rejects_bad_options(arguments):
     result = CliRunner().invoke(bench_command, ["--bootstrap", "mock", *arguments])
     assert result.exit_code == 2, result.output
@@ -108,3 +120,87 @@ def test_bench_against_an_embedded_eoslog_broker():
     [result] = target.results
     assert result.partitions == settings.partitions  # created with CreateTopics, not auto-created
     assert_sane(result, settings)
+
+
+def test_consume_reads_at_the_isolation_level_asked_for(eoslog_broker):
+    # An aborted transaction of 10-byte values, then committed (non-transactional) 100-byte values: the
+    # byte counts show which records each isolation level read.
+    import confluent_kafka
+
+    topic = "bench-isolation"
+    assert _job_prepare_topic(eoslog_broker, topic, 1, {}, 30) == 1
+    aborted = confluent_kafka.Producer({"bootstrap.servers": eoslog_broker, "transactional.id": "bench-t",
+                                        "log_level": 3})
+    aborted.init_transactions(30)
+    aborted.begin_transaction()
+    for i in range(20):
+        aborted.produce(topic, b"a" * 10, str(i).encode())
+    aborted.flush(30)
+    aborted.abort_transaction(30)
+    del aborted
+    plain = confluent_kafka.Producer({"bootstrap.servers": eoslog_broker, "log_level": 3})
+    for i in range(50):
+        plain.produce(topic, b"c" * 100, str(i).encode())
+    assert plain.flush(30) == 0
+
+    committed = _job_consume(eoslog_broker, topic, 50, BenchSettings(isolation_level="read_committed",
+                                                                     timeout=20))
+    assert (committed.messages, committed.bytes, committed.errors) == (50, 50 * 100, 0)
+    uncommitted = _job_consume(eoslog_broker, topic, 70, BenchSettings(isolation_level="read_uncommitted",
+                                                                       timeout=20))
+    assert (uncommitted.messages, uncommitted.bytes, uncommitted.errors) == (70, 20 * 10 + 50 * 100, 0)
+
+
+def test_consumer_looks_again_soon_after_its_prefetch_queue_filled(eoslog_broker):
+    """The bench's consumer must not time librdkafka's idle back-off (1 s by default) after its
+    pre-fetch queue filled (docs/benchmarks.md). With queued.min.messages shrunk to 10, the first Fetch
+    (2,000 records) fills the queue; librdkafka's own debug log then names the back-off it applies."""
+    import logging
+
+    import confluent_kafka
+
+    config = BenchSettings().consumer_config(eoslog_broker)
+    assert config["fetch.queue.backoff.ms"] <= config["fetch.wait.max.ms"]
+    topic = "bench-backoff"
+    _job_prepare_topic(eoslog_broker, topic, 1, {}, 30)
+    producer = confluent_kafka.Producer({"bootstrap.servers": eoslog_broker, "linger.ms": 50, "log_level": 3})
+    for i in range(2000):
+        producer.produce(topic, b"v" * 100, str(i).encode())
+    assert producer.flush(30) == 0
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("bench-backoff-test")
+    logger.propagate = False
+    logger.addHandler(Collect())
+    logger.setLevel(logging.DEBUG)
+    consumer = confluent_kafka.Consumer({**config, "queued.min.messages": 10, "debug": "fetch",
+                                         "log_level": 7, "logger": logger})
+    read = 0
+
+    def read_one_until_backed_off() -> list[str]:
+        # One record per call keeps the queue above 10 while the log (served by consume) comes in.
+        nonlocal read
+        read += len(consumer.consume(1, 0.1))
+        return [line for line in lines if "Queue full" in line]
+
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        backoffs = wait_until(read_one_until_backed_off, 20, "a queue-full back-off in librdkafka's log",
+                              interval=0)
+        assert read < 2000  # the queue was still full when the back-off was logged
+        backoff_ms = re.search(r"Fetch backoff for (\d+)ms", backoffs[0])
+        assert backoff_ms is not None and int(backoff_ms.group(1)) <= config["fetch.wait.max.ms"], backoffs[0]
+
+        def read_the_rest() -> bool:
+            nonlocal read
+            read += len(consumer.consume(500, 0.1))
+            return read >= 2000
+
+        wait_until(read_the_rest, 20, "every record", interval=0)
+    finally:
+        consumer.close()
