@@ -19,9 +19,10 @@ INIT_PRODUCER_ID = 22
 
 
 def abort_transaction(brokers: Brokers, transactional_id: str) -> None:
-    """Fences ``transactional_id`` and lets its coordinator abort the open transaction. The coordinator
-    answers CONCURRENT_TRANSACTIONS while its abort is under way: that answer means the abort started,
-    so the request is not repeated (a repeat would bump the epoch once more)."""
+    """Fences ``transactional_id`` and lets its coordinator abort the open transaction. Kafka's coordinator
+    answers CONCURRENT_TRANSACTIONS while its abort is under way: that answer means the abort started, so
+    the request is not repeated. eoslog's waits for the local abort and answers with the next epoch (the
+    transactional id is then Empty, its old producer fenced)."""
     [described] = txn_cli.describe_transactions(brokers, [transactional_id])
     check(described.error_code, f"DescribeTransactions {transactional_id}")
     request = messages.InitProducerIdRequest(transactional_id=transactional_id,
