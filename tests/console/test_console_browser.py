@@ -136,6 +136,8 @@ def cells(driver, selector: str) -> list[str]:
 
 
 def test_overview_and_topic_pages(console, browser) -> None:
+    from selenium.webdriver.common.by import By
+
     browser.get(console + "/")
     assert cells(browser, "#brokers td:first-child") == ["1"] or len(cells(browser, "#brokers tr")) == 2
     shot(browser, "overview")
@@ -147,6 +149,10 @@ def test_overview_and_topic_pages(console, browser) -> None:
     [lso], [hw] = cells(browser, "#partitions td.lso"), cells(browser, "#partitions td.hw")
     assert int(lso) == 0 and int(hw) == 1
     shot(browser, "topic")
+    browser.find_element(By.LINK_TEXT, "producers").click()
+    wait_until(lambda: browser.current_url.endswith("/producers"), 5, "the producers page loads")
+    assert cells(browser, "#producers td.txn-start") == ["0"]  # stuck's transaction opened at offset 0
+    shot(browser, "producers")
 
 
 def test_records_of_aborted_transactions_are_marked(console, browser) -> None:

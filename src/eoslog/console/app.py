@@ -123,6 +123,11 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         return render(request, "records.html", page="topics", view=view, limit=limit, isolation=isolation,
                       link=link, previous_offset=max(view.from_offset - limit, view.log_start_offset))
 
+    async def producers(request: Request):
+        name, partition = request.path_params["name"], request.path_params["partition"]
+        return render(request, "producers.html", page="topics", topic=name, partition=partition,
+                      rows=await call(views.producers, name, partition))
+
     async def groups(request: Request):
         return render(request, "groups.html", page="groups", rows=await call(views.groups))
 
@@ -182,6 +187,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         Route("/topics", topics),
         Route("/topics/{name}", topic),
         Route("/topics/{name}/partitions/{partition:int}/records", browse),
+        Route("/topics/{name}/partitions/{partition:int}/producers", producers),
         Route("/groups", groups),
         Route("/groups/{group_id}", group),
         Route("/groups/{group_id}/partitions", group_partitions),

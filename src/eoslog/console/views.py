@@ -21,6 +21,7 @@ from eoslog.tools.brokers import Brokers
 from eoslog.tools.common import check
 from eoslog.tools.topics_cli import describe_topics
 
+DESCRIBE_PRODUCERS = 61
 FETCH, FETCH_VERSION = 1, 11  # the last Fetch version that names topics (12+ may use topic ids)
 PAGE_MAX_BYTES = 1 << 20  # one page of the browser reads at most this much of a partition
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -111,6 +112,13 @@ def topic_detail(brokers: Brokers, name: str):
     return view, admin.describe_configs(brokers, admin.TOPIC, name)
 
 
+def producers(brokers: Brokers, topic: str, partition: int):
+    """DescribeProducers at the partition's leader: the producers whose state the partition keeps."""
+    [result] = txn_cli.describe_producers(brokers, topic, [partition])
+    check(result.error_code, f"DescribeProducers {topic}-{partition}")
+    return sorted(result.active_producers, key=lambda p: (p.current_txn_start_offset < 0, p.producer_id))
+
+
 # ---- the message browser ----------------------------------------------------------------------------
 
 @dataclass
@@ -194,7 +202,7 @@ class TransactionRow:
 @dataclass
 class Transactions:
     rows: list[TransactionRow]
-    hanging_partitions: list[dict]  # txn_cli.find_hanging's entries
+    hanging_partitions: list[dict]  # entries as txn_cli.find_hanging makes them
     hanging_after_ms: int
 
 
@@ -213,4 +221,46 @@ def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
                                    [f"{t.topic}-{p}" for t in d.topics for p in sorted(t.partitions)],
                                    duration is not None and duration > hanging_after_ms))
     rows.sort(key=lambda r: (not r.hanging, r.duration_ms is None, -(r.duration_ms or 0), r.transactional_id))
-    return Transactions(rows, txn_cli.find_hanging(brokers, None, hanging_after_ms), hanging_after_ms)
+    return Transactions(rows, hanging_partitions(brokers, rows, hanging_after_ms, now), hanging_after_ms)
+
+
+def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int) -> list[dict]:
+    """``txn_cli.find_hanging``'s judgement with one DescribeProducers per leader (not one per
+    partition) and the transactions already described for the page (not a ListTransactions per open
+    producer): a page over 1,000 partitions costs a request per broker."""
+    ongoing = {(r.producer_id, tp) for r in rows if r.state == "Ongoing" for tp in r.partitions}
+    hanging = []
+    for (topic, partition), active in _active_producers(brokers).items():
+        for producer in active:
+            if producer.current_txn_start_offset < 0:
+                continue
+            covered = (producer.producer_id, f"{topic}-{partition}") in ongoing
+            too_old = producer.last_timestamp >= 0 and now - producer.last_timestamp > hanging_after_ms
+            if not covered or too_old:
+                hanging.append({"topic": topic, "partition": partition, "producer_id": producer.producer_id,
+                                "producer_epoch": producer.producer_epoch,
+                                "start_offset": producer.current_txn_start_offset,
+                                "coordinator_epoch": producer.coordinator_epoch,
+                                "last_timestamp": producer.last_timestamp})
+    return sorted(hanging, key=lambda h: (h["topic"], h["partition"], h["producer_id"]))
+
+
+def _active_producers(brokers: Brokers) -> dict[tuple[str, int], list]:
+    """DescribeProducers for every partition of every non-internal topic, one request per leader."""
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for t in brokers.metadata(refresh=True).topics:
+        if t.error_code or t.is_internal:
+            continue
+        for p in t.partitions:
+            if p.leader_id >= 0:
+                by_leader.setdefault(p.leader_id, {}).setdefault(t.name, []).append(p.partition_index)
+    out = {}
+    TopicRequest = messages.DescribeProducersRequest.TopicRequest
+    for leader, by_topic in by_leader.items():
+        request = messages.DescribeProducersRequest(topics=[TopicRequest(name=t, partition_indexes=ps)
+                                                            for t, ps in by_topic.items()])
+        for t in brokers.node(leader).call(DESCRIBE_PRODUCERS, 0, request).topics:
+            for p in t.partitions:
+                if p.error_code == 0:  # a leader that moved meanwhile answers NOT_LEADER: skipped this time
+                    out[(t.name, p.partition_index)] = p.active_producers
+    return out
