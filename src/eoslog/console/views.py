@@ -19,9 +19,8 @@ from eoslog.tools import admin_requests as admin
 from eoslog.tools import groups_cli, txn_cli
 from eoslog.tools.brokers import Brokers
 from eoslog.tools.common import check
-from eoslog.tools.topics_cli import describe_topics
 
-DESCRIBE_PRODUCERS = 61
+LIST_OFFSETS, DESCRIBE_PRODUCERS = 2, 61
 FETCH, FETCH_VERSION = 1, 11  # the last Fetch version that names topics (12+ may use topic ids)
 PAGE_MAX_BYTES = 1 << 20  # one page of the browser reads at most this much of a partition
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -92,12 +91,11 @@ class TopicRow:
 
 
 def topic_rows(brokers: Brokers) -> list[TopicRow]:
-    views = admin.topics(brokers)
-    tps = [(v.name, p.partition) for v in views for p in v.partitions if p.leader >= 0]
-    start = admin.list_offsets(brokers, tps, admin.EARLIEST) if tps else {}
-    high = admin.list_offsets(brokers, tps, admin.LATEST) if tps else {}
+    topics = admin.topics(brokers)
+    start = offsets(brokers, topics, admin.EARLIEST)
+    high = offsets(brokers, topics, admin.LATEST)
     rows = []
-    for v in views:
+    for v in topics:
         kept = [high[(v.name, p.partition)] - start[(v.name, p.partition)] for p in v.partitions
                 if (v.name, p.partition) in high and (v.name, p.partition) in start]
         rows.append(TopicRow(v.name, v.internal, len(v.partitions), v.replication_factor,
@@ -107,9 +105,37 @@ def topic_rows(brokers: Brokers) -> list[TopicRow]:
 
 
 def topic_detail(brokers: Brokers, name: str):
-    """(TopicView with offsets per partition, every config entry with its source)."""
-    [view] = describe_topics(brokers, [name])
+    """(TopicView with log start, high watermark and last stable offset per partition, every config entry
+    with its source)."""
+    [view] = admin.topics(brokers, [name])
+    start = offsets(brokers, [view], admin.EARLIEST)
+    high = offsets(brokers, [view], admin.LATEST)
+    stable = offsets(brokers, [view], admin.LATEST, admin.READ_COMMITTED)
+    for p in view.partitions:
+        tp = (name, p.partition)
+        p.log_start_offset, p.high_watermark, p.last_stable_offset = start.get(tp), high.get(tp), stable.get(tp)
     return view, admin.describe_configs(brokers, admin.TOPIC, name)
+
+
+def offsets(brokers: Brokers, topics: list[admin.TopicView], timestamp: int,
+            isolation_level: int = admin.READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
+    """ListOffsets, one request per leader named in ``topics`` (admin.list_offsets asks Metadata for
+    each partition's leader first: 1,000 round trips on a 1,000-partition page). A partition whose
+    leader moved meanwhile is left out of this page."""
+    Topic, Partition = messages.ListOffsetsRequest.ListOffsetsTopic, messages.ListOffsetsRequest.ListOffsetsPartition
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for v in topics:
+        for p in v.partitions:
+            if p.leader >= 0:
+                by_leader.setdefault(p.leader, {}).setdefault(v.name, []).append(p.partition)
+    out = {}
+    for leader, by_topic in by_leader.items():
+        request = messages.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
+            Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
+                                      for p in ps]) for t, ps in by_topic.items()])
+        for t in brokers.node(leader).call(LIST_OFFSETS, 2, request).topics:
+            out.update({(t.name, p.partition_index): p.offset for p in t.partitions if p.error_code == 0})
+    return out
 
 
 def producers(brokers: Brokers, topic: str, partition: int):
