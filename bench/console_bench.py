@@ -6,7 +6,9 @@ partition, a consumer group with offsets committed in the first topic, and one t
 `eoslog console` runs as another process; this one times HTTP GETs of each page, the pages taken in
 turn round after round, and prints the median and 90th percentile per page. It also times the two ways
 of finding hanging transactions in this process, alternating: `txn_cli.find_hanging` (a DescribeProducers
-per partition) and the console's `views.hanging_partitions` (one per leader), and prints their ratio.
+per partition) and the console's `views.hanging_partitions` (one per leader), and the two ways of listing
+offsets, `admin.list_offsets` (a Metadata per partition to find its leader) and `views.offsets` (the
+leaders from the page's one Metadata), and prints their ratios.
 
 Usage: python bench/console_bench.py [--topics 10] [--partitions 100] [--rounds 10]
 """
@@ -78,9 +80,10 @@ def main() -> None:
         try:
             wait_until(lambda: port_file.exists() and port_file.read_text().strip(), 30, "the console binds")
             base = f"http://127.0.0.1:{port_file.read_text().strip()}"
-            pages = {"overview": "/", "topics": "/topics", "topic (100 partitions)": "/topics/t0",
+            n = args.partitions
+            pages = {"overview": "/", "topics": "/topics", f"topic ({n} partitions)": "/topics/t0",
                      "records (50)": "/topics/t0/partitions/0/records",
-                     "groups": "/groups", "group (100 partitions)": "/groups/bench-group",
+                     "groups": "/groups", f"group ({n} partitions)": "/groups/bench-group",
                      "transactions": "/transactions"}
             for path in pages.values():
                 get(base + path)  # warm up: connections, templates compiled
@@ -109,9 +112,23 @@ def main() -> None:
                 per_leader.append(time.perf_counter() - started)
                 assert [(h["topic"], h["partition"]) for h in old] == \
                     [(h["topic"], h["partition"]) for h in page.hanging_partitions] == [("t1", 0)]
+            per_metadata, per_offsets = [], []
+            for _ in range(max(3, args.rounds // 2)):
+                topics = admin.topics(brokers)
+                tps = [(v.name, p.partition) for v in topics for p in v.partitions]
+                started = time.perf_counter()
+                old = admin.list_offsets(brokers, tps, admin.LATEST)
+                per_metadata.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                new = views.offsets(brokers, topics, admin.LATEST)
+                per_offsets.append(time.perf_counter() - started)
+                assert old == new
         a, b = statistics.median(per_partition), statistics.median(per_leader)
         print(f"hanging transactions: find_hanging {a * 1000:.1f} ms, the console's transactions view "
               f"(with ListTransactions and DescribeTransactions) {b * 1000:.1f} ms, ratio {a / b:.1f}x")
+        a, b = statistics.median(per_metadata), statistics.median(per_offsets)
+        print(f"high watermarks of {total} partitions: admin.list_offsets {a * 1000:.1f} ms, "
+              f"views.offsets {b * 1000:.1f} ms, ratio {a / b:.1f}x")
         del stuck
 
 
