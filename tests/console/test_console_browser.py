@@ -261,3 +261,18 @@ def test_the_console_command_is_read_only_without_allow_writes(workload, tmp_pat
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_the_record_browser_pages_and_seeks_by_timestamp(console) -> None:
+    base = console + "/topics/orders/partitions/0/records"
+    status, body = _get(base + "?offset=0&limit=2&isolation=read_uncommitted")
+    assert status == 200 and body.count('data-offset="') == 2
+    assert 'id="next" href="/topics/orders/partitions/0/records?offset=2&' in body
+    status, body = _get(base + "?offset=4&limit=2")  # inside the aborted transaction, found from the Fetch
+    assert status == 200 and body.count('data-status="aborted"') == 2
+    status, body = _get(base + "?timestamp=0")
+    assert status == 200 and "Showing from offset 0," in body
+    status, body = _get(base + "?timestamp=4102444800000")  # 2100: past every record
+    assert status == 200 and "no records from offset" in body and 'id="next"' not in body
+    status, body = _get(base + "?timestamp=yesterday")
+    assert status == 400 and "timestamp" in body
