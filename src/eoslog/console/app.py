@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from eoslog.console import actions, views
+from eoslog.console.history import Series, sparkline
 from eoslog.console.records_view import text
 
 HERE = Path(__file__).parent
@@ -91,8 +92,24 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
     def render(request: Request, name: str, **context):
         return templates.TemplateResponse(request, name, context)
 
+    # Charts the console draws from what it sampled since it started (history.py)
+    written = Series()
+    lag_history: dict[str, Series] = {}
+
     async def overview(request: Request):
         return render(request, "overview.html", page="overview", view=await call(views.overview))
+
+    async def throughput(request: Request):
+        """The overview's throughput sparkline: records/s between this console's samples."""
+        written.add(time.monotonic(), await call(views.records_written))
+        rates = written.rates()
+        return render(request, "_throughput.html", rate=rates[-1] if rates else None,
+                      points=sparkline(rates), samples=len(rates))
+
+    def lag_chart(group) -> str:
+        series = lag_history.setdefault(group.group_id, Series())
+        series.add(time.monotonic(), sum(p.lag for p in group.partitions if p.lag is not None))
+        return sparkline(series.values())
 
     async def topics(request: Request):
         rows = await call(views.topic_rows)
@@ -132,13 +149,13 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         return render(request, "groups.html", page="groups", rows=await call(views.groups))
 
     async def group(request: Request):
-        return render(request, "group.html", page="groups",
-                      group=await call(views.group, request.path_params["group_id"]))
+        view = await call(views.group, request.path_params["group_id"])
+        return render(request, "group.html", page="groups", group=view, lag_points=lag_chart(view))
 
     async def group_partitions(request: Request):
-        """The lag table alone: the group page polls it."""
-        return render(request, "_group_partitions.html",
-                      group=await call(views.group, request.path_params["group_id"]), now=time.time())
+        """The lag table and chart alone: the group page polls them."""
+        view = await call(views.group, request.path_params["group_id"])
+        return render(request, "_group_partitions.html", group=view, lag_points=lag_chart(view))
 
     async def transactions(request: Request):
         return render(request, "transactions.html", page="transactions",
@@ -184,6 +201,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
 
     routes = [
         Route("/", overview),
+        Route("/overview/throughput", throughput),
         Route("/topics", topics),
         Route("/topics/{name}", topic),
         Route("/topics/{name}/partitions/{partition:int}/records", browse),

@@ -80,6 +80,11 @@ def overview(brokers: Brokers) -> Overview:
                     [(t, p.partition) for t, p in partitions if p.leader < 0])
 
 
+def records_written(brokers: Brokers) -> int:
+    """The high watermarks of every non-internal partition, summed: sampled over time, records/s."""
+    return sum(offsets(brokers, [v for v in admin.topics(brokers) if not v.internal], admin.LATEST).values())
+
+
 @dataclass
 class TopicRow:
     name: str
