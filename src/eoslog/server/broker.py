@@ -78,6 +78,7 @@ class Broker:
         self.group_service = None  # coordinator/group/service.py, set in start()
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
+        self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
         # security/authorizer.py when authorizer.class.name is set; None: every request is allowed.
         from eoslog.security.authorizer import Authorizer
 
@@ -98,6 +99,8 @@ class Broker:
         data_dir.mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         self.request_memory.schedule = loop.call_soon
+        if self.config.metrics_listen is not None:
+            self._start_metrics()
         if self.config.cluster_mode:
             # Every listener bound now (the registration in ZooKeeper names their ports), served only once ready.
             await self._bind_listeners(start_serving=False)
@@ -160,6 +163,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down: closing the listener and %d connections", len(self.dispatcher.connections))
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._server is not None:
             self._server.close()
         for server in self._extra_servers:
@@ -345,6 +350,18 @@ class Broker:
         await self.registry.log_directory.run_maintenance(
             retention_check_interval_ms=self.config.log_retention_check_interval_ms
         )
+
+    def _start_metrics(self) -> None:
+        """First of all, so a taken port is an error before anything else starts and every request is
+        counted; the collector copes with coordinators that are not there yet."""
+        from eoslog.server.metrics import MetricsEndpoint
+
+        host, port = self.config.metrics_listen
+        self.metrics = MetricsEndpoint(self, host, port)
+        try:
+            self.metrics.start()
+        except OSError as exc:
+            raise ConfigError(f"eoslog.metrics.listen {host}:{port}: {exc}") from exc
 
     def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:
