@@ -116,10 +116,10 @@ class MetricsEndpoint:
             from eoslog.log.cleaner_metrics import cleaner_families
 
             families += cleaner_families(broker.log_cleaner, now_ms)
-        if broker.cluster is not None:
-            from eoslog.cluster.replication_metrics import replication_families
+        from eoslog.cluster.replication_metrics import replication_families, single_node_families
 
-            families += replication_families(broker.cluster)
+        families += single_node_families(len(partitions)) if broker.cluster is None else \
+            replication_families(broker.cluster)
         return families
 
     def _coordinator_knows(self):
