@@ -101,6 +101,12 @@ def test_values_move_with_the_workload(metered_broker):
     assert stopped.value("kafka_consumergroup_current_offset", group="readers", topic=TOPIC, partition=0) == 20
     assert stopped.value("kafka_coordinator_group_groupmetadatamanager_numgroups", state="Empty") == 1
     assert stopped.value("kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 50
+    # __consumer_offsets is compacted: the cleaner reports its dirty ratio and progress for the group's
+    # partition (nothing is cleanable yet, all of it is in the active segment).
+    offsets_partitions = [s for s in stopped.samples if s.name == "eoslog_log_cleaner_dirty_ratio"
+                          and s.labels["topic"] == "__consumer_offsets"]
+    assert offsets_partitions and all(0 <= s.value <= 1 for s in offsets_partitions)
+    assert stopped.value("eoslog_log_cleaner_passes_total") == 0
     _consume_and_commit(bootstrap, "readers", 30)
     assert _lag(broker) == 0
 
