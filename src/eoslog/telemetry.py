@@ -28,16 +28,18 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 class Family:
     """One metric: its name (without ``_total`` for counters), kind, help text and samples.
 
-    A sample is (labels, value); for a histogram the value is a :class:`HistogramValue`."""
+    A sample is (label values, value); for a histogram the value is a :class:`HistogramValue`."""
 
     name: str
     kind: str
     help: str
     labels: tuple[str, ...] = ()
-    samples: list[tuple[tuple[str, ...], object]] = field(default_factory=list)
+    samples: list[tuple[tuple[object, ...], object]] = field(default_factory=list)
 
     def add(self, value: object, *labels: object) -> None:
-        self.samples.append((tuple(str(label) for label in labels), value))
+        # Labels stay as given (ints, str): turning them into text is the exporter's job, done off the
+        # event loop (server/metrics.py), since a scrape of many partitions adds thousands of samples.
+        self.samples.append((labels, value))
 
 
 @dataclass(frozen=True)

@@ -181,11 +181,11 @@ def _to_prometheus(family: Family):
     elif family.kind == HISTOGRAM:
         out = HistogramMetricFamily(family.name, family.help, labels=labels)
         for label_values, value in family.samples:
-            out.add_metric(list(label_values), [(floatToGoString(bound), count) for bound, count in value.buckets],
-                           value.sum)
+            out.add_metric([str(v) for v in label_values],
+                           [(floatToGoString(bound), count) for bound, count in value.buckets], value.sum)
         return out
     else:
         raise ValueError(f"unknown metric kind {family.kind!r}")
     for label_values, value in family.samples:
-        out.add_metric(list(label_values), value)
+        out.add_metric([str(v) for v in label_values], value)
     return out
