@@ -1,5 +1,6 @@
 """What the metrics endpoint costs the produce path: `eoslog bench` against two `eoslog serve` processes,
-one with --metrics-listen (scraped once a second, as a busy Prometheus would) and one without, alternating
+one with --metrics-listen (scraped every --scrape-interval seconds; 0: never, which isolates the
+request path's cost) and one without, alternating
 within each round so both see the same machine load. Prints per-run figures, medians and the ratio.
 
     PYTHONPATH=src python bench/metrics_bench.py --rounds 3 --sizes 100,1024 --seconds 8
@@ -23,8 +24,8 @@ import urllib.request
 from eoslog.testing.process import BrokerProcess, free_port
 
 
-def scrape_forever(port: int, stop: threading.Event, counts: list[int]) -> None:
-    while not stop.wait(1.0):
+def scrape_forever(port: int, interval: float, stop: threading.Event, counts: list[int]) -> None:
+    while not stop.wait(interval):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
             response.read()
         counts[0] += 1
@@ -112,6 +113,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument("--scrape-interval", type=float, default=1.0,
+                        help="seconds between scrapes of the metrics-on broker (0: never scraped)")
     parser.add_argument("--scrape-cost", type=int, default=0, metavar="PARTITIONS")
     parser.add_argument("--request-cost", action="store_true")
     args = parser.parse_args()
@@ -135,8 +138,9 @@ def main() -> None:
             for name, broker in order:
                 stop = threading.Event()
                 scraper = None
-                if broker is on:
-                    scraper = threading.Thread(target=scrape_forever, args=(metrics_port, stop, scrapes), daemon=True)
+                if broker is on and args.scrape_interval > 0:
+                    scraper = threading.Thread(target=scrape_forever, args=(metrics_port, args.scrape_interval, stop,
+                                                                            scrapes), daemon=True)
                     scraper.start()
                 cpu_before = cpu_seconds(broker.process.pid)
                 try:
