@@ -145,10 +145,16 @@ def test_values_move_with_the_workload(metered_broker):
     assert hanging.value("eoslog_partition_open_transactions", topic=TOPIC, partition=0) == 2
     assert hanging.value("eoslog_partition_hanging_transactions", topic=TOPIC, partition=0) == 1
     producer.abort_transaction(15)
-    after_abort = _scrape(broker)
+
+    def aborted() -> Scrape | None:
+        # EndTxn answers once the markers are written; the wait only covers a loaded machine's slow answer.
+        scrape = _scrape(broker)
+        return scrape if scrape.value("eoslog_partition_open_transactions", topic=TOPIC, partition=0) == 1 else None
+
+    after_abort = wait_until(aborted, 10, "the aborted transaction closed on the partition")
     assert after_abort.value("eoslog_transaction_coordinator_transactional_ids", state="Ongoing") == 0
+    assert after_abort.value("eoslog_transaction_coordinator_transactional_ids", state="CompleteAbort") == 1
     assert after_abort.value("eoslog_partition_hanging_transactions", topic=TOPIC, partition=0) == 1
-    assert after_abort.value("eoslog_partition_open_transactions", topic=TOPIC, partition=0) == 1
 
 
 def test_refusals_are_counted_by_error_code_and_connections_by_listener(metered_broker):
