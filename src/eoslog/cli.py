@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from eoslog.log.errors import DataDirectoryError, LogDirectoryLockedError
 from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, read_properties
+from eoslog.server.listeners import ListenerBindError
 
 
 def _configure_logging(level: str) -> None:
@@ -62,7 +64,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup)
-@click.version_option(package_name="eoslog")
+@click.version_option(package_name="eoslog", prog_name="eoslog")
 def main() -> None:
     """eoslog: a Kafka-compatible log broker with exactly-once semantics."""
 
@@ -112,6 +114,10 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
     except ConfigError as exc:
         raise click.ClickException(f"configuration error: {exc}") from None
     except BlockingIOError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (ListenerBindError, DataDirectoryError, LogDirectoryLockedError) as exc:
+        # The common mistakes (docs/operations.md "Common mistakes"): one line that says what and how to
+        # fix it, exit code 1, raised before anything is served.
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
         from eoslog.cluster.zk.errors import ZooKeeperError
