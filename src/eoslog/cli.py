@@ -44,7 +44,14 @@ class LazyGroup(click.Group):
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | {n for n in self.LAZY if self.get_command(ctx, n)})
+        names = set(super().list_commands(ctx))
+        for name in self.LAZY:
+            try:
+                if self.get_command(ctx, name) is not None:
+                    names.add(name)
+            except ImportError:
+                pass  # its extra is missing: not listed, so --help and shell completion still work
+        return sorted(names)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.LAZY:
