@@ -121,6 +121,19 @@ def test_a_config_typo_names_the_property_it_meant(tmp_path, where):
     assert not data_dir.exists()
 
 
+@pytest.mark.parametrize(("typo", "meant"), [
+    ("num.partition", "num.partitions"),
+    ("log.segment.byte", "log.segment.bytes"),
+    ("transaction.max.timeout", "transaction.max.timeout.ms"),
+    ("ssl.keystore.locaton", "ssl.keystore.location"),
+    ("listener.name.external.ssl.keystore.pasword", "listener.name.external.ssl.keystore.password"),
+])
+def test_a_typo_suggests_the_known_name(typo, meant):
+    with pytest.raises(ConfigError) as raised:
+        BrokerConfig().set_property(typo, "1")
+    assert str(raised.value) == f"unknown broker property {typo!r}; did you mean {meant!r}?"
+
+
 def test_an_unknown_name_far_from_every_known_one_has_no_suggestion():
     with pytest.raises(ConfigError) as raised:
         BrokerConfig().set_property("frobnicate", "1")

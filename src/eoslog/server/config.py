@@ -446,6 +446,12 @@ class BrokerConfig:
                 self.security_properties[name] = value  # this broker's login to the others (server/inter_broker.py)
                 return
             if base not in SSL_PROPERTIES | SASL_PROPERTIES:
+                import difflib
+
+                close = difflib.get_close_matches(base, SSL_PROPERTIES | SASL_PROPERTIES, n=1, cutoff=0.8)
+                if close:  # a typo: the same name with the listener prefix kept, as for the other names
+                    raise ConfigError(f"unknown broker property {name!r}; did you mean "
+                                      f"{name[:len(name) - len(base)] + close[0]!r}?")
                 known = ", ".join(sorted(SSL_PROPERTIES | SASL_PROPERTIES))
                 raise ConfigError(f"unknown broker property {name!r} (security properties: {known})")
             if base in SASL_PROPERTIES:
