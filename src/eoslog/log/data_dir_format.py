@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from eoslog.log.errors import DataDirectoryError
-from eoslog.log.flush_task import fsync_directory
 
 FORMAT_VERSION_FILE = "format.version"
 FORMAT_VERSION_KEY = "eoslog.storage.format.version"
@@ -63,8 +62,9 @@ def check_or_record(data_dir: Path) -> int:
             f.write(render(CURRENT_FORMAT_VERSION))
             f.flush()
             os.fsync(f.fileno())
+        # No fsync of the directory: a marker the crash loses is written again, with the same version, at
+        # the next start; the file's own fsync before the rename means it is never seen empty.
         os.replace(temporary, marker)
-        fsync_directory(str(data_dir))
         return CURRENT_FORMAT_VERSION
     except OSError as exc:
         raise unusable(data_dir, exc) from exc
