@@ -106,6 +106,24 @@ def test_a_data_dir_of_a_newer_format_version_is_refused_untouched(tmp_path):
     assert not port_file.exists()
 
 
+def test_a_second_broker_on_the_same_data_dir_is_refused(tmp_path):
+    from eoslog.testing.process import BrokerProcess
+
+    first = BrokerProcess(data_dir=tmp_path / "data").start()
+    try:
+        port = free_port()
+        result = _serve("--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"))
+        assert result.returncode == 1
+        assert _last_line(result) == (
+            f"Error: data directory {tmp_path / 'data'} is already in use (held by process {first.process.pid}): "
+            f"another broker or LogDirectory holds the lock on {tmp_path / 'data' / '.lock'}; stop it or choose "
+            "another data directory")
+        assert first.process.poll() is None  # the first broker is untouched, and still serves
+        socket.create_connection(("127.0.0.1", first.port), timeout=5).close()
+    finally:
+        assert first.terminate() == 0
+
+
 @pytest.mark.parametrize("where", ["--set", "--config"])
 def test_a_config_typo_names_the_property_it_meant(tmp_path, where):
     data_dir = tmp_path / "data"
