@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from eoslog.log.errors import DataDirectoryError, LogDirectoryLockedError
 from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, read_properties
+from eoslog.server.listeners import ListenerBindError
 
 
 def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") -> None:
@@ -26,16 +28,28 @@ class LazyGroup(click.Group):
         "acls": "eoslog.tools.acls_cli:acls_group",
         "bench": "eoslog.loadgen:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
+        "configs": "eoslog.tools.configs_cli:configs_group",
+        "consume": "eoslog.tools.console_cli:consume_command",
         "groups": "eoslog.tools.groups_cli:groups_group",
         "pipeline": "eoslog.pipeline.cli:pipeline_command",
+        "produce": "eoslog.tools.console_cli:produce_command",
         "producers": "eoslog.tools.txn_cli:producers_group",
+        "records": "eoslog.tools.records_cli:records_group",
+        "topics": "eoslog.tools.topics_cli:topics_group",
         "transactions": "eoslog.tools.txn_cli:transactions_group",
         "users": "eoslog.tools.users_cli:users_group",
         "verify": "eoslog.verify.cli:verify_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | {n for n in self.LAZY if self.get_command(ctx, n)})
+        names = set(super().list_commands(ctx))
+        for name in self.LAZY:
+            try:
+                if self.get_command(ctx, name) is not None:
+                    names.add(name)
+            except ImportError:
+                pass  # its extra is missing: not listed, so --help and shell completion still work
+        return sorted(names)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.LAZY:
@@ -55,7 +69,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup)
-@click.version_option(package_name="eoslog")
+@click.version_option(package_name="eoslog", prog_name="eoslog")
 def main() -> None:
     """eoslog: a Kafka-compatible log broker with exactly-once semantics."""
 
@@ -114,6 +128,10 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
     except ConfigError as exc:
         raise click.ClickException(f"configuration error: {exc}") from None
     except BlockingIOError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (ListenerBindError, DataDirectoryError, LogDirectoryLockedError) as exc:
+        # The common mistakes (docs/operations.md "Common mistakes"): one line that says what and how to
+        # fix it, exit code 1, raised before anything is served.
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
         from eoslog.cluster.zk.errors import ZooKeeperError

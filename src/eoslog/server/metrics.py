@@ -79,6 +79,13 @@ class MetricsEndpoint:
             self._server.server_close()
             self._server = None
 
+    def close(self) -> None:
+        """A start that failed: stop serving at once (blocks up to the server's 0.5 s poll)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
     # ---- the snapshot, on the loop ------------------------------------------------------------------
     def snapshot(self) -> list[Family]:
         broker = self.broker

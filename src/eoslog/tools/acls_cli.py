@@ -91,7 +91,8 @@ def _principals(values) -> list[str]:
 # ---- the commands ---------------------------------------------------------------------------------
 
 def _connection_options(command):
-    command = click.option("--bootstrap-server", "-b", default="127.0.0.1:9092", show_default=True,
+    command = click.option("--bootstrap-server", "--bootstrap", "-b", "bootstrap_server",
+                           default="127.0.0.1:9092", show_default=True,
                            help="A broker's HOST:PORT.")(command)
     return click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         default=None, help="Client properties for a secured listener (security.protocol, sasl.*, ssl.*).")(command)

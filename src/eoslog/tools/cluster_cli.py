@@ -129,7 +129,8 @@ def zookeeper_status(connect: str) -> dict:
 
 
 @cluster_group.command("describe")
-@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--bootstrap", "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP,
+              show_default=True)
 @click.option("--topic", default=None, help="Only this topic's partitions.")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[,...][/CHROOT]",
               help="Also report ZooKeeper's health (the cluster's zookeeper.connect).")
@@ -172,7 +173,8 @@ def describe(bootstrap: str, topic: str | None, zookeeper: str | None, as_json: 
 
 
 @cluster_group.command("elect-leaders")
-@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--bootstrap", "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP,
+              show_default=True)
 @click.option("--preferred", "election", flag_value="preferred", default=True,
               help="Move leadership back to each partition's preferred (first) replica (default).")
 @click.option("--unclean", "election", flag_value="unclean",
@@ -210,7 +212,8 @@ def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
 
 
 @cluster_group.command("reassign")
-@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--bootstrap", "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP,
+              show_default=True)
 @click.option("--topic", required=True)
 @click.option("--partition", "partitions", type=int, multiple=True, required=True, help="Repeatable.")
 @click.option("--replicas", default=None, help="Comma-separated broker ids, the first the preferred leader.")
@@ -238,7 +241,8 @@ def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: 
 
 
 @cluster_group.command("reassignments")
-@click.option("--bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option("--bootstrap", "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP,
+              show_default=True)
 def reassignments(bootstrap: str) -> None:
     """Reassignments in progress (ListPartitionReassignments)."""
     wire = KafkaWire(bootstrap)

@@ -197,7 +197,8 @@ def _last_stable_offsets(conn: BrokerConnection | Brokers, tps: list[tuple[str, 
 
 # ---- the commands ---------------------------------------------------------------------------------
 
-_bootstrap_option = click.option("--bootstrap-server", "-b", default="127.0.0.1:9092", show_default=True,
+_bootstrap_option = click.option("--bootstrap-server", "--bootstrap", "-b", "bootstrap_server",
+                                 default="127.0.0.1:9092", show_default=True,
                                  help="HOST:PORT of the broker.")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
@@ -262,3 +263,13 @@ def describe_command(group_id: str, bootstrap_server: str, security, as_json: bo
         click.echo(f"\ntotal lag: {total}")
     else:
         click.echo("no committed offsets")
+
+
+def _register_reset_offsets() -> None:
+    # Its own module (tools/reset_offsets.py), a subcommand here as in kafka-consumer-groups.sh.
+    from eoslog.tools.reset_offsets import reset_offsets_command
+
+    groups_group.add_command(reset_offsets_command)
+
+
+_register_reset_offsets()

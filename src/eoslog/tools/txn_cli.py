@@ -125,7 +125,8 @@ def abort_transaction(brokers: Brokers, topic: str, partition: int, start_offset
 
 # ---- commands ---------------------------------------------------------------------------------------
 
-bootstrap_option = click.option("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, show_default=True)
+bootstrap_option = click.option("--bootstrap-server", "--bootstrap", "-b", "bootstrap_server",
+                                default=DEFAULT_BOOTSTRAP, show_default=True)
 
 
 @click.group("transactions")
