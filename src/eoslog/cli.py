@@ -21,6 +21,14 @@ def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") 
     configure_logging(root, per_logger, log_format)
 
 
+def _complete_log_level(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of ``--log-level``: a level, or the level after ``LOGGER=``."""
+    from eoslog.logging_setup import LEVELS
+
+    logger, sep, level = incomplete.rpartition("=")
+    return [f"{logger}{sep}{name}" for name in LEVELS if name.startswith(level.lower())]
+
+
 class LazyGroup(click.Group):
     """Subcommands imported on first use, so `eoslog serve` never pays for Spark, plotting or clients."""
 
@@ -91,7 +99,7 @@ def main() -> None:
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (eoslog.metrics.listen; off by default).")
 @click.option("--log-level", "log_levels", multiple=True, default=("info",), show_default=True,
-              metavar="[LOGGER=]LEVEL",
+              metavar="[LOGGER=]LEVEL", shell_complete=_complete_log_level,
               help="debug, info, warning or error; LOGGER=LEVEL sets one component, e.g. eoslog.cluster=debug "
                    "(repeatable).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -187,3 +187,17 @@ def test_the_endpoint_stops_with_the_broker(tmp_path):
     broker.stop()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+
+
+def test_a_taken_metrics_port_is_a_configuration_error(tmp_path):
+    import socket
+
+    from eoslog.server.config import ConfigError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = EmbeddedBroker(data_dir=tmp_path / "data", properties={"eoslog.metrics.listen": f"127.0.0.1:{port}"})
+        with pytest.raises(ConfigError, match="eoslog.metrics.listen"):
+            broker.start()
