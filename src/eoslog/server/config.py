@@ -305,6 +305,9 @@ class BrokerConfig:
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
+    # eoslog.metrics.listen / --metrics-listen (server/metrics.py, docs/operations.md): the Prometheus
+    # endpoint's (host, port); None: off, and prometheus_client is never imported.
+    metrics_listen: tuple[str, int] | None = None
 
     def listeners(self) -> list:
         """Every listener, the primary first (its address as listen_host:listen_port say)."""
@@ -461,6 +464,8 @@ class BrokerConfig:
             self._set_authorization_property(name, value)
         elif name == "cluster.id":
             self.cluster_id = value
+        elif name == "eoslog.metrics.listen":
+            self.metrics_listen = parse_host_port(value.strip(), name) if value.strip() else None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:
