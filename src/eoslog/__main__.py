@@ -1,3 +1,4 @@
 from eoslog.cli import main
 
-main()
+# "eoslog", not "python -m eoslog", in --version, usage lines and the shell-completion variable.
+main(prog_name="eoslog")

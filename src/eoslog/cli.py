@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
-import logging
-import sys
 from pathlib import Path
 
 import click
 
+from eoslog.log.errors import DataDirectoryError, LogDirectoryLockedError
 from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, read_properties
+from eoslog.server.listeners import ListenerBindError
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # kazoo logs every connection step at INFO; eoslog reports what matters (session loss, re-registration).
-    logging.getLogger("kazoo").setLevel(max(logging.WARNING, getattr(logging, level.upper())))
+def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") -> None:
+    from eoslog.logging_setup import configure_logging, parse_levels
+
+    try:
+        root, per_logger = parse_levels([levels] if isinstance(levels, str) else levels)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--log-level") from None
+    configure_logging(root, per_logger, log_format)
+
+
+def _complete_log_level(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of ``--log-level``: a level, or the level after ``LOGGER=``."""
+    from eoslog.logging_setup import LEVELS
+
+    logger, sep, level = incomplete.rpartition("=")
+    return [f"{logger}{sep}{name}" for name in LEVELS if name.startswith(level.lower())]
 
 
 class LazyGroup(click.Group):
@@ -43,7 +51,14 @@ class LazyGroup(click.Group):
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | {n for n in self.LAZY if self.get_command(ctx, n)})
+        names = set(super().list_commands(ctx))
+        for name in self.LAZY:
+            try:
+                if self.get_command(ctx, name) is not None:
+                    names.add(name)
+            except ImportError:
+                pass  # its extra is missing: not listed, so --help and shell completion still work
+        return sorted(names)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.LAZY:
@@ -63,7 +78,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup)
-@click.version_option(package_name="eoslog")
+@click.version_option(package_name="eoslog", prog_name="eoslog")
 def main() -> None:
     """eoslog: a Kafka-compatible log broker with exactly-once semantics."""
 
@@ -82,12 +97,19 @@ def main() -> None:
 @click.option("--broker-id", type=int, default=None, help="This broker's id in a cluster (broker.id).")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[,...][/CHROOT]",
               help="Join the cluster coordinated by this ZooKeeper (zookeeper.connect); without it, a single node.")
-@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (eoslog.metrics.listen; off by default).")
+@click.option("--log-level", "log_levels", multiple=True, default=("info",), show_default=True,
+              metavar="[LOGGER=]LEVEL", shell_complete=_complete_log_level,
+              help="debug, info, warning or error; LOGGER=LEVEL sets one component, e.g. eoslog.cluster=debug "
+                   "(repeatable).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per line (ts, level, logger, message, extra fields).")
 def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, broker_id, zookeeper,
-          log_level) -> None:
+          metrics_listen, log_levels, log_format) -> None:
     """Run a broker in the foreground until SIGTERM or SIGINT: a single node, or with --zookeeper a
     member of a replicated cluster (docs/cluster.md)."""
-    _configure_logging(log_level)
+    _configure_logging(log_levels, log_format)
     config = BrokerConfig()
     try:
         if config_file is not None:
@@ -105,6 +127,8 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
             config.set_property("zookeeper.connect", zookeeper)
         if listen is not None:
             config.listen_host, config.listen_port = parse_host_port(listen, "--listen")
+        if metrics_listen is not None:
+            config.set_property("eoslog.metrics.listen", metrics_listen)
         if advertised_listener is not None:
             config.advertised_host, config.advertised_port = parse_host_port(advertised_listener, "--advertised-listener")
         from eoslog.server.run import run
@@ -113,6 +137,10 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
     except ConfigError as exc:
         raise click.ClickException(f"configuration error: {exc}") from None
     except BlockingIOError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (ListenerBindError, DataDirectoryError, LogDirectoryLockedError) as exc:
+        # The common mistakes (docs/operations.md "Common mistakes"): one line that says what and how to
+        # fix it, exit code 1, raised before anything is served.
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
         from eoslog.cluster.zk.errors import ZooKeeperError

@@ -121,16 +121,21 @@ def test_a_task_failing_on_its_first_attempt_leaves_no_trace(spark, broker, kafk
 
         ctx = TaskContext.get()
         if i == 14_000 and ctx.attemptNumber() == 0:
-            # Fail only once the first Arrow batch (1,000 rows) of this attempt is in the log.
+            # Fail only once the first Arrow batch (1,000 rows) of this attempt is in the log. Counted by
+            # value, not by the log end offset: the other task (ids 15,000 and up) writes to the same
+            # partition, and its rows alone used to pass an offset check while this attempt had written
+            # nothing yet (its writer runs behind this UDF), leaving exactly 30,000 uncommitted records.
+            # Rows below 15,000 in the log before the retry starts can only be this attempt's.
             import time
 
             from confluent_kafka import Consumer, TopicPartition
 
             c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "isolation.level": "read_uncommitted"})
-            deadline = time.monotonic() + 30
-            while c.get_watermark_offsets(TopicPartition(target, 0), 5)[1] < 1_000:
-                assert time.monotonic() < deadline, "the first batch never reached the broker"
-                time.sleep(0.05)
+            c.assign([TopicPartition(target, 0, 0)])
+            deadline, own = time.monotonic() + 30, 0
+            while own < 1_000:
+                assert time.monotonic() < deadline, f"only {own} rows of the first attempt reached the broker"
+                own += sum(1 for m in c.consume(1_000, 0.5) if not m.error() and int(m.value()) < 15_000)
             c.close()
             Path(marker).write_text("x")
             raise RuntimeError("injected failure in the middle of the task")

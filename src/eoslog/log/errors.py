@@ -65,3 +65,8 @@ class CorruptCheckpointError(LogError):
 
 class LogDirectoryLockedError(LogError):
     """Another process (or another LogDirectory in this one) already holds the data directory's .lock."""
+
+
+class DataDirectoryError(LogError):
+    """The data directory cannot be used: not writable, not a directory, or written by a newer format
+    version. The message names the directory and says what to do; the broker refuses to start."""

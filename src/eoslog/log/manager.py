@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from eoslog.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -33,6 +34,7 @@ from eoslog.log.checkpoint import (
     TopicPartition,
 )
 from eoslog.log.config import LogConfig
+from eoslog.log.data_dir_format import unusable
 from eoslog.log.errors import CorruptCheckpointError, LogDirectoryLockedError, LogError
 from eoslog.log.flush_task import fsync_directory
 from eoslog.log.flusher import GroupCommit
@@ -104,8 +106,11 @@ class LogDirectory:
         """Locks ``data_dir`` (created when missing), removes half-deleted partitions and opens (recovers)
         every partition log. ``config_for(topic)`` gives per-topic configs; else ``config`` for all."""
         data_dir = os.path.abspath(data_dir)
-        os.makedirs(data_dir, exist_ok=True)
-        lock_fd = _lock(data_dir)
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+            lock_fd = _lock(data_dir)
+        except OSError as exc:  # not writable, not a directory: one line that names it (not a traceback)
+            raise unusable(Path(data_dir), exc) from exc
         directory = cls(
             data_dir, config or LogConfig(), lock_fd, config_for=config_for, clock=clock or _now_ms
         )

@@ -19,9 +19,11 @@ from pathlib import Path
 from eoslog.cluster.registry import PartitionRegistry
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
 from eoslog.log.config import LogConfig
+from eoslog.log.data_dir_format import check_or_record
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
+from eoslog.server.listeners import ListenerBindError
 from eoslog.server.network import KafkaConnection, close_idle
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class Broker:
         self.group_service = None  # coordinator/group/service.py, set in start()
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
+        self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
         # security/authorizer.py when authorizer.class.name is set; None: every request is allowed.
         from eoslog.security.authorizer import Authorizer
 
@@ -95,23 +98,31 @@ class Broker:
     async def start(self) -> None:
         started = time.monotonic()
         data_dir = Path(self.config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         self.request_memory.schedule = loop.call_soon
-        if self.config.cluster_mode:
-            # Every listener bound now (the registration in ZooKeeper names their ports), served only once ready.
-            await self._bind_listeners(start_serving=False)
-            self.registry.open_log_directory(data_dir)
-            try:
+        # Every listener is bound first and served only once ready: a port in use is refused before the
+        # data directory is created, locked or read (nothing half-started), and on a cluster the
+        # registration in ZooKeeper names the bound ports.
+        await self._bind_listeners(start_serving=False)
+        try:
+            if self.config.metrics_listen is not None:
+                self._start_metrics()
+            # The format version before anything else in the directory is read (log/data_dir_format.py).
+            check_or_record(data_dir)
+            if self.config.cluster_mode:
+                self.registry.open_log_directory(data_dir)
                 await self._join_cluster(data_dir)
-            except BaseException:
-                for server in [self._server, *self._extra_servers]:
-                    server.close()
+            else:
+                self.registry.open_single_node(data_dir)
+                self.cluster_id = self._load_or_create_cluster_id(data_dir)
+        except BaseException:
+            for server in [self._server, *self._extra_servers]:
+                server.close()
+            if self.metrics is not None:
+                self.metrics.close()
+            if getattr(self.registry, "log_directory", None) is not None:
                 self.registry.log_directory.close()
-                raise
-        else:
-            self.registry.open_single_node(data_dir)
-            self.cluster_id = self._load_or_create_cluster_id(data_dir)
+            raise
         self._open_credentials(data_dir)
         self.registry.remove_orphan_logs()
         if self.authorizer is not None:
@@ -142,11 +153,8 @@ class Broker:
                 TRANSACTION_STATE, self.config.transaction_state_log_num_partitions))
         await self.transaction_coordinator.start()
         self._coordinators_started = True
-        if self._server is not None:
-            for server in [self._server, *self._extra_servers]:
-                await server.start_serving()
-        else:
-            await self._bind_listeners(start_serving=True)
+        for server in [self._server, *self._extra_servers]:
+            await server.start_serving()
         self.started_at_ms = int(time.time() * 1000)
         self._background.append(loop.create_task(self._housekeeping()))
         self._background.append(loop.create_task(self._close_idle_connections()))
@@ -160,6 +168,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down: closing the listener and %d connections", len(self.dispatcher.connections))
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._server is not None:
             self._server.close()
         for server in self._extra_servers:
@@ -260,18 +270,28 @@ class Broker:
             self.transaction_coordinator.unload_partition(index)
 
     async def _bind_listeners(self, start_serving: bool) -> None:
-        """Binds every listener, the primary first; a port of 0 becomes the one the system picked."""
-        self._server = await self._listen(self.listeners[0], start_serving=start_serving)
-        self.bound_port = self._server.sockets[0].getsockname()[1]
-        if not self.config.listen_port:
-            self.config.listen_port = self.bound_port
-        self.bound_ports[self.listeners[0].name] = self.bound_port
-        for listener in self.listeners[1:]:
-            server = await self._listen(listener, start_serving=start_serving)
-            self._extra_servers.append(server)
-            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
-            log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host,
-                     self.bound_ports[listener.name])
+        """Binds every listener, the primary first; a port of 0 becomes the one the system picked. An
+        address that cannot be bound is a ListenerBindError, with the listeners bound so far closed."""
+        for listener in self.listeners:
+            try:
+                server = await self._listen(listener, start_serving=start_serving)
+            except OSError as exc:
+                for bound in filter(None, [self._server, *self._extra_servers]):
+                    bound.close()
+                self._server, self._extra_servers = None, []
+                primary = listener is self.listeners[0]
+                raise ListenerBindError.from_os_error(
+                    listener, "--listen HOST:PORT" if primary else f"port for {listener.name} in listeners=",
+                    exc) from exc
+            port = server.sockets[0].getsockname()[1]
+            self.bound_ports[listener.name] = port
+            if listener is self.listeners[0]:
+                self._server, self.bound_port = server, port
+                if not self.config.listen_port:
+                    self.config.listen_port = port
+            else:
+                self._extra_servers.append(server)
+                log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host, port)
 
     async def _listen(self, listener, start_serving: bool = True):
         tls = self._tls.get(listener.name)
@@ -345,6 +365,19 @@ class Broker:
         await self.registry.log_directory.run_maintenance(
             retention_check_interval_ms=self.config.log_retention_check_interval_ms
         )
+
+    def _start_metrics(self) -> None:
+        """Right after the listeners are bound (a taken port is an error before the data directory is
+        touched) and before any request is served, so every request is counted; the collector copes with
+        coordinators that are not there yet."""
+        from eoslog.server.metrics import MetricsEndpoint
+
+        host, port = self.config.metrics_listen
+        self.metrics = MetricsEndpoint(self, host, port)
+        try:
+            self.metrics.start()
+        except OSError as exc:
+            raise ConfigError(f"eoslog.metrics.listen {host}:{port}: {exc}") from exc
 
     def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:

@@ -1,15 +1,19 @@
 """Broker configuration, with Kafka's property names where Kafka has the setting.
 
 A config file is a Java-style properties file (``key=value``, ``#`` comments). Command-line flags win
-over the file. Unknown properties are an error, so a typo never silently falls back to a default.
+over the file. Unknown properties are an error that names the closest known one, so a typo never silently
+falls back to a default (see KAFKA_PROPERTIES_NOT_IMPLEMENTED for the one exception).
 Broker-level ``log.*`` properties are the defaults for the topic-level names Kafka maps them to.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -67,6 +71,86 @@ _TIME_ALIASES = {
     "log.retention.minutes": ("log.retention.ms", 60_000),
     "log.roll.hours": ("log.roll.ms", 3_600_000),
 }
+
+# property -> (BrokerConfig attribute, minimum) for the plain integer properties
+_SIMPLE_INTS = {
+    "node.id": ("node_id", 0),
+    "broker.id": ("node_id", 0),
+    "num.partitions": ("num_partitions", 1),
+    "socket.request.max.bytes": ("socket_request_max_bytes", 1024),
+    "max.connections": ("max_connections", 1),
+    "max.connections.per.ip": ("max_connections_per_ip", 1),
+    "connections.max.idle.ms": ("connections_max_idle_ms", 1000),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", 0),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", 1024),
+    "eoslog.authentication.timeout.ms": ("authentication_timeout_ms", 100),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 1),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 0),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", 0),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 0),
+    "offsets.retention.minutes": ("offsets_retention_minutes", 1),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 1),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", 1),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", 1),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", 1),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", 1),
+    "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", 1024),
+    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", 1000),
+    "zookeeper.connection.timeout.ms": ("zookeeper_connection_timeout_ms", 100),
+    "default.replication.factor": ("default_replication_factor", 1),
+    "min.insync.replicas": ("min_insync_replicas", 1),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", 100),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", 0),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", 1024),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", 0),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", 1),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1),
+    "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", 1),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1),
+}
+
+
+# Other names set_property takes; with the dicts above and the security names, what a typo is compared to.
+_OTHER_PROPERTIES = frozenset({
+    "queued.max.request.bytes", "max.connections.per.ip.overrides", "auto.create.topics.enable",
+    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "zookeeper.connect", "broker.rack",
+    "log.cleaner.enable", "log.cleaner.process", "log.dirs", "log.dir", "listeners", "advertised.listeners",
+    "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id",
+})
+# Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
+# the broker on the default. eoslog knows every name it accepts, and a typo of one of them is by far the
+# common mistake, so an unknown name is an error that suggests the nearest known one. The exception is a
+# real Kafka broker property eoslog has no use for (thread pools, socket buffers and other JVM-side tuning
+# in Kafka's stock server.properties): a Kafka config file must still start, so those warn and are ignored.
+KAFKA_PROPERTIES_NOT_IMPLEMENTED = frozenset({
+    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+    "background.threads", "queued.max.requests", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "replica.socket.timeout.ms", "replica.socket.receive.buffer.bytes", "replica.high.watermark.checkpoint.interval.ms",
+    "controller.socket.timeout.ms", "controlled.shutdown.enable", "delete.topic.enable", "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms", "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second",
+    "log.preallocate", "inter.broker.protocol.version", "log.message.format.version", "metric.reporters",
+    "request.timeout.ms", "compression.type",
+})
+
+
+def known_properties() -> frozenset[str]:
+    """Every broker property name set_property accepts exactly (prefix families aside)."""
+    from eoslog.server.tls import SSL_PROPERTIES
+
+    return frozenset({*LOG_DEFAULTS, *_TIME_ALIASES, *_RENAMED, *_SIMPLE_INTS, *_OTHER_PROPERTIES,
+                      *SSL_PROPERTIES, *SASL_PROPERTIES, *KAFKA_PROPERTIES_NOT_IMPLEMENTED})
+
+
+def unknown_property_message(name: str) -> str:
+    """"unknown broker property 'x'", with the closest known name when one is close (a typo)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known_properties(), n=1, cutoff=0.8)
+    return f"unknown broker property {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
 
 
 def _bool(name: str, value: str) -> bool:
@@ -221,6 +305,9 @@ class BrokerConfig:
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
+    # eoslog.metrics.listen / --metrics-listen (server/metrics.py, docs/operations.md): the Prometheus
+    # endpoint's (host, port); None: off, and prometheus_client is never imported.
+    metrics_listen: tuple[str, int] | None = None
 
     def listeners(self) -> list:
         """Every listener, the primary first (its address as listen_host:listen_port say)."""
@@ -303,46 +390,8 @@ class BrokerConfig:
             return
         if name in _RENAMED:
             raise ConfigError(f"{name} is a topic config; the broker default is {_RENAMED[name]}")
-        simple_ints = {
-            "node.id": ("node_id", 0),
-            "broker.id": ("node_id", 0),
-            "num.partitions": ("num_partitions", 1),
-            "socket.request.max.bytes": ("socket_request_max_bytes", 1024),
-            "max.connections": ("max_connections", 1),
-            "max.connections.per.ip": ("max_connections_per_ip", 1),
-            "connections.max.idle.ms": ("connections_max_idle_ms", 1000),
-            "connections.max.reauth.ms": ("connections_max_reauth_ms", 0),
-            "sasl.server.max.receive.size": ("sasl_server_max_receive_size", 1024),
-            "eoslog.authentication.timeout.ms": ("authentication_timeout_ms", 100),
-            "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1),
-            "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 1),
-            "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 0),
-            "group.min.session.timeout.ms": ("group_min_session_timeout_ms", 0),
-            "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 0),
-            "offsets.retention.minutes": ("offsets_retention_minutes", 1),
-            "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 1),
-            "transactional.id.expiration.ms": ("transactional_id_expiration_ms", 1),
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
-                "transaction_abort_timed_out_transaction_cleanup_interval_ms", 1),
-            "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
-            "log.retention.check.interval.ms": ("log_retention_check_interval_ms", 1),
-            "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", 1),
-            "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", 1024),
-            "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", 1000),
-            "zookeeper.connection.timeout.ms": ("zookeeper_connection_timeout_ms", 100),
-            "default.replication.factor": ("default_replication_factor", 1),
-            "min.insync.replicas": ("min_insync_replicas", 1),
-            "replica.lag.time.max.ms": ("replica_lag_time_max_ms", 100),
-            "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", 0),
-            "replica.fetch.max.bytes": ("replica_fetch_max_bytes", 1024),
-            "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", 0),
-            "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", 1),
-            "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1),
-            "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", 1),
-            "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1),
-        }
-        if name in simple_ints:
-            attribute, minimum = simple_ints[name]
+        if name in _SIMPLE_INTS:
+            attribute, minimum = _SIMPLE_INTS[name]
             setattr(self, attribute, _int(name, value, minimum))
         elif name == "queued.max.request.bytes":
             number = _int(name, value, -1)
@@ -400,6 +449,12 @@ class BrokerConfig:
                 self.security_properties[name] = value  # this broker's login to the others (server/inter_broker.py)
                 return
             if base not in SSL_PROPERTIES | SASL_PROPERTIES:
+                import difflib
+
+                close = difflib.get_close_matches(base, SSL_PROPERTIES | SASL_PROPERTIES, n=1, cutoff=0.8)
+                if close:  # a typo: the same name with the listener prefix kept, as for the other names
+                    raise ConfigError(f"unknown broker property {name!r}; did you mean "
+                                      f"{name[:len(name) - len(base)] + close[0]!r}?")
                 known = ", ".join(sorted(SSL_PROPERTIES | SASL_PROPERTIES))
                 raise ConfigError(f"unknown broker property {name!r} (security properties: {known})")
             if base in SASL_PROPERTIES:
@@ -409,10 +464,14 @@ class BrokerConfig:
             self._set_authorization_property(name, value)
         elif name == "cluster.id":
             self.cluster_id = value
+        elif name == "eoslog.metrics.listen":
+            self.metrics_listen = parse_host_port(value.strip(), name) if value.strip() else None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
+        elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:
+            log.warning("ignoring %s=%s: a Kafka broker property eoslog does not implement", name, value)
         else:
-            raise ConfigError(f"unknown broker property {name!r}")
+            raise ConfigError(unknown_property_message(name))
 
     def _set_authorization_property(self, name: str, value: str) -> None:
         from eoslog.security.acl import parse_super_users

@@ -22,6 +22,22 @@ class ListenerError(ValueError):
     pass
 
 
+class ListenerBindError(Exception):
+    """A listener's address could not be bound (a port in use, an address not of this machine); raised
+    before the broker touches its data directory, so nothing is left half-started."""
+
+    @classmethod
+    def from_os_error(cls, listener: Listener, flag: str, exc: OSError) -> ListenerBindError:
+        """One line for the operator: what failed and which setting (``flag``) changes it."""
+        import errno
+
+        address = f"{listener.host}:{listener.port}"
+        if exc.errno == errno.EADDRINUSE:
+            return cls(f"port {address} is in use (another broker?) — stop it or choose another {flag}")
+        reason = exc.strerror or str(exc)
+        return cls(f"cannot listen on {address}: {reason} — choose another {flag}")
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str

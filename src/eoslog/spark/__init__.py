@@ -9,7 +9,24 @@ Options and columns are those of Spark's Kafka connector; see docs/spark.md.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource
+import importlib.util
+
+SPARK_EXTRA_HINT = "eoslog.spark needs the spark extra: pip install 'eoslog[spark]'"
+
+
+def _require_spark_extra() -> None:
+    """numpy and pyarrow are looked up before pyspark is imported: without them pyspark's own imports fail
+    with errors that do not say what to install (a ModuleNotFoundError, then an UnboundLocalError)."""
+    for name in ("numpy", "pyarrow", "pyspark"):
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+try:
+    _require_spark_extra()
+    from pyspark.sql.datasource import DataSource
+except ImportError as exc:
+    raise ImportError(SPARK_EXTRA_HINT) from exc
 
 FORMAT = "eoslog"
 
@@ -58,4 +75,4 @@ def register(spark) -> None:
     spark.dataSource.register(EoslogDataSource)
 
 
-__all__ = ["FORMAT", "EoslogDataSource", "register"]
+__all__ = ["FORMAT", "SPARK_EXTRA_HINT", "EoslogDataSource", "register"]
