@@ -37,6 +37,7 @@ class LazyGroup(click.Group):
         "bench": "eoslog.loadgen:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "configs": "eoslog.tools.configs_cli:configs_group",
+        "console": "eoslog.console.cli:console_command",
         "consume": "eoslog.tools.console_cli:consume_command",
         "groups": "eoslog.tools.groups_cli:groups_group",
         "pipeline": "eoslog.pipeline.cli:pipeline_command",
