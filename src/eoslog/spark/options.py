@@ -122,6 +122,18 @@ class SourceOptions:
         return parsed
 
 
+def _writer(opts: dict[str, str]) -> str:
+    """``eoslog.writer``: ``native`` (record batches encoded from Arrow, Produce sent by the sink's own
+    producer, spark/native_producer.py) or ``librdkafka`` (a confluent-kafka producer, one produce() a row)."""
+    writer = opts.get("eoslog.writer", DEFAULT_WRITER).strip().lower()
+    if writer not in ("native", "librdkafka"):
+        raise OptionError(f"eoslog.writer must be native or librdkafka, not {writer!r}")
+    return writer
+
+
+DEFAULT_WRITER = "librdkafka"
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     client: dict[str, str]
@@ -129,6 +141,7 @@ class SinkOptions:
     sink_id: str
     transaction_timeout_ms: int
     require_exactly_once: bool
+    writer: str = DEFAULT_WRITER
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -140,7 +153,7 @@ class SinkOptions:
             raise OptionError(f"sinkId must be letters, digits, '_' or '.', not {sink_id!r}")
         sink = cls(client=client, topic=opts.get("topic"), sink_id=sink_id,
                    transaction_timeout_ms=timeout,
-                   require_exactly_once=_bool(opts, "requireExactlyOnce", True))
+                   require_exactly_once=_bool(opts, "requireExactlyOnce", True), writer=_writer(opts))
         sink.security()  # a bad security setting fails the query at once, not its first commit
         return sink
 
