@@ -3,6 +3,8 @@ record decoder, and its partitioning checked against librdkafka's murmur2_random
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -110,7 +112,7 @@ def test_large_partitions_split_into_batches_under_the_limit():
                              None)
     ranges = enc.row_ranges(rows, max_batch_bytes=256 * 1024)
     assert ranges[0][0] == 0 and ranges[-1][1] == n and len(ranges) > 1
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     for start, end in ranges:
         data = _encode(rows.keys.slice(start, end - start), rows.values.slice(start, end - start))
         assert len(data) <= 256 * 1024
