@@ -122,6 +122,11 @@ class SourceOptions:
         return parsed
 
 
+# The native writer is the default: every test in tests/spark passes with both, and it is the faster one
+# (docs/benchmarks.md, "Spark sink: the native writer").
+DEFAULT_WRITER = "native"
+
+
 def _writer(opts: dict[str, str]) -> str:
     """``eoslog.writer``: ``native`` (record batches encoded from Arrow, Produce sent by the sink's own
     producer, spark/native_producer.py) or ``librdkafka`` (a confluent-kafka producer, one produce() a row)."""
@@ -129,9 +134,6 @@ def _writer(opts: dict[str, str]) -> str:
     if writer not in ("native", "librdkafka"):
         raise OptionError(f"eoslog.writer must be native or librdkafka, not {writer!r}")
     return writer
-
-
-DEFAULT_WRITER = "librdkafka"
 
 
 @dataclass(frozen=True)
