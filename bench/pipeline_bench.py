@@ -13,9 +13,9 @@ and the CPU seconds each process kind spent during the query (broker, JVM, Spark
 
 ``--writers`` names sink variants, run in turn (``--rounds`` times, alternating) on the same input topic
 in one broker and one Spark session, so their ratios come from one run: ``eos-<writer>`` is the
-exactly-once sink (``eoslog.writer`` = native or librdkafka); ``alo-<writer>`` is an at-least-once
-baseline defined here, not in the product: the same rows written by the same kind of producer, idempotent
-but without a transaction, with nothing to commit on the driver.
+exactly-once sink (``eoslog.writer`` = native or librdkafka); ``alo-<writer>`` is the at-least-once
+baseline ``eoslog.testing.at_least_once_sink``: the same rows written by the same kind of producer,
+idempotent but without a transaction, with nothing to commit on the driver.
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ def _descendants_cpu(broker_pid: int) -> dict[str, float]:
         fields = stat.rsplit(")", 1)[1].split()
         pid = int(entry)
         parents[pid] = int(fields[1])
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+        # utime + stime, plus cutime + cstime: the CPU of children that exited and were waited for (Python
+        # workers forked by pyspark's daemon come and go; without these their work would vanish).
+        cpu[pid] = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
         role[pid] = ("broker" if pid == broker_pid else "jvm" if "java" in cmdline.split(" ", 1)[0]
                      else "driver" if pid == os.getpid() else "python workers")
     totals: dict[str, float] = {}
@@ -75,64 +77,6 @@ def _descendants_cpu(broker_pid: int) -> dict[str, float]:
         if ancestor == os.getpid() or pid == os.getpid():
             totals[role[pid]] = totals.get(role[pid], 0.0) + seconds
     return totals
-
-
-def _at_least_once_source():
-    """format("eoslog-alo"): the bench's at-least-once baseline sink (see the module doc). Defined in a
-    function so cloudpickle ships it to the Python workers by value."""
-    from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
-
-    from eoslog.spark import EoslogDataSource
-
-    class AtLeastOnceWriter(DataSourceStreamArrowWriter):
-        def __init__(self, options) -> None:
-            self.options = options
-
-        def write(self, iterator):
-            from eoslog.spark.task_writer import _produce_all, _Rows
-
-            o = self.options
-            rows = _Rows(o.topic)
-            if o.writer == "native":
-                from eoslog.spark.native_producer import NativeProducer
-
-                producer = NativeProducer(o.client["bootstrap.servers"], None, security=o.security())
-                try:
-                    producer.init()
-                    for batch in iterator:
-                        producer.send(batch, o.topic)
-                    producer.flush()
-                finally:
-                    producer.close()
-                return WriterCommitMessage()
-            from confluent_kafka import Producer
-
-            from eoslog.spark.task_writer import PRODUCER_DEFAULTS
-
-            producer = Producer({**PRODUCER_DEFAULTS, **o.client, "enable.idempotence": True})
-            for batch in iterator:
-                _produce_all(producer, *rows.columns(batch))
-                producer.poll(0)
-            assert producer.flush(120) == 0
-            return WriterCommitMessage()
-
-        def commit(self, messages, batchId) -> None:
-            pass
-
-        def abort(self, messages, batchId) -> None:
-            pass
-
-    class AtLeastOnceSource(EoslogDataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "eoslog-alo"
-
-        def streamWriter(self, schema, overwrite):
-            from eoslog.spark.options import SinkOptions
-
-            return AtLeastOnceWriter(SinkOptions.parse(self.options))
-
-    return AtLeastOnceSource
 
 
 def _copy(spark, bootstrap, source, target, per_trigger, require, variant="eos-librdkafka"):
@@ -160,6 +104,7 @@ def run(records: int, size: int, per_trigger: int, conf: dict[str, str] | None =
 
     from eoslog.pipeline.runner import spark_session
     from eoslog.spark.txn_group_client import broker_supports_txn_groups
+    from eoslog.testing.at_least_once_sink import AtLeastOnceSource
     from eoslog.testing.process import BrokerProcess
 
     results = []
@@ -172,7 +117,7 @@ def run(records: int, size: int, per_trigger: int, conf: dict[str, str] | None =
         groups = broker_supports_txn_groups(broker.bootstrap)
         require = "true" if groups else "false"
         spark = spark_session("local[2]")
-        spark.dataSource.register(_at_least_once_source())
+        spark.dataSource.register(AtLeastOnceSource)
         for name, value in (conf or {}).items():
             spark.conf.set(name, value)
         _produce(broker.bootstrap, "warm-in", 20_000, size)
