@@ -32,13 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from eoslog.protocol import codec, messages
-from eoslog.protocol.codec import RequestHeader
+from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import now_ms
 from eoslog.spark import record_encoder
 from eoslog.spark.txn_group_client import (
-    CLIENT_ID,
     METADATA,
     METADATA_VERSION,
     TxnGroupClient,
@@ -46,7 +44,7 @@ from eoslog.spark.txn_group_client import (
     _Retry,
 )
 
-PRODUCE, PRODUCE_VERSION = 0, 8  # non-flexible, with PRODUCER_FENCED-free error set (v8 adds record_errors)
+PRODUCE, PRODUCE_VERSION = 0, 8  # the last non-flexible version
 INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION = 22, 1
 ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_VERSION = 24, 1
 ACKS_ALL = -1
@@ -297,24 +295,15 @@ class NativeProducer:
                 transactional_id=self.transactional_id, acks=ACKS_ALL, timeout_ms=REQUEST_TIMEOUT_MS,
                 topic_data=[messages.ProduceRequest.TopicProduceData(name=t, partition_data=ps)
                             for t, ps in topics.items()])
-            correlation_id = next(leader.connection._ids)
-            leader.connection.sock.sendall(codec.encode_request(
-                RequestHeader(PRODUCE, PRODUCE_VERSION, correlation_id, CLIENT_ID), request))
-            leader.in_flight.append((correlation_id, batches))
+            leader.in_flight.append((leader.connection.send_spec(PRODUCE, PRODUCE_VERSION, request), batches))
         except (OSError, ConnectionError):
             self._lose(node)
             self._failed.extend(batches)
 
     def _receive(self, node: int, leader: _Leader) -> None:
         correlation_id, batches = leader.in_flight[0]
-        conn = leader.connection
-        size = int.from_bytes(conn._read_exact(4), "big", signed=True)
-        body = conn._read_exact(size)
-        got = int.from_bytes(body[:4], "big", signed=True)
-        if got != correlation_id:
-            raise ConnectionError(f"Produce answer for correlation id {got}, expected {correlation_id}")
+        response = leader.connection.receive_spec(PRODUCE, PRODUCE_VERSION, correlation_id)
         leader.in_flight.popleft()
-        response = codec.decode_response(PRODUCE, PRODUCE_VERSION, body)
         codes = {(t.name, p.index): p.error_code for t in response.responses for p in t.partition_responses}
         for b in batches:
             code = codes.get((b.topic, b.partition), ErrorCode.UNKNOWN_SERVER_ERROR)
