@@ -24,6 +24,7 @@ import argparse
 import multiprocessing as mp
 import os
 import random
+import resource
 import statistics
 import struct
 import sys
@@ -194,6 +195,11 @@ def _pct(values, q):
     return values[min(int(q * len(values)), len(values) - 1)]
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run_producers(ctx, args, topic, seconds, paced):
     out = ctx.Queue()
     rate = args.paced_rate / args.procs
@@ -215,13 +221,17 @@ def _run_producers(ctx, args, topic, seconds, paced):
 def measure_topic(ctx, args, topic, pid):
     row = {}
     with BrokerWatch(pid) as watch:
+        print(f"  {topic}: produce phase", file=sys.stderr, flush=True)
+        cpu0 = _children_cpu()
         produced = _run_producers(ctx, args, topic, args.seconds, paced=False)
+        row["producers CPU s"] = _children_cpu() - cpu0
         delivered = sum(r["delivered"] for r in produced)
         span = max(r["last"] for r in produced) - min(r["started"] for r in produced)
         row["produce msgs/s"] = delivered / span
         row["produce MB/s"] = delivered * args.size / span / 1e6
         row["produce failed"] = sum(r["failed"] for r in produced)
 
+        print(f"  {topic}: consume phase", file=sys.stderr, flush=True)
         group = f"g-{topic}"
         counters = [ctx.Value("q", 0, lock=False) for _ in range(args.procs)]
         firsts = [ctx.Value("d", 0.0, lock=False) for _ in range(args.procs)]
@@ -244,7 +254,11 @@ def measure_topic(ctx, args, topic, pid):
         row["consume msgs/s"] = consumed / max(max(v.value for v in lasts) - first, 1e-9)
         row["consumed"] = consumed
 
+        print(f"  {topic}: paced phase", file=sys.stderr, flush=True)
+        cpu0 = _children_cpu()
         paced = _run_producers(ctx, args, topic, args.seconds, paced=True)
+        row["paced producers CPU s"] = _children_cpu() - cpu0
+        cpu0 = _children_cpu()
         paced_total = sum(r["delivered"] for r in paced)
         deadline = time.monotonic() + 60
         while sum(c.value for c in counters) < delivered + paced_total and time.monotonic() < deadline:
@@ -255,6 +269,7 @@ def measure_topic(ctx, args, topic, pid):
             e2e.extend(e2e_out.get(timeout=120))
         for p in consumers:
             p.join()
+        row["consumers CPU s"] = _children_cpu() - cpu0
         lat = [x for r in paced for x in r["latencies"]]
         row["paced msgs/s"] = paced_total / args.seconds
         row["delivery p50 ms"] = _pct(lat, 0.50) * 1000
@@ -284,7 +299,8 @@ def create_topic(bootstrap, name, partitions):
 
 
 KEYS = ["produce msgs/s", "produce MB/s", "consume msgs/s", "join s", "paced msgs/s", "delivery p50 ms",
-        "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "broker CPU s", "broker CPU %", "broker peak RSS MiB"]
+        "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "broker CPU s", "broker CPU %", "broker peak RSS MiB",
+        "producers CPU s", "paced producers CPU s", "consumers CPU s"]
 
 
 def report(rows):
@@ -316,6 +332,8 @@ def main() -> None:
     parser.add_argument("--per-proc", type=int, default=10, help="clients per worker process")
     parser.add_argument("--bootstrap", help="use a running broker instead of starting one")
     parser.add_argument("--broker-pid", type=int, help="its pid (for CPU and RSS)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a broker property for the broker this script starts (repeatable)")
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.procs, args.per_proc, args.paced_rate = 2.0, 2, 4, 500.0
@@ -327,7 +345,8 @@ def main() -> None:
         if args.bootstrap is None:
             from eoslog.testing.process import BrokerProcess
 
-            broker = BrokerProcess(data_dir=Path(tmp) / "data").start()
+            properties = dict(item.split("=", 1) for item in args.set)
+            broker = BrokerProcess(data_dir=Path(tmp) / "data", properties=properties).start()
             args.bootstrap, args.broker_pid = broker.bootstrap, broker.process.pid
         try:
             rows: dict[int, list] = {n: [] for n in counts}
@@ -347,7 +366,7 @@ def main() -> None:
                 broker.terminate()
     print(f"\n{args.procs} x {args.per_proc} producers, {args.procs} x {args.per_proc} consumers, "
           f"{args.size} B values, {args.seconds:g} s phases, paced {args.paced_rate:g} msgs/s, "
-          f"{args.rounds} round(s), total {time.perf_counter() - started:.0f} s")
+          f"{args.rounds} round(s), broker properties {args.set or 'default'}, total {time.perf_counter() - started:.0f} s")
     report(rows)
 
 
