@@ -213,7 +213,7 @@ def test_message_classes_follow_the_naming_rule():
         m.PartitionData(3)  # keyword-only
 
 
-@pytest.mark.parametrize("version", range(0, 13))
+@pytest.mark.parametrize("version", range(13))
 def test_a_frozen_array_encodes_to_the_same_bytes_as_a_list_every_time(version):
     # Metadata keeps one FrozenArray per topic shape: its cached bytes must be what a plain list gives,
     # for every version, including after another version's bytes were cached on the same array.

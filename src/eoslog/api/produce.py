@@ -192,7 +192,7 @@ def _append(context, request, verified=frozenset(), refused=None):
 
 async def _await_durability(result, waits, timeout_ms: int, replicas):
     futures = [future for future, _, _ in waits]
-    done, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
     return _outcomes(result, waits, pending, replicas)
 
 
