@@ -22,6 +22,13 @@ from eoslog.log.errors import LogError
 from eoslog.log.flush_task import FlushTask
 from eoslog.log.log import Log
 
+# fsyncs of different files that run at the same time share one journal commit (ext4, xfs), so with many
+# partitions more threads sync more files per second: 1,000 files on this project's VM, 200 dirty per
+# round, 2,500 fsyncs/s with 4 threads and 4,800 with 16 (docs/benchmarks.md, "Many partitions"). A
+# thread blocked in fsync costs no CPU, and ThreadPoolExecutor starts them only when needed, so few
+# partitions never start more than they use.
+FSYNC_THREADS = 16
+
 
 @dataclass
 class _LogState:
@@ -33,7 +40,7 @@ class _LogState:
 
 
 class GroupCommit:
-    def __init__(self, executor: Executor | None = None, *, max_workers: int = 4) -> None:
+    def __init__(self, executor: Executor | None = None, *, max_workers: int = FSYNC_THREADS) -> None:
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="eoslog-fsync"
