@@ -1,7 +1,8 @@
 """Many partitions and many clients: 1,000 partitions vs 8, 50 producers + 50 consumers (issue 16, target 3).
 
     .venv/bin/python bench/many_partitions_bench.py [--quick] [--rounds 1] [--size 1024]
-        [--seconds 5] [--paced-rate 2000] [--procs 5] [--per-proc 10] [--bootstrap HOST:PORT --broker-pid PID]
+        [--seconds 5] [--paced-rate 2000] [--procs 5] [--per-proc 10] [--set NAME=VALUE]
+        [--bootstrap HOST:PORT --broker-pid PID]
 
 One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per round, a fresh topic with
 1,000 partitions and one with 8. Per topic, with the same client counts, the rounds alternating the order
