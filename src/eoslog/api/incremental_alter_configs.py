@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (key 44) for topic configs: SET, DELETE, APPEND, SUBTRACT."""
+"""IncrementalAlterConfigs (key 44) for topic configs: SET, DELETE, APPEND, SUBTRACT. A broker resource
+is checked (ACL, broker id, names) and refused: eoslog has no dynamic broker configs (server/broker_configs.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
 TOPIC = 2
+BROKER = 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
@@ -42,18 +44,30 @@ def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
     return configs
 
 
+def _refuse_broker(context, resource) -> None:
+    """Kafka's order: authorization, then the broker id, then the names (an unknown one, then read-only ones)."""
+    from eoslog.server.broker_configs import check_broker_resource, refuse_alter
+
+    context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
+    check_broker_resource(context.broker.config, resource.resource_name)
+    refuse_alter(context.broker.config, [op.name for op in resource.configs])
+
+
 async def _alter(context, request):
     registry = context.registry
     results = []
     for resource in request.resources:
         try:
-            if resource.resource_type != TOPIC:
+            if resource.resource_type == BROKER:
+                _refuse_broker(context, resource)  # raises unless there is nothing to alter
+            elif resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-            context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
-            info = registry.topics.require(resource.resource_name)
-            configs = apply_operations(info.configs, resource.configs)
-            if not request.validate_only:
-                await registry.admin.alter_configs(info.name, configs)
+            else:
+                context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
+                info = registry.topics.require(resource.resource_name)
+                configs = apply_operations(info.configs, resource.configs)
+                if not request.validate_only:
+                    await registry.admin.alter_configs(info.name, configs)
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
                                   resource_name=resource.resource_name))
         except Exception as exc:  # noqa: BLE001 - per-resource outcome, mapped in one place

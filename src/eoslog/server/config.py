@@ -305,6 +305,9 @@ class BrokerConfig:
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
+    # name -> value of every property set in the properties file, by --set or by a serve flag, in the
+    # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
+    originals: dict[str, str] = field(default_factory=dict)
 
     def listeners(self) -> list:
         """Every listener, the primary first (its address as listen_host:listen_port say)."""
@@ -378,6 +381,10 @@ class BrokerConfig:
             self.set_property(name, value)
 
     def set_property(self, name: str, value: str) -> None:
+        self._set_property(name, value)
+        self.originals[name] = value  # only once accepted: a refused value is no source of anything
+
+    def _set_property(self, name: str, value: str) -> None:
         if name in _TIME_ALIASES:
             target, factor = _TIME_ALIASES[name]
             self.log_defaults[LOG_DEFAULTS[target]] = str(_int(name, value) * factor)

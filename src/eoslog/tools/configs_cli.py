@@ -50,15 +50,16 @@ def describe_command(topic, broker, overrides_only, bootstrap, security, as_json
     resource_type, name, what = _pick(topic, broker)
     with Brokers(bootstrap, security=security) as brokers:
         entries = admin.describe_configs(brokers, resource_type, name)
-    if overrides_only:
-        entries = [e for e in entries if e.source in ("topic", "dynamic-broker")]
+    if overrides_only:  # a broker's own settings are its properties file and --set (static-broker)
+        own = ("topic",) if topic is not None else ("dynamic-broker", "static-broker")
+        entries = [e for e in entries if e.source in own]
     if as_json:
         emit_json([asdict(e) for e in entries])
     elif entries:
         print_table([[e.name, "(sensitive)" if e.sensitive else e.value, e.source, "yes" if e.read_only else ""]
                      for e in entries], ["NAME", "VALUE", "SOURCE", "READ-ONLY"], title=f"configs of {what}")
     else:
-        click.echo(f"{what}: the broker describes no configs")
+        click.echo(f"{what}: {'nothing set on it' if overrides_only else 'the broker describes no configs'}")
 
 
 @configs_group.command("alter")
