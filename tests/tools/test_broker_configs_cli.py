@@ -1,0 +1,132 @@
+"""A broker's configs through DescribeConfigs and IncrementalAlterConfigs, against a real `eoslog serve`
+started with --set: `eoslog configs describe --broker 0` and confluent-kafka's AdminClient see the same
+values and sources, passwords are never sent back, and an alter is refused with a reason (eoslog has no
+dynamic broker configs)."""
+
+from __future__ import annotations
+
+import json
+
+import confluent_kafka
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+from eoslog.protocol import messages
+from eoslog.protocol.errors import ErrorCode
+from eoslog.testing.process import BrokerProcess
+from eoslog.tools.configs_cli import configs_group
+from eoslog.tools.txn_cli import KafkaWire
+
+pytestmark = pytest.mark.interop
+
+BROKER = ConfigResource.Type.BROKER
+STARTED_WITH = {"num.partitions": "3", "log.retention.hours": "2", "ssl.key.password": "not-for-your-eyes",
+                "max.connections.per.ip": "500"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(data_dir=tmp_path_factory.mktemp("brokercfg") / "data", properties=STARTED_WITH) as running:
+        yield running
+
+
+def run(*args: str, code: int = 0):
+    result = CliRunner().invoke(configs_group, list(args))
+    assert result.exit_code == code, result.output
+    return result
+
+
+def describe_raw(bootstrap: str, name: str, keys=None, synonyms=False):
+    Resource = messages.DescribeConfigsRequest.DescribeConfigsResource
+    wire = KafkaWire(bootstrap)
+    try:
+        [result] = wire.call(32, 4, messages.DescribeConfigsRequest(
+            include_synonyms=synonyms, include_documentation=False,
+            resources=[Resource(resource_type=4, resource_name=name, configuration_keys=keys)])).results
+    finally:
+        wire.close()
+    return result
+
+
+def test_describe_shows_how_the_broker_was_started_as_the_admin_client_sees_it(broker):
+    entries = {e["name"]: e for e in json.loads(run("describe", "--broker", "0", "-b", broker.bootstrap, "--json").output)}
+    assert entries["num.partitions"]["value"] == "3" and entries["num.partitions"]["source"] == "static-broker"
+    assert entries["log.retention.ms"]["value"] == "7200000"  # set through its synonym log.retention.hours
+    assert entries["log.retention.ms"]["source"] == "static-broker"
+    assert entries["max.connections.per.ip"]["value"] == "500"
+    assert entries["auto.create.topics.enable"] == {
+        "name": "auto.create.topics.enable", "value": "true", "source": "default", "read_only": True,
+        "sensitive": False}
+    assert entries["ssl.key.password"]["value"] is None and entries["ssl.key.password"]["sensitive"]
+    assert entries["listeners"]["value"] == f"PLAINTEXT://{broker.bootstrap}"  # --listen is static too
+    assert entries["listeners"]["source"] == "static-broker"
+    assert "num.network.threads" not in entries  # a Kafka property eoslog ignores is not described
+    table = run("describe", "--broker", "0", "-b", broker.bootstrap).output
+    assert ["num.partitions", "3", "static-broker", "yes"] in [line.split() for line in table.splitlines()]
+    assert "not-for-your-eyes" not in table
+    overrides = json.loads(run("describe", "--broker", "0", "--overrides-only", "-b", broker.bootstrap, "--json").output)
+    assert {"num.partitions", "log.retention.ms", "ssl.key.password", "listeners", "log.dirs"} <= \
+        {e["name"] for e in overrides}
+    assert all(e["source"] == "static-broker" for e in overrides)
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(BROKER, "0")
+    theirs = admin.describe_configs([resource])[resource].result(10)
+    assert {name: e.value for name, e in theirs.items()} == {name: e["value"] for name, e in entries.items()}
+    assert theirs["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert theirs["auto.create.topics.enable"].source == \
+        ConfigSource.DEFAULT_CONFIG.value
+    assert theirs["ssl.key.password"].is_sensitive and theirs["ssl.key.password"].value is None
+    assert all(e.is_read_only for e in theirs.values())
+
+
+def test_synonyms_filtering_and_other_brokers_ids_on_the_wire(broker):
+    result = describe_raw(broker.bootstrap, "0", keys=["log.retention.ms", "num.partitions", "no.such.thing"],
+                          synonyms=True)
+    assert result.error_code == 0
+    by_name = {c.name: c for c in result.configs}
+    assert sorted(by_name) == ["log.retention.ms", "num.partitions"]
+    assert [(s.name, s.value, s.source) for s in by_name["log.retention.ms"].synonyms] == [
+        ("log.retention.hours", "2", 4), ("log.retention.ms", "604800000", 5)]  # in force first, default last
+    assert by_name["num.partitions"].config_type == 3  # INT
+
+    other = describe_raw(broker.bootstrap, "7")
+    assert other.error_code == ErrorCode.INVALID_REQUEST and other.configs == []
+    assert other.error_message == "INVALID_REQUEST: Unexpected broker id, expected 0 or empty string, but received 7"
+    not_an_id = describe_raw(broker.bootstrap, "zero")
+    assert not_an_id.error_code == ErrorCode.INVALID_REQUEST and "must be an integer" in not_an_id.error_message
+    cluster_default = describe_raw(broker.bootstrap, "")  # only dynamic defaults, and eoslog has none
+    assert cluster_default.error_code == 0 and cluster_default.configs == []
+
+
+def test_alter_is_refused_with_the_reason_and_changes_nothing(broker):
+    unknown = run("alter", "--broker", "0", "--set", "num.partitionz=4", "-b", broker.bootstrap, code=1)
+    assert unknown.output.strip().splitlines() == [(
+        "Error: unknown config 'num.partitionz' for broker 0; closest: num.partitions, "
+        "offsets.topic.num.partitions, transaction.state.log.num.partitions")]
+    read_only = run("alter", "--broker", "0", "--set", "num.partitions=4", "-b", broker.bootstrap, code=1)
+    assert read_only.output.strip().splitlines() == [(
+        "Error: altering broker 0: INVALID_REQUEST: Cannot update these configs dynamically: num.partitions "
+        "(every eoslog broker config is read-only at run time: set it in the properties file or with --set, "
+        "and restart the broker)")]
+    checked = run("alter", "--broker", "0", "--delete", "log.retention.ms", "--validate-only", "-b", broker.bootstrap,
+                  code=1)
+    assert "Cannot update these configs dynamically: log.retention.ms" in checked.output
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    change = ConfigResource(BROKER, "0", incremental_configs=[
+        ConfigEntry("max.connections", "10", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(confluent_kafka.KafkaException, match="Cannot update these configs dynamically: max.connections"):
+        admin.incremental_alter_configs([change])[change].result(10)
+    typo = ConfigResource(BROKER, "0", incremental_configs=[
+        ConfigEntry("log.retention.msec", "10", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        admin.incremental_alter_configs([typo])[typo].result(10)
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "unknown broker config 'log.retention.msec'; closest: log.retention.ms" in refused.value.args[0].str()
+
+    entries = {e["name"]: e["value"] for e in json.loads(
+        run("describe", "--broker", "0", "-b", broker.bootstrap, "--json").output)}
+    assert entries["num.partitions"] == "3" and entries["max.connections"] == "2147483647"
+    assert entries["log.retention.ms"] == "7200000"
