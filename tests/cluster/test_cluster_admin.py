@@ -187,6 +187,28 @@ def test_topic_config_changes_reach_every_broker(cluster):
         admin.incremental_alter_configs([bad])[bad].result(30)
 
 
+def test_each_broker_describes_its_own_configs(cluster):
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.broker(1).bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, "2")  # the client sends it to broker 2 itself
+    entries = admin.describe_configs([resource])[resource].result(30)
+    assert entries["broker.id"].value == "2"
+    assert entries["broker.id"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert entries["zookeeper.connect"].value.endswith(CHROOT)
+    assert entries["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
+    described = eoslog("configs", "describe", "--broker", "3", "--json", "-b", cluster.broker(1).bootstrap)
+    assert described.returncode == 0, described.stderr
+    assert {e["name"]: e["value"] for e in json.loads(described.stdout)}["broker.id"] == "3"
+    wire = KafkaWire(cluster.broker(1).bootstrap)  # broker 1 asked about broker 3: Kafka's refusal
+    try:
+        [refused] = wire.call(32, 4, messages.DescribeConfigsRequest(resources=[
+            messages.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="3")])).results
+    finally:
+        wire.close()
+    assert refused.error_code == ErrorCode.INVALID_REQUEST and "expected 1 or empty string" in refused.error_message
+
+
 def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topic = NewTopic("moving", 1, replica_assignment=[[1, 2]])
