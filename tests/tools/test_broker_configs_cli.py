@@ -130,3 +130,36 @@ def test_alter_is_refused_with_the_reason_and_changes_nothing(broker):
         run("describe", "--broker", "0", "-b", broker.bootstrap, "--json").output)}
     assert entries["num.partitions"] == "3" and entries["max.connections"] == "2147483647"
     assert entries["log.retention.ms"] == "7200000"
+
+
+def test_the_older_alter_configs_sets_a_topic_whole_and_refuses_broker_configs(broker):
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("whole", 1, 1, config={"retention.ms": "60000"})])["whole"].result(10)
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "whole", set_config={"segment.ms": "3600000"})
+    admin.alter_configs([topic])[topic].result(10)  # AlterConfigs (33): the topic's whole set
+    described = ConfigResource(ConfigResource.Type.TOPIC, "whole")
+    entries = admin.describe_configs([described])[described].result(10)
+    assert entries["segment.ms"].value == "3600000"
+    # left out, so back to the default as in Kafka: here the broker's log.retention.hours=2
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == (
+        "7200000", ConfigSource.STATIC_BROKER_CONFIG.value)
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "whole", set_config={"retention.ms": "soon"})
+    with pytest.raises(confluent_kafka.KafkaException, match="retention.ms"):
+        admin.alter_configs([bad])[bad].result(10)
+    broker_change = ConfigResource(BROKER, "0", set_config={"num.partitions": "4"})
+    with pytest.raises(confluent_kafka.KafkaException, match="Cannot update these configs dynamically: num.partitions"):
+        admin.alter_configs([broker_change])[broker_change].result(10)
+
+    Resource, Config = messages.AlterConfigsRequest.AlterConfigsResource, messages.AlterConfigsRequest.AlterableConfig
+    wire = KafkaWire(broker.bootstrap)
+    try:  # version 2 (flexible), which confluent-kafka does not send
+        [refused] = wire.call(33, 2, messages.AlterConfigsRequest(validate_only=True, resources=[
+            Resource(resource_type=4, resource_name="0", configs=[Config(name="log.retention.ms", value="1")])])).responses
+    finally:
+        wire.close()
+    assert refused.error_code == ErrorCode.INVALID_REQUEST and "log.retention.ms" in refused.error_message
+    entries = {e["name"]: e["value"] for e in json.loads(
+        run("describe", "--broker", "0", "-b", broker.bootstrap, "--json").output)}
+    assert entries["num.partitions"] == "3" and entries["log.retention.ms"] == "7200000"
