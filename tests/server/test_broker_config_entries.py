@@ -1,4 +1,5 @@
-"""server/broker_configs.py, the pure core behind a broker's DescribeConfigs and its refusal of alters."""
+"""server/broker_configs.py, the pure core behind a broker's DescribeConfigs and its checks of alters, and
+server/dynamic_broker_configs.py, a single node's dynamic configs (a file in the data directory)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import pytest
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
 from eoslog.server.broker_configs import (
     DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
     STATIC_BROKER_CONFIG,
+    check_alterable,
     check_broker_resource,
     describe_broker_configs,
+    describe_default_configs,
     implemented_properties,
-    refuse_alter,
 )
-from eoslog.server.config import KAFKA_PROPERTIES_NOT_IMPLEMENTED, BrokerConfig, known_properties
+from eoslog.server.config import KAFKA_PROPERTIES_NOT_IMPLEMENTED, BrokerConfig, ConfigError, known_properties
+from eoslog.server.dynamic_broker_configs import DYNAMIC_CONFIG_FILE, DynamicBrokerConfigs
+from eoslog.server.limits import ConnectionQuotas
 
 
 def configured(properties: dict[str, str]) -> BrokerConfig:
@@ -59,7 +65,63 @@ def test_resource_names_and_alters_are_checked_as_kafka_does():
     with pytest.raises(InvalidRequestError, match="must be an integer"):
         check_broker_resource(config, "two")
     with pytest.raises(InvalidConfigError, match="unknown broker config 'num.partition'; closest: num.partitions"):
-        refuse_alter(config, ["num.partitions", "num.partition"])
-    with pytest.raises(InvalidRequestError, match="Cannot update these configs dynamically: num.partitions, log.retention.ms"):
-        refuse_alter(config, ["num.partitions", "log.retention.ms"])
-    refuse_alter(config, [])  # nothing to alter, nothing to refuse
+        check_alterable(config, ["num.partitions", "num.partition"])
+    with pytest.raises(InvalidRequestError, match="Cannot update these configs dynamically: num.partitions, "
+                                                  "log.retention.ms .the dynamic ones are max.connections, "):
+        check_alterable(config, ["num.partitions", "max.connections", "log.retention.ms"], dynamic=object())
+    check_alterable(config, ["max.connections", "max.connections.per.ip"], dynamic=object())
+    with pytest.raises(InvalidRequestError, match="max.connections .a broker of a cluster has no dynamic configs"):
+        check_alterable(config, ["max.connections"])  # no DynamicBrokerConfigs: a cluster broker
+    check_alterable(config, [])  # nothing to alter, nothing to refuse
+
+
+# ---- server/dynamic_broker_configs.py -------------------------------------------------------------------
+
+def dynamic(tmp_path, properties: dict[str, str] | None = None, node_id: str = "0"):
+    config = configured({"broker.id": node_id, **(properties or {})})
+    quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
+                              config.max_connections_per_ip_overrides)
+    configs = DynamicBrokerConfigs(config, tmp_path, quotas)
+    configs.load()
+    return config, quotas, configs
+
+
+def test_dynamic_values_win_over_static_ones_per_broker_before_default(tmp_path):
+    config, quotas, configs = dynamic(tmp_path, {"max.connections": "1000"})
+    configs.replace_configs(default=True, configs={"max.connections": "10", "max.connections.per.ip": "3"})
+    assert (quotas.max_connections, quotas.max_per_ip) == (10, 3)
+    configs.replace_configs(default=False, configs={"max.connections": "20"})
+    assert (quotas.max_connections, config.max_connections) == (20, 20)
+    entry = {e.name: e for e in describe_broker_configs(config, ["max.connections"], True, dynamic=configs)}
+    assert not entry["max.connections"].read_only and entry["max.connections"].source == DYNAMIC_BROKER_CONFIG
+    assert [(s.value, s.source) for s in entry["max.connections"].synonyms] == [
+        ("20", DYNAMIC_BROKER_CONFIG), ("10", DYNAMIC_DEFAULT_BROKER_CONFIG), ("1000", STATIC_BROKER_CONFIG),
+        ("2147483647", DEFAULT_CONFIG)]
+    assert [(e.name, e.value) for e in describe_default_configs(configs)] == [
+        ("max.connections", "10"), ("max.connections.per.ip", "3")]
+
+    configs.replace_configs(default=False, configs={})
+    configs.replace_configs(default=True, configs={"max.connections.per.ip.overrides": "127.0.0.9:1"})
+    assert (quotas.max_connections, quotas.max_per_ip, quotas.per_ip_overrides) == (1000, None, {"127.0.0.9": 1})
+
+
+def test_changes_persist_in_the_data_directory_and_bad_ones_change_nothing(tmp_path):
+    _, quotas, configs = dynamic(tmp_path)
+    configs.replace_configs(default=False, configs={"max.connections.per.ip": "5"})
+    with pytest.raises(InvalidConfigError, match="must be at least 1"):
+        configs.replace_configs(default=False, configs={"max.connections.per.ip": "0"})
+    with pytest.raises(InvalidConfigError, match="num.partitions is not a dynamic broker config"):
+        configs.replace_configs(default=True, configs={"num.partitions": "2"})
+    configs.replace_configs(default=False, configs={"max.connections.per.ip": "6"}, validate_only=True)
+    assert quotas.max_per_ip == 5
+    _, quotas, _ = dynamic(tmp_path)  # a restart reads what was acknowledged
+    assert quotas.max_per_ip == 5
+    _, quotas, _ = dynamic(tmp_path, node_id="1")  # another broker's entry is not this one's
+    assert quotas.max_per_ip is None
+
+    (tmp_path / DYNAMIC_CONFIG_FILE).write_text('{"version": 1, "brokers": {"0": {"max.connections": "many"}}}')
+    with pytest.raises(ConfigError, match="max.connections: expected an integer"):
+        dynamic(tmp_path)
+    (tmp_path / DYNAMIC_CONFIG_FILE).write_text("{")
+    with pytest.raises(ConfigError, match="unreadable dynamic broker configs"):
+        dynamic(tmp_path)

@@ -33,11 +33,15 @@ async def _alter(context, request):
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER:
-                from eoslog.server.broker_configs import check_broker_resource, refuse_alter
+                from eoslog.server.broker_configs import check_alterable, check_broker_resource
 
+                broker = context.broker
                 context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
-                check_broker_resource(context.broker.config, resource.resource_name)
-                refuse_alter(context.broker.config, [c.name for c in resource.configs])
+                own = check_broker_resource(broker.config, resource.resource_name)
+                configs = _configs(resource)
+                check_alterable(broker.config, configs, broker.dynamic_configs)
+                if broker.dynamic_configs is not None:  # None: nothing was asked, on a cluster
+                    broker.dynamic_configs.replace_configs(not own, configs, request.validate_only)
             elif resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
             else:

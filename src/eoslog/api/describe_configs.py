@@ -1,8 +1,8 @@
 """DescribeConfigs (key 32) for topics and for this broker (server/broker_configs.py).
 
 A broker resource named by another broker's id is refused as Kafka refuses it (INVALID_REQUEST): clients
-send it to that broker. The cluster-wide default resource ("") lists the dynamic default configs, as in
-Kafka; eoslog has none, so it is an empty list.
+send it to that broker. The cluster-wide default resource ("") lists the dynamic default configs set, as
+in Kafka (server/dynamic_broker_configs.py).
 """
 
 from __future__ import annotations
@@ -25,19 +25,25 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 
 def _broker_entries(broker, resource, request) -> list:
-    from eoslog.server.broker_configs import check_broker_resource, describe_broker_configs
+    from eoslog.server.broker_configs import (
+        check_broker_resource,
+        describe_broker_configs,
+        describe_default_configs,
+    )
 
     config = broker.config
-    if not check_broker_resource(config, resource.resource_name):
-        return []  # "": no dynamic default configs
+    if check_broker_resource(config, resource.resource_name):
+        described = describe_broker_configs(config, resource.configuration_keys, request.include_synonyms,
+                                            broker.cluster_id, broker.dynamic_configs)
+    else:  # "": the dynamic defaults set, as in Kafka
+        described = describe_default_configs(broker.dynamic_configs, resource.configuration_keys)
     Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
     return [
         Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
               is_default=e.source == DEFAULT_CONFIG, is_sensitive=e.sensitive,
               synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in e.synonyms],
               config_type=e.config_type, documentation=None)
-        for e in describe_broker_configs(config, resource.configuration_keys, request.include_synonyms,
-                                         broker.cluster_id)
+        for e in described
     ]
 
 

@@ -1,5 +1,6 @@
-"""IncrementalAlterConfigs (key 44) for topic configs: SET, DELETE, APPEND, SUBTRACT. A broker resource
-is checked (ACL, broker id, names) and refused: eoslog has no dynamic broker configs (server/broker_configs.py)."""
+"""IncrementalAlterConfigs (key 44) for topic configs (SET, DELETE, APPEND, SUBTRACT) and a single node's
+dynamic broker configs (SET, DELETE; server/dynamic_broker_configs.py); other broker configs are refused
+with Kafka's reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
@@ -44,13 +45,30 @@ def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
     return configs
 
 
-def _refuse_broker(context, resource) -> None:
-    """Kafka's order: authorization, then the broker id, then the names (an unknown one, then read-only ones)."""
-    from eoslog.server.broker_configs import check_broker_resource, refuse_alter
+def _alter_broker(context, resource, validate_only: bool) -> None:
+    """Kafka's order: authorization, the broker id ("" is the cluster-wide default), the names (unknown,
+    then static ones), then the values; only dynamic configs change (server/dynamic_broker_configs.py)."""
+    from eoslog.server.broker_configs import check_alterable, check_broker_resource
 
+    broker = context.broker
     context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
-    check_broker_resource(context.broker.config, resource.resource_name)
-    refuse_alter(context.broker.config, [op.name for op in resource.configs])
+    own = check_broker_resource(broker.config, resource.resource_name)
+    check_alterable(broker.config, [op.name for op in resource.configs], broker.dynamic_configs)
+    if not resource.configs:
+        return
+    configs = broker.dynamic_configs.configs_of(default=not own)
+    for op in resource.configs:
+        if op.config_operation == SET:
+            if op.value is None:
+                raise InvalidConfigError(f"SET {op.name} needs a value")
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            raise InvalidConfigError(f"{op.name} is not a list; APPEND and SUBTRACT apply to lists only")
+        else:
+            raise InvalidRequestError(f"unknown config operation {op.config_operation}")
+    broker.dynamic_configs.replace_configs(not own, configs, validate_only)
 
 
 async def _alter(context, request):
@@ -59,7 +77,7 @@ async def _alter(context, request):
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER:
-                _refuse_broker(context, resource)  # raises unless there is nothing to alter
+                _alter_broker(context, resource, request.validate_only)
             elif resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
             else:

@@ -56,6 +56,8 @@ class Broker:
         # SCRAM credentials, set in start(): security/credentials.py CredentialStore (a file in the data
         # directory) on a single node, cluster/user_credentials.py ClusterCredentials (ZooKeeper) on a cluster.
         self.credentials = None
+        # server/dynamic_broker_configs.py on a single node, set in start(); None on a cluster (not yet there).
+        self.dynamic_configs = None
         for listener in self.listeners:
             if listener.protocol.startswith("SASL"):
                 self._sasl_mechanisms[listener.name] = config.sasl_mechanisms(listener)
@@ -112,6 +114,10 @@ class Broker:
             else:
                 self.registry.open_single_node(data_dir)
                 self.cluster_id = self._load_or_create_cluster_id(data_dir)
+                from eoslog.server.dynamic_broker_configs import DynamicBrokerConfigs
+
+                self.dynamic_configs = DynamicBrokerConfigs(self.config, data_dir, self.connection_quotas)
+                self.dynamic_configs.load()
         except BaseException:
             for server in [self._server, *self._extra_servers]:
                 server.close()

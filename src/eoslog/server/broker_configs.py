@@ -142,9 +142,13 @@ def implemented_properties(config: BrokerConfig) -> list[str]:
 
 
 def describe_broker_configs(config: BrokerConfig, keys: Iterable[str] | None = None,
-                            include_synonyms: bool = False, cluster_id: str | None = None) -> list[BrokerConfigEntry]:
+                            include_synonyms: bool = False, cluster_id: str | None = None,
+                            dynamic=None) -> list[BrokerConfigEntry]:
     """This broker's entries (only ``keys`` when given, as DescribeConfigs' configuration_keys);
-    ``cluster_id`` is the one in force (meta.properties or ZooKeeper) when the config names none."""
+    ``cluster_id`` is the one in force (meta.properties or ZooKeeper) when the config names none;
+    ``dynamic`` the single node's DynamicBrokerConfigs (None on a cluster: nothing is dynamic)."""
+    from eoslog.server.dynamic_broker_configs import DYNAMIC_PROPERTIES
+
     if cluster_id is not None and config.cluster_id is None:
         config = replace(config, cluster_id=cluster_id)
     wanted = None if keys is None else set(keys)
@@ -154,17 +158,35 @@ def describe_broker_configs(config: BrokerConfig, keys: Iterable[str] | None = N
             continue
         value, config_type = _value_and_type(config, name)
         sensitive = _sensitive(name)
-        static = [Synonym(s, None if sensitive else config.originals[s], STATIC_BROKER_CONFIG)
+        # Kafka's order of synonyms: the one in force first, the default last
+        found = [] if dynamic is None else [
+            Synonym(name, level[name], source) for level, source in (
+                (dynamic.per_broker, DYNAMIC_BROKER_CONFIG), (dynamic.default, DYNAMIC_DEFAULT_BROKER_CONFIG))
+            if name in level]
+        found += [Synonym(s, None if sensitive else config.originals[s], STATIC_BROKER_CONFIG)
                   for s in _synonyms_of(name) if s in config.originals]
-        source = STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG
+        source = found[0].source if found else DEFAULT_CONFIG
         synonyms: tuple[Synonym, ...] = ()
-        if include_synonyms:  # Kafka's order: the one in force first, the default last
-            default = _value_and_type(BrokerConfig(), name)[0] if static else value
-            synonyms = (*static, *([Synonym(name, None if sensitive else default, DEFAULT_CONFIG)]
-                                   if default is not None else []))
+        if include_synonyms:
+            default = _value_and_type(BrokerConfig(), name)[0] if found else value
+            synonyms = (*found, *([Synonym(name, None if sensitive else default, DEFAULT_CONFIG)]
+                                  if default is not None else []))
         entries.append(BrokerConfigEntry(name=name, value=None if sensitive else value, source=source,
-                                         config_type=config_type, sensitive=sensitive, synonyms=synonyms))
+                                         config_type=config_type, sensitive=sensitive, synonyms=synonyms,
+                                         read_only=dynamic is None or name not in DYNAMIC_PROPERTIES))
     return entries
+
+
+def describe_default_configs(dynamic, keys: Iterable[str] | None = None) -> list[BrokerConfigEntry]:
+    """The cluster-wide default resource (""): only the dynamic defaults set, as in Kafka."""
+    wanted = None if keys is None else set(keys)
+    if dynamic is None:
+        return []
+    return [BrokerConfigEntry(name=name, value=value, source=DYNAMIC_DEFAULT_BROKER_CONFIG,
+                              config_type=_value_and_type(BrokerConfig(), name)[1], sensitive=False,
+                              read_only=False,
+                              synonyms=(Synonym(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG),))
+            for name, value in sorted(dynamic.default.items()) if wanted is None or name in wanted]
 
 
 def check_broker_resource(config: BrokerConfig, resource_name: str) -> bool:
@@ -182,9 +204,12 @@ def check_broker_resource(config: BrokerConfig, resource_name: str) -> bool:
     return True
 
 
-def refuse_alter(config: BrokerConfig, names: Iterable[str]) -> None:
-    """Raises for every alter of broker configs: eoslog has no dynamic broker configs. An unknown name is
-    INVALID_CONFIG naming the closest known ones; known names are Kafka's refusal of a static config."""
+def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None) -> None:
+    """Raises unless every name is a dynamic config of this broker. An unknown name is INVALID_CONFIG
+    naming the closest known ones; a static one is Kafka's INVALID_REQUEST "Cannot update these configs
+    dynamically" with the ones that are (none on a cluster, where eoslog has no dynamic configs yet)."""
+    from eoslog.server.dynamic_broker_configs import DYNAMIC_PROPERTIES
+
     names = list(dict.fromkeys(names))
     known = implemented_properties(config)
     for name in names:
@@ -192,7 +217,10 @@ def refuse_alter(config: BrokerConfig, names: Iterable[str]) -> None:
             close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise InvalidConfigError(f"unknown broker config {name!r}{hint}")
-    if names:
+    static = [name for name in names if dynamic is None or name not in DYNAMIC_PROPERTIES]
+    if static:
+        reason = (f"the dynamic ones are {', '.join(DYNAMIC_PROPERTIES)}" if dynamic is not None else
+                  "a broker of a cluster has no dynamic configs in eoslog yet")
         raise InvalidRequestError(
-            f"Cannot update these configs dynamically: {', '.join(names)} (every eoslog broker config is "
-            "read-only at run time: set it in the properties file or with --set, and restart the broker)")
+            f"Cannot update these configs dynamically: {', '.join(static)} ({reason}; set the others in the "
+            "properties file or with --set, and restart the broker)")
