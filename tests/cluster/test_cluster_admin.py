@@ -207,6 +207,13 @@ def test_each_broker_describes_its_own_configs(cluster):
     finally:
         wire.close()
     assert refused.error_code == ErrorCode.INVALID_REQUEST and "expected 1 or empty string" in refused.error_message
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    change = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("max.connections", "100", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(confluent_kafka.KafkaException, match="a broker of a cluster has no dynamic configs"):
+        admin.incremental_alter_configs([change])[change].result(30)  # not yet kept in ZooKeeper
+    assert entries["max.connections"].is_read_only
 
 
 def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):
