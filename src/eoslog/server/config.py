@@ -382,7 +382,8 @@ class BrokerConfig:
 
     def set_property(self, name: str, value: str) -> None:
         self._set_property(name, value)
-        self.originals[name] = value  # only once accepted: a refused value is no source of anything
+        if name not in KAFKA_PROPERTIES_NOT_IMPLEMENTED:  # ignored: it configures nothing
+            self.originals[name] = value  # only once accepted: a refused value is no source of anything
 
     def _set_property(self, name: str, value: str) -> None:
         if name in _TIME_ALIASES:
