@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.eoslog-installed
-APT_PACKAGES := kcat zookeeper
+APT_PACKAGES := kcat zookeeper chromium chromium-driver
 PYTEST_ARGS ?=
 
 .PHONY: demo test test-fast bench system-packages clean
@@ -28,7 +28,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,spark,dev]'
+	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console]'
 	touch $(STAMP)
 
 # Installs only what is missing; `apt-get update` runs once, and only when something is missing.

@@ -155,35 +155,38 @@ def bench_read(root: str, batch: bytes, count: int, fetch_bytes: int) -> tuple[f
 
 
 async def _group_commit_run(
-    log: Log, commit: GroupCommit, producers: int, seconds: float, batch: bytes
+    logs: list[Log], commit: GroupCommit, producers: int, seconds: float, batch: bytes
 ) -> int:
     done = 0
     stop = time.perf_counter() + seconds
 
-    async def producer() -> None:
+    async def producer(log: Log) -> None:
         nonlocal done
         while time.perf_counter() < stop:
             log.append(batch)
             await commit.flush(log)
             done += 1
 
-    await asyncio.gather(*(producer() for _ in range(producers)))
+    await asyncio.gather(*(producer(log) for log in logs for _ in range(producers)))
     return done
 
 
-def bench_group_commit(root: str, producers: int, seconds: float) -> tuple[float, float, float]:
-    """(acked appends/s, fsyncs/s, mean waiters per fsync) for ``producers`` concurrent acks=all writers."""
-    log = Log.open(_fresh(root, "gc-0"), LogConfig())
-    log.flush()
+def bench_group_commit(root: str, producers: int, seconds: float, logs: int = 1) -> tuple[float, float, float]:
+    """(acked appends/s, fsyncs/s, mean waiters per fsync) for ``producers`` concurrent acks=all writers
+    on each of ``logs`` logs (partitions)."""
+    opened = [Log.open(_fresh(root, f"gc-{i}"), LogConfig()) for i in range(logs)]
+    for log in opened:
+        log.flush()
     commit = GroupCommit()
     batch = make_batch(1024, 7)
     start = time.perf_counter()
-    appends = asyncio.run(_group_commit_run(log, commit, producers, seconds, batch))
+    appends = asyncio.run(_group_commit_run(opened, commit, producers, seconds, batch))
     elapsed = time.perf_counter() - start
-    fsyncs = commit.fsync_count(log)
+    fsyncs = sum(commit.fsync_count(log) for log in opened)
     commit.close()
-    log.close()
-    shutil.rmtree(log.directory)
+    for log in opened:
+        log.close()
+        shutil.rmtree(log.directory)
     return appends / elapsed, fsyncs / elapsed, appends / max(fsyncs, 1)
 
 
@@ -221,11 +224,12 @@ def main() -> None:
         for name, raw_rate, log_rate in rows:
             print(f"| {name} | {raw_rate:,.0f} | {log_rate:,.0f} | {log_rate / raw_rate:.2f}x |")
         print()
-        print("| acks=all producers (1 KiB appends) | acked appends/s | fsyncs/s | appends per fsync |")
-        print("|---:|---:|---:|---:|")
-        for producers in (1, 4, 16, 64):
-            rate, fsyncs, per = bench_group_commit(root, producers, 2.0 * max(scale, 0.5))
-            print(f"| {producers} | {rate:,.0f} | {fsyncs:,.0f} | {per:.1f} |")
+        print("| logs | acks=all producers per log (1 KiB appends) | acked appends/s | fsyncs/s "
+              "| appends per fsync |")
+        print("|---:|---:|---:|---:|---:|")
+        for logs, producers in ((1, 1), (1, 4), (1, 16), (1, 64), (8, 1), (8, 4)):
+            rate, fsyncs, per = bench_group_commit(root, producers, 2.0 * max(scale, 0.5), logs)
+            print(f"| {logs} | {producers} | {rate:,.0f} | {fsyncs:,.0f} | {per:.1f} |")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -32,6 +32,7 @@ TOPIC = "profile"
 # (substring of a frame, stage); the frame nearest the leaf that matches decides a sample's stage.
 STAGES = [
     ("FlushTask.run", "fsync (worker thread)"),
+    ("FsyncThread._run", "fsync thread: waiting for work"),
     ("epoll_wait", "idle: waiting in epoll"),
     ("decode_request", "decode request"),
     ("encode_response", "encode response"),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import sys
 from pathlib import Path
 
 import click
@@ -13,14 +11,22 @@ from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, rea
 from eoslog.server.listeners import ListenerBindError
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # kazoo logs every connection step at INFO; eoslog reports what matters (session loss, re-registration).
-    logging.getLogger("kazoo").setLevel(max(logging.WARNING, getattr(logging, level.upper())))
+def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") -> None:
+    from eoslog.logging_setup import configure_logging, parse_levels
+
+    try:
+        root, per_logger = parse_levels([levels] if isinstance(levels, str) else levels)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--log-level") from None
+    configure_logging(root, per_logger, log_format)
+
+
+def _complete_log_level(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of ``--log-level``: a level, or the level after ``LOGGER=``."""
+    from eoslog.logging_setup import LEVELS
+
+    logger, sep, level = incomplete.rpartition("=")
+    return [f"{logger}{sep}{name}" for name in LEVELS if name.startswith(level.lower())]
 
 
 class LazyGroup(click.Group):
@@ -31,6 +37,7 @@ class LazyGroup(click.Group):
         "bench": "eoslog.loadgen:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "configs": "eoslog.tools.configs_cli:configs_group",
+        "console": "eoslog.console.cli:console_command",
         "consume": "eoslog.tools.console_cli:consume_command",
         "groups": "eoslog.tools.groups_cli:groups_group",
         "pipeline": "eoslog.pipeline.cli:pipeline_command",
@@ -90,12 +97,19 @@ def main() -> None:
 @click.option("--broker-id", type=int, default=None, help="This broker's id in a cluster (broker.id).")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[,...][/CHROOT]",
               help="Join the cluster coordinated by this ZooKeeper (zookeeper.connect); without it, a single node.")
-@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (eoslog.metrics.listen; off by default).")
+@click.option("--log-level", "log_levels", multiple=True, default=("info",), show_default=True,
+              metavar="[LOGGER=]LEVEL", shell_complete=_complete_log_level,
+              help="debug, info, warning or error; LOGGER=LEVEL sets one component, e.g. eoslog.cluster=debug "
+                   "(repeatable).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per line (ts, level, logger, message, extra fields).")
 def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, broker_id, zookeeper,
-          log_level) -> None:
+          metrics_listen, log_levels, log_format) -> None:
     """Run a broker in the foreground until SIGTERM or SIGINT: a single node, or with --zookeeper a
     member of a replicated cluster (docs/cluster.md)."""
-    _configure_logging(log_level)
+    _configure_logging(log_levels, log_format)
     config = BrokerConfig()
     try:
         if config_file is not None:
@@ -115,6 +129,8 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
         if listen is not None:
             config.listen_host, config.listen_port = parse_host_port(listen, "--listen")
             config.originals["listeners"] = listen  # the primary listener's address (BrokerConfig.listeners)
+        if metrics_listen is not None:
+            config.set_property("eoslog.metrics.listen", metrics_listen)
         if advertised_listener is not None:
             config.advertised_host, config.advertised_port = parse_host_port(advertised_listener, "--advertised-listener")
         from eoslog.server.run import run

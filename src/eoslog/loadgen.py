@@ -10,7 +10,8 @@ otherwise).
 The ceiling to compare with is librdkafka's in-memory mock cluster (`test.mock.num.brokers`), a C
 broker that stores nothing on disk, driven by the very same client code: `--compare-mock` runs the same
 workload against both in one run and prints the ratios, because absolute figures on a shared machine
-swing between runs (docs/benchmarks.md).
+swing between runs (docs/benchmarks.md). `--compare-tansu` adds Tansu, a Rust broker, with its in-memory
+storage (loadgen_targets.py).
 
 The clients run in a separate worker process (multiprocessing, spawn) so that the load generator never
 shares a GIL with an embedded broker, which lives in a thread of this process. Each message carries its
@@ -28,14 +29,19 @@ import struct
 import time
 import uuid
 from array import array
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
 import click
 
+from eoslog.loadgen_targets import TargetUnavailable, mock_cluster, tansu_broker
+
+__all__ = ["MOCK", "TANSU", "BenchError", "BenchReport", "BenchSettings", "LatencySummary", "bench_command",
+           "mock_cluster", "run_bench"]
+
 MOCK = "mock"
+TANSU = "tansu"
 _SEQUENCE = struct.Struct(">Q")
 _PAYLOAD_POOL = 64  # distinct random values per size; a power of two so `i & (pool - 1)` picks one
 _WARM_UP_TOPIC = "eoslog-bench-warm-up"
@@ -142,7 +148,7 @@ class ConsumeResult:
     bytes: int
     seconds: float           # assign() to the last expected message
     produced: int            # what the produce run of the same repetition delivered
-    retained: int            # sum over partitions of high watermark - low watermark
+    retained: int            # sum over partitions of high watermark - low watermark (as the broker says)
     passes: int              # reads of the retained range (more than one only when retained < produced)
     errors: int
 
@@ -179,14 +185,19 @@ class BenchReport:
     settings: BenchSettings
     targets: list[TargetReport]
 
-    def ratios(self) -> list[dict[str, Any]]:
-        """Target / mock for each size, when the run had both (the mock is always the last target)."""
-        if len(self.targets) < 2 or self.targets[-1].name != MOCK:
+    def reference(self, name: str) -> TargetReport | None:
+        """The comparison target called ``name`` (MOCK or TANSU), when the run had it besides the target
+        under test (which is always the first)."""
+        return next((t for t in self.targets[1:] if t.name == name), None)
+
+    def ratios(self, against: str = MOCK) -> list[dict[str, Any]]:
+        """Target under test / ``against`` for each size, when the run had both."""
+        reference = self.reference(against)
+        if reference is None:
             return []
-        target, mock = self.targets[0], self.targets[-1]
         rows = []
-        for result in target.results:
-            ceiling = mock.for_size(result.size)
+        for result in self.targets[0].results:
+            ceiling = reference.for_size(result.size)
             if ceiling is None:
                 continue
             rows.append({
@@ -210,7 +221,7 @@ class BenchReport:
                 for r in t.results]}
 
         return {"settings": dataclasses.asdict(self.settings), "targets": [target(t) for t in self.targets],
-                "ratios_vs_mock": self.ratios()}
+                "ratios_vs_mock": self.ratios(MOCK), "ratios_vs_tansu": self.ratios(TANSU)}
 
 
 def _produce_json(result: ProduceResult) -> dict[str, Any]:
@@ -361,12 +372,16 @@ def _job_consume(bootstrap: str, topic: str, produced: int, settings: BenchSetti
     consumer = confluent_kafka.Consumer(settings.consumer_config(bootstrap))
     try:
         partitions = consumer.list_topics(topic, timeout=settings.timeout).topics[topic].partitions
-        starts, retained = [], 0
+        starts, retained, trimmed = [], 0, False
         for p in partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=settings.timeout)
             starts.append(TopicPartition(topic, p, low))
             retained += high - low
+            trimmed = trimmed or low > 0
         wanted = produced if retained else 0
+        # Only a log trimmed at its start needs more than one pass. An untrimmed one is read in a single
+        # pass even when its high watermarks look short: Tansu 0.6 reports the last batch's base offset + 1.
+        per_pass = retained if trimmed else wanted
         clock = time.perf_counter
         messages = nbytes = errors = passes = 0
         started = clock()
@@ -375,7 +390,7 @@ def _job_consume(bootstrap: str, topic: str, produced: int, settings: BenchSetti
         while messages < wanted and clock() < deadline:
             consumer.assign(starts)
             passes += 1
-            pass_end = min(wanted, messages + retained)
+            pass_end = min(wanted, messages + per_pass)
             while messages < pass_end and clock() < deadline:
                 for msg in consume(10_000, 0.2):
                     if msg.error():
@@ -393,24 +408,6 @@ def _job_consume(bootstrap: str, topic: str, produced: int, settings: BenchSetti
 # ---------------------------------------------------------------------------------------------------
 # Orchestration (this process): targets, the worker pool, the report.
 # ---------------------------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def mock_cluster(timeout: float = 30.0) -> Iterator[str]:
-    """librdkafka's in-memory mock cluster with one broker; yields its "127.0.0.1:PORT" address.
-
-    The cluster lives inside the handle that asked for it (C threads, no GIL), and listens on a loopback
-    port that clients in other processes can reach. Its broker address comes from that handle's metadata.
-    """
-    import confluent_kafka
-
-    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 3})
-    try:
-        brokers = list(owner.list_topics(timeout=timeout).brokers.values())
-        yield f"{brokers[0].host}:{brokers[0].port}"
-    finally:
-        owner.flush(1)
-        del owner
-
 
 @dataclasses.dataclass(frozen=True)
 class _Target:
@@ -457,9 +454,10 @@ def _median_run(runs: list[SizeResult]) -> SizeResult:
 
 
 def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool = False,
-              progress=lambda message: None) -> BenchReport:
+              progress=lambda message: None, compare_tansu: str | None = None) -> BenchReport:
     """Runs the workload against `bootstrap` ("HOST:PORT", "mock", or None for an embedded eoslog broker),
-    and against librdkafka's mock cluster too when `compare_mock` is set.
+    against librdkafka's mock cluster too when `compare_mock` is set, and against an in-memory Tansu
+    broker when `compare_tansu` is not None (a path to its binary, or "" to look for one).
 
     Targets take turns for every size and repetition, so that noise from other work on a shared machine
     falls on both sides of a ratio alike.
@@ -477,6 +475,12 @@ def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool
             targets.append(_Target("eoslog (embedded)", broker.bootstrap))
         elif bootstrap != MOCK:
             targets.append(_Target(bootstrap, bootstrap))
+        if compare_tansu is not None:
+            progress("starting Tansu (memory storage)")
+            try:
+                targets.append(_Target(TANSU, stack.enter_context(tansu_broker(compare_tansu or None))))
+            except TargetUnavailable as exc:
+                raise BenchError(str(exc)) from None
         if bootstrap == MOCK or compare_mock:
             targets.append(_Target(MOCK, stack.enter_context(mock_cluster())))
         runs: dict[tuple[str, int], list[SizeResult]] = {}
@@ -523,10 +527,12 @@ def render(report: BenchReport, console=None) -> None:
                                   f"{c.messages:,}", f"{c.produced:,}", str(c.passes), _flag(c.errors))
     console.print(produce_table)
     console.print(consume_table)
-    ratios = report.ratios()
-    if ratios:
+    for reference in (MOCK, TANSU):
+        ratios = report.ratios(reference)
+        if not ratios:
+            continue
         ratio_table = Table(
-            title=f"{report.targets[0].name} / mock (throughput: higher is better; latency: lower)")
+            title=f"{report.targets[0].name} / {reference} (throughput: higher is better; latency: lower)")
         for column in ("size B", "produce MB/s", "consume MB/s", "produce p50", "paced p50"):
             ratio_table.add_column(column, justify="right")
         for row in ratios:
@@ -568,6 +574,9 @@ def _parse_pairs(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], 
               help="Broker to load (default: an embedded eoslog broker; 'mock': librdkafka's mock cluster).")
 @click.option("--compare-mock", is_flag=True,
               help="Also run the same workload against librdkafka's mock cluster.")
+@click.option("--compare-tansu", "compare_tansu", is_flag=False, flag_value="", default=None, metavar="[PATH]",
+              help="Also run it against Tansu with memory storage (the binary from the 'bench' extra, "
+                   "tansu on PATH, or PATH).")
 @click.option("--sizes", default="100,1024", show_default=True, callback=_parse_sizes,
               help="Message sizes in bytes.")
 @click.option("--messages", default=500_000, show_default=True,
@@ -591,9 +600,11 @@ def _parse_pairs(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], 
               type=click.Choice(ISOLATION_LEVELS), help="isolation.level of the consume run.")
 @click.option("--repeat", default=1, show_default=True, help="Runs per figure (the median is reported).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
-def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idempotent, partitions, linger_ms,
-                  batch_size, compression, latency_rate, latency_messages, topic_configs, isolation_level,
-                  repeat, as_json) -> None:
+@click.option("--plot", "plot_path", default=None, metavar="OUT.png", type=click.Path(dir_okay=False),
+              help="Also draw throughput and latency percentiles per target into a PNG (needs matplotlib).")
+def bench_command(bootstrap, compare_mock, compare_tansu, sizes, messages, seconds, acks, idempotent, partitions,
+                  linger_ms, batch_size, compression, latency_rate, latency_messages, topic_configs,
+                  isolation_level, repeat, as_json, plot_path) -> None:
     """Measure produce/consume throughput and produce latency with confluent-kafka."""
     if acks != "all" and idempotent:
         raise click.UsageError("an idempotent producer needs --acks all (or pass --no-idempotent)")
@@ -608,7 +619,7 @@ def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idemp
 
     status = Console(stderr=True)
     try:
-        report = run_bench(bootstrap, settings, compare_mock=compare_mock,
+        report = run_bench(bootstrap, settings, compare_mock=compare_mock, compare_tansu=compare_tansu,
                            progress=lambda text: status.print(f"[dim]{time.strftime('%X')}[/dim] {text}"))
     except (BenchError, TimeoutError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -616,3 +627,11 @@ def bench_command(bootstrap, compare_mock, sizes, messages, seconds, acks, idemp
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         render(report)
+    if plot_path:
+        from eoslog.loadgen_plot import plot
+
+        try:
+            written = plot(report, plot_path)
+        except ImportError as exc:
+            raise click.ClickException(f"--plot needs matplotlib (pip install 'eoslog[bench]'): {exc}") from None
+        status.print(f"plot written to {written}")

@@ -8,7 +8,7 @@ from log_batches import make_batch
 
 from eoslog.log import Log, LogConfig, LogStorageError
 from eoslog.log import log as log_module
-from eoslog.log.flusher import GroupCommit
+from eoslog.log.flusher import FsyncThread, GroupCommit
 
 
 class GatedFsync:
@@ -128,3 +128,63 @@ def test_real_fsyncs_under_concurrency(log):
     commit.close()
     assert log.recovery_point == log.log_end_offset == 160
     assert commit.fsync_count(log) < 160  # coalesced
+
+
+def test_fsync_thread_runs_rounds_in_order_and_answers_on_the_loop():
+    class Task:  # stands in for a FlushTask: records the thread and order it ran in
+        def __init__(self, name, fail=False):
+            self.name, self.fail = name, fail
+
+        def run(self):
+            ran.append((self.name, threading.get_ident()))
+            if self.fail:
+                raise OSError(5, "Input/output error")
+
+    ran, answered = [], []
+    fsyncs = FsyncThread("test-fsync")
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def answer(name):
+            def callback(exc):
+                answered.append((name, type(exc).__name__ if exc else None, threading.get_ident()))
+                if len(answered) == 5:
+                    done.set_result(None)
+            return callback
+
+        for i in range(5):
+            fsyncs.submit(loop, Task(i, fail=i == 2), answer(i))
+        await asyncio.wait_for(done, 10)
+
+    asyncio.run(scenario())
+    fsyncs.close()
+    loop_thread = threading.get_ident()  # asyncio.run runs the loop in this thread
+    assert [name for name, _ in ran] == [0, 1, 2, 3, 4]
+    assert all(thread != loop_thread for _, thread in ran)
+    assert [(name, error) for name, error, _ in answered] == [(0, None), (1, None), (2, "OSError"),
+                                                              (3, None), (4, None)]
+    assert all(thread == loop_thread for _, _, thread in answered)
+
+
+def test_real_fsyncs_of_many_logs_sharing_threads(tmp_path):
+    logs = [Log.open(str(tmp_path / f"t-{i}"), LogConfig()) for i in range(6)]
+    commit = GroupCommit(threads=2)  # three logs per thread
+
+    async def producer(log, n):
+        for _ in range(n):
+            log.append(make_batch([b"x" * 100]))
+            before = log.log_end_offset
+            await commit.flush(log)
+            assert log.recovery_point >= before
+
+    async def scenario():
+        await asyncio.wait_for(asyncio.gather(*(producer(log, 15) for log in logs for _ in range(3))), 60)
+
+    asyncio.run(scenario())
+    commit.close()
+    for log in logs:
+        assert log.recovery_point == log.log_end_offset == 45
+        assert 0 < commit.fsync_count(log) <= 45
+        log.close()

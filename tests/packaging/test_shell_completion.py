@@ -40,6 +40,8 @@ def test_se_completes_to_serve_and_options_complete():
     assert options == ["plain,--data-dir"]
     levels = _complete("eoslog serve --log-level w").stdout.splitlines()
     assert levels == ["plain,warning"]
+    per_logger = _complete("eoslog serve --log-level eoslog.cluster=d").stdout.splitlines()
+    assert per_logger == ["plain,eoslog.cluster=debug"]
 
 
 def test_a_command_whose_extra_is_missing_is_left_out_not_a_crash():

@@ -33,6 +33,11 @@ def test_every_implemented_property_is_described_and_none_that_is_only_ignored()
     assert set(entries) == set(implemented_properties(BrokerConfig()))
     assert set(entries) <= known_properties()
     assert not set(entries) & KAFKA_PROPERTIES_NOT_IMPLEMENTED
+    # and every name a properties file may set is described (its time aliases and the old renamed one as
+    # synonyms or not at all)
+    from eoslog.server.config import _RENAMED, _TIME_ALIASES
+
+    assert known_properties() - KAFKA_PROPERTIES_NOT_IMPLEMENTED - set(_TIME_ALIASES) - set(_RENAMED) <= set(entries)
     assert all(e.source == DEFAULT_CONFIG and e.read_only for e in entries.values())
     assert entries["log.segment.bytes"].value == "1073741824"  # the topic default it provides
     assert entries["max.connections"].value == str(2**31 - 1)  # Kafka's "no limit"

@@ -19,6 +19,8 @@ NOT_ON_SERVE_PATH = (
     "importlib.metadata",  # via the crc32c package's __init__ (eoslog.records.checksum loads its extension)
     "eoslog.api.produce",    # handler modules load on their API's first request (eoslog.api.HANDLERS)
     "eoslog.api.join_group",
+    "prometheus_client",     # only with --metrics-listen / eoslog.metrics.listen (server/metrics.py)
+    "eoslog.server.metrics",
 )
 
 

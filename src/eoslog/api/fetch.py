@@ -33,7 +33,8 @@ def _error_partition(index: int, code: int) -> PartitionData:
 
 
 def _read_all(broker, request, denied=frozenset()):
-    """One pass over every requested partition; returns (responses, bytes read, any error)."""
+    """One pass over every requested partition; returns (responses, bytes read, any error, and the
+    (partition, bytes) read, which :func:`_count_out` counts once this pass is the one answered)."""
     isolation = request.isolation_level
     replicas = broker.cluster.replicas if broker.cluster is not None else None
     follower = request.replica_id >= 0
@@ -41,6 +42,7 @@ def _read_all(broker, request, denied=frozenset()):
     total = 0
     errors = False
     responses = []
+    reads = []
     for topic in request.topics:
         partitions = []
         responses.append(TopicResponse(topic=topic.topic, partitions=partitions))
@@ -73,6 +75,8 @@ def _read_all(broker, request, denied=frozenset()):
                 continue
             size = result.size
             total += size
+            if size:
+                reads.append((partition, size))
             remaining = max(remaining - size, 0)
             aborted = None
             if isolation == READ_COMMITTED:
@@ -86,7 +90,18 @@ def _read_all(broker, request, denied=frozenset()):
                 aborted_transactions=aborted, preferred_read_replica=-1,
                 records=RecordsList(result.regions) if size else b"",
             ))
-    return responses, total, errors
+    return responses, total, errors, reads
+
+
+def _count_out(request, reads) -> None:
+    """Bytes out per partition (metrics: BytesOutPerSec for consumers, ReplicationBytesOutPerSec for
+    followers), counted for the pass that is answered, not for the ones a long poll threw away."""
+    if request.replica_id >= 0:
+        for partition, size in reads:
+            partition.replication_bytes_out += size
+    else:
+        for partition, size in reads:
+            partition.bytes_out += size
 
 
 def handle(context, request):
@@ -100,8 +115,9 @@ def handle(context, request):
     elif broker.authorizer is not None:
         names = {t.topic for t in request.topics}
         denied = frozenset(names - context.authorized_names(AclOperation.READ, ResourceType.TOPIC, names))
-    responses, total, errors = _read_all(broker, request, denied)
+    responses, total, errors, reads = _read_all(broker, request, denied)
     if errors or total >= max(request.min_bytes, 1) or request.max_wait_ms <= 0:
+        _count_out(request, reads)
         return _response(responses)
     return _long_poll(broker, request, denied)
 
@@ -131,8 +147,9 @@ async def _long_poll(broker, request, denied):
             for partition in partitions:
                 partition.remove_fetch_waiter(waiter)
                 partition.remove_replica_fetch_waiter(waiter)
-        responses, total, errors = _read_all(broker, request, denied)
+        responses, total, errors, reads = _read_all(broker, request, denied)
         if errors or total >= max(request.min_bytes, 1) or time.monotonic() >= deadline:
+            _count_out(request, reads)
             return _response(responses)
 
 

@@ -90,6 +90,14 @@ class Partition:
         # never reads past a marker a crash could take back.
         self._undurable_txns: list[CompletedTxn] = []
         self.transaction_index = AbortedTransactionIndex.open(log_.directory, self._segment_bases())
+        # Traffic counters for the metrics endpoint (cluster/partition_metrics.py): plain integers bumped
+        # on the event loop, read there too. Client produce in, consumer fetch out (api/fetch.py), and
+        # replication separately, as Kafka's BrokerTopicMetrics keep them apart.
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
         self._recover_producer_state()
         log_.on_roll(self._on_roll)
 
@@ -157,6 +165,8 @@ class Partition:
         info = self.log.append(records, now_ms=now_ms, leader_epoch=self.leader_epoch)
         if prepared is not None:
             self.producer_state.apply(prepared, info.first_offset, info.last_offset)
+        self.bytes_in += len(records)
+        self.messages_in += header.last_offset_delta + 1
         self._after_append()
         return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
 
@@ -230,6 +240,7 @@ class Partition:
         """
         view = memoryview(records)
         info = self.log.append_as_is(view)
+        self.replication_bytes_in += len(view)
         cache = self.leader_epochs
         segment_base = self.log.segments[-1].base_offset
         for header in iter_headers(view, verify_crc=False):

@@ -89,6 +89,8 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.min_isr_for: Callable[[str], int] = lambda topic: config.default_min_insync_replicas
         self.fenced = False  # our ZooKeeper session is gone: lead nothing until it is back
+        self.isr_shrinks = 0  # ISR changes this broker wrote as leader, for the metrics endpoint
+        self.isr_expands = 0
         self._isr_task: asyncio.Task | None = None
         self._isr_writes: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task] = set()
@@ -365,7 +367,13 @@ class ReplicaManager:
         if version is None:
             leader.pending = None  # ZooKeeper moved on; the next view says what is true
             return
+        previous = leader.isr
         leader.commit(proposed.isr)
+        # Kafka's IsrShrinksPerSec / IsrExpandsPerSec, as counters (cluster/replication_metrics.py).
+        if len(proposed.isr) < len(previous):
+            self.isr_shrinks += 1
+        elif len(proposed.isr) > len(previous):
+            self.isr_expands += 1
         self.states[tp] = PartitionState(proposed.leader, proposed.leader_epoch, proposed.isr,
                                          proposed.controller_epoch, version)
         log.info("%s-%d: ISR is now %s (%s)", tp[0], tp[1], list(proposed.isr), reason)

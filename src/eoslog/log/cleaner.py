@@ -200,11 +200,20 @@ class LogCleaner:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self.passes: list[PassResult] = []  # the most recent ones, for tools and tests
+        self.passes_completed = 0  # for the metrics endpoint (log/cleaner_metrics.py)
+        self.bytes_reclaimed = 0
 
     # ---- choosing a log ---------------------------------------------------------------------------
 
     def first_dirty_offset(self, topic_partition: TopicPartition) -> int | None:
         return self._first_dirty.get(topic_partition)
+
+    def cleanable_ranges(self, now_ms: int) -> list[tuple[CleanerTarget, CleanableRange]]:
+        """Every compacted log's dirty section as the next pass would see it (for the metrics endpoint;
+        unlike grab_filthiest it rolls nothing)."""
+        return [(target, cleanable_range(target.log, self._first_dirty.get(target.topic_partition),
+                                         target.last_stable_offset(), now_ms))
+                for target in self._targets() if target.log.config.compacts]
 
     def grab_filthiest(self, now_ms: int | None = None) -> tuple[CleanerTarget, CleanableRange] | None:
         now = self._clock() if now_ms is None else now_ms
@@ -304,6 +313,8 @@ class LogCleaner:
         await loop.run_in_executor(self._executor, self._write_checkpoint)
         result = PassResult(key, state.stats, swapped, size_before, log.size, new_first_dirty)
         self.passes = (self.passes + [result])[-32:]
+        self.passes_completed += 1
+        self.bytes_reclaimed += max(size_before - log.size, 0)
         logger.info(
             "%s: cleaned %d segment group(s): %d -> %d bytes, %d of %d records kept, first dirty offset %d, "
             "%.3f s",

@@ -9,7 +9,15 @@ descriptors, so a segment deleted meanwhile cannot pull a file out from under th
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
+
+from eoslog.telemetry import Histogram
+
+# Kafka's LogFlushStats (kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs): every fsync round of
+# every log, observed by Log.complete_flush on the event loop (never from the worker thread, so the
+# histogram has a single writer).
+LOG_FLUSH_TIME = Histogram()
 
 
 @dataclass
@@ -20,8 +28,12 @@ class FlushTask:
     truncation_epoch: int
     fds: list[int]  # dup'ed; closed by run()
     directory: str | None  # fsync'ed when files were created, renamed or removed
+    seconds: float = 0.0  # how long run() took, for LOG_FLUSH_TIME
+    synced: bool = False  # whether run() had anything to fsync (an empty round is not an fsync)
 
     def run(self) -> None:
+        started = time.perf_counter()
+        self.synced = bool(self.fds) or self.directory is not None
         try:
             for fd in self.fds:
                 os.fsync(fd)
@@ -31,6 +43,7 @@ class FlushTask:
             for fd in self.fds:
                 os.close(fd)
             self.fds = []
+            self.seconds = time.perf_counter() - started
 
 
 def fsync_directory(path: str) -> None:

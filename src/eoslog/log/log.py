@@ -32,7 +32,7 @@ from eoslog.log.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from eoslog.log.flush_task import FlushTask
+from eoslog.log.flush_task import LOG_FLUSH_TIME, FlushTask
 from eoslog.log.loader import RecoveryReport, load_segments
 from eoslog.log.region import FileRegion
 from eoslog.log.segment import LogSegment
@@ -590,6 +590,8 @@ class Log:
 
     def complete_flush(self, task: FlushTask) -> None:
         """On the loop, after ``task.run()`` succeeded: advances the recovery point."""
+        if task.synced:
+            LOG_FLUSH_TIME.observe(task.seconds)
         if task.truncation_epoch == self._truncation_epoch:
             self._recovery_point = max(self._recovery_point, min(task.up_to, self.log_end_offset))
         self._last_flush_ms = self._clock()

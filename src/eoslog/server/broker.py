@@ -82,6 +82,7 @@ class Broker:
         self.group_service = None  # coordinator/group/service.py, set in start()
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
+        self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
         # security/authorizer.py when authorizer.class.name is set; None: every request is allowed.
         from eoslog.security.authorizer import Authorizer
 
@@ -106,6 +107,8 @@ class Broker:
         # registration in ZooKeeper names the bound ports.
         await self._bind_listeners(start_serving=False)
         try:
+            if self.config.metrics_listen is not None:
+                self._start_metrics()
             # The format version before anything else in the directory is read (log/data_dir_format.py).
             check_or_record(data_dir)
             if self.config.cluster_mode:
@@ -121,6 +124,8 @@ class Broker:
         except BaseException:
             for server in [self._server, *self._extra_servers]:
                 server.close()
+            if self.metrics is not None:
+                self.metrics.close()
             if getattr(self.registry, "log_directory", None) is not None:
                 self.registry.log_directory.close()
             raise
@@ -169,6 +174,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down: closing the listener and %d connections", len(self.dispatcher.connections))
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._server is not None:
             self._server.close()
         for server in self._extra_servers:
@@ -364,6 +371,19 @@ class Broker:
         await self.registry.log_directory.run_maintenance(
             retention_check_interval_ms=self.config.log_retention_check_interval_ms
         )
+
+    def _start_metrics(self) -> None:
+        """Right after the listeners are bound (a taken port is an error before the data directory is
+        touched) and before any request is served, so every request is counted; the collector copes with
+        coordinators that are not there yet."""
+        from eoslog.server.metrics import MetricsEndpoint
+
+        host, port = self.config.metrics_listen
+        self.metrics = MetricsEndpoint(self, host, port)
+        try:
+            self.metrics.start()
+        except OSError as exc:
+            raise ConfigError(f"eoslog.metrics.listen {host}:{port}: {exc}") from exc
 
     def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:

@@ -1,4 +1,4 @@
-"""A broker's configs as DescribeConfigs lists them, and which of them IncrementalAlterConfigs may change.
+"""A broker's configs as DescribeConfigs lists them, and which of them (Incremental)AlterConfigs may change.
 
 Pure: a BrokerConfig in, entries out (no I/O), so api/describe_configs.py and api/incremental_alter_configs.py
 stay thin. Names, sources and types are Kafka's (DescribeConfigsResponse's ConfigSource and ConfigType):
@@ -7,9 +7,11 @@ stay thin. Names, sources and types are Kafka's (DescribeConfigsResponse's Confi
   ignores is not, nor are test-only switches), with its effective value;
 - STATIC_BROKER_CONFIG when the properties file, ``--set`` or a ``serve`` flag gave it (itself or one of its
   synonyms, e.g. ``log.retention.hours`` for ``log.retention.ms``), DEFAULT_CONFIG otherwise;
+- DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG for a single node's dynamic configs
+  (server/dynamic_broker_configs.py), the only entries that are not read-only;
 - passwords and key material are sensitive: their value is null, as in Kafka;
-- every entry is read-only: eoslog has no dynamic broker configs yet, so an alter of any broker property is
-  refused with Kafka's words ("Cannot update these configs dynamically"), never accepted and ignored.
+- an alter of any other broker property is refused with Kafka's words ("Cannot update these configs
+  dynamically"), never accepted and ignored.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
     "super.users": (lambda c: ";".join(sorted(c.super_users)), STRING),
     "allow.everyone.if.no.acl.found": (lambda c: _bool(c.allow_everyone_if_no_acl_found), BOOLEAN),
     "cluster.id": (lambda c: c.cluster_id, STRING),
+    "eoslog.metrics.listen": (
+        lambda c: None if c.metrics_listen is None else f"{c.metrics_listen[0]}:{c.metrics_listen[1]}", STRING),
 }
 _NULL_WHEN_UNSET = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX}
 

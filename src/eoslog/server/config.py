@@ -119,7 +119,7 @@ _OTHER_PROPERTIES = frozenset({
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "zookeeper.connect", "broker.rack",
     "log.cleaner.enable", "log.cleaner.process", "log.dirs", "log.dir", "listeners", "advertised.listeners",
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
-    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id",
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
 # the broker on the default. eoslog knows every name it accepts, and a typo of one of them is by far the
@@ -305,6 +305,9 @@ class BrokerConfig:
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
+    # eoslog.metrics.listen / --metrics-listen (server/metrics.py, docs/operations.md): the Prometheus
+    # endpoint's (host, port); None: off, and prometheus_client is never imported.
+    metrics_listen: tuple[str, int] | None = None
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -469,6 +472,8 @@ class BrokerConfig:
             self._set_authorization_property(name, value)
         elif name == "cluster.id":
             self.cluster_id = value
+        elif name == "eoslog.metrics.listen":
+            self.metrics_listen = parse_host_port(value.strip(), name) if value.strip() else None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:

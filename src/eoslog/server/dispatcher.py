@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from eoslog.cluster.registry import PartitionRegistry
     from eoslog.server.broker import Broker
     from eoslog.server.network import KafkaConnection
+    from eoslog.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,9 @@ class Dispatcher:
         self.broker = broker
         self.handlers = api.HANDLERS
         self.connections: set[KafkaConnection] = set()
+        # server/request_metrics.py when the metrics endpoint is on (server/metrics.py); None costs the
+        # request path one attribute check.
+        self.request_metrics: RequestMetrics | None = None
 
     def connection_opened(self, connection: KafkaConnection) -> None:
         self.connections.add(connection)
@@ -140,14 +144,18 @@ class Dispatcher:
             raise CloseConnection()
 
         context = RequestContext(self.broker, connection, header)
+        metrics = self.request_metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         try:
             result = handler.handle(context, request)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response or a hang-up
-            return self._error_response(handler, context, request, exc)
+            return self._error_response(handler, context, request, exc, started)
+        if result is not None and inspect.isawaitable(result):
+            return asyncio.ensure_future(self._complete(handler, context, request, result, started))
+        if metrics is not None:
+            metrics.finished(header.api_key, time.perf_counter() - started, result)
         if result is None:
             return None
-        if inspect.isawaitable(result):
-            return asyncio.ensure_future(self._complete(handler, context, request, result))
         return self._encode(context, result)
 
     @staticmethod
@@ -175,19 +183,29 @@ class Dispatcher:
                       type(response).__name__, context.connection.peer, exc_info=exc)
             raise CloseConnection() from exc
 
-    async def _complete(self, handler: Any, context: RequestContext, request: Any, awaitable: Any) -> list[Any] | None:
+    async def _complete(self, handler: Any, context: RequestContext, request: Any, awaitable: Any,
+                        started: float) -> list[Any] | None:
         try:
             result = await awaitable
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
-            return self._error_response(handler, context, request, exc)
+            return self._error_response(handler, context, request, exc, started)
+        if self.request_metrics is not None:
+            self.request_metrics.finished(context.header.api_key, time.perf_counter() - started, result)
         if result is None:
             return None
         return self._encode(context, result)
 
-    def _error_response(self, handler: Any, context: RequestContext, request: Any, exc: Exception) -> list[Any]:
+    def _error_response(self, handler: Any, context: RequestContext, request: Any, exc: Exception,
+                        started: float) -> list[Any]:
         code = error_code_for(exc)
+        header = context.header
+        log.debug("refused %s v%d from %s (client %r, %s) with %s: %s", type(request).__name__, header.api_version,
+                  context.connection.peer, header.client_id, context.connection.principal, code.name, exc)
+        if self.request_metrics is not None:
+            self.request_metrics.error(header.api_key, code)
+            self.request_metrics.finished(header.api_key, time.perf_counter() - started, None)
         build = getattr(handler, "error_response", None)
         if build is None:
             log.warning(

@@ -31,7 +31,17 @@ AUTHORIZATION_ERRORS: dict[ResourceType, type[KafkaError]] = {
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:
-    """Maps any exception raised while serving a request to the wire error code Kafka would send."""
+    """Maps any exception raised while serving a request to the wire error code Kafka would send.
+
+    Every refusal passes here, so here it is logged at debug level with its reason (the dispatcher adds
+    the API and the client for a whole-request refusal)."""
+    code = _code_for(exc)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("refused with %s: %s: %s", code.name, type(exc).__name__, exc)
+    return code
+
+
+def _code_for(exc: BaseException) -> ErrorCode:
     if isinstance(exc, KafkaError):
         return exc.code
     error_name = getattr(exc, "error_name", None)  # producer-state and coordinator errors carry Kafka's name

@@ -178,11 +178,16 @@ def _last_stable_offsets(conn: BrokerConnection | Brokers, tps: list[tuple[str, 
         return {}
     Topic, Partition = messages.ListOffsetsRequest.ListOffsetsTopic, messages.ListOffsetsRequest.ListOffsetsPartition
     by_call: dict = {}
+    # One Metadata for every topic of the group, not one per partition (a 1,000-partition group's page)
+    leaders = ({(t.name, p.partition_index): p.leader_id for t in conn.metadata(sorted({t for t, _ in tps})).topics
+                if t.error_code == 0 for p in t.partitions} if isinstance(conn, Brokers) else None)
     for topic, p in tps:
-        try:
-            call = conn.leader(topic, p).call if isinstance(conn, Brokers) else conn.request
-        except click.ClickException:
+        if leaders is None:
+            call = conn.request
+        elif leaders.get((topic, p), -1) < 0:
             continue  # no leader right now: shown without a last stable offset
+        else:
+            call = conn.node(leaders[(topic, p)]).call
         by_call.setdefault(call, {}).setdefault(topic, []).append(p)
     out = {}
     for call, by_topic in by_call.items():

@@ -1,0 +1,136 @@
+"""How long the web console's pages take on a cluster with many partitions (issue 18: "pages render in
+<= 200 ms for a cluster with 1,000 partitions").
+
+A broker process (`eoslog serve`) gets TOPICS topics of PARTITIONS partitions each, a record in every
+partition, a consumer group with offsets committed in the first topic, and one transaction left open.
+`eoslog console` runs as another process; this one times HTTP GETs of each page, the pages taken in
+turn round after round, and prints the median and 90th percentile per page. It also times the two ways
+of finding hanging transactions in this process, alternating: `txn_cli.find_hanging` (a DescribeProducers
+per partition) and the console's `views.hanging_partitions` (one per leader), and the two ways of listing
+offsets, `admin.list_offsets` (a Metadata per partition to find its leader) and `views.offsets` (the
+leaders from the page's one Metadata), and prints their ratios.
+
+Usage: python bench/console_bench.py [--topics 10] [--partitions 100] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import confluent_kafka
+
+from eoslog.console import views
+from eoslog.testing.process import BrokerProcess
+from eoslog.testing.wait import wait_until
+from eoslog.tools import admin_requests as admin
+from eoslog.tools import txn_cli
+from eoslog.tools.brokers import Brokers
+
+
+def load(bootstrap: str, topics: int, partitions: int) -> confluent_kafka.Producer:
+    with Brokers(bootstrap) as brokers:
+        for t in range(topics):
+            result = admin.create_topic(brokers, f"t{t}", partitions, 1, {})
+            assert result.error_code == 0, result
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for t in range(topics):
+        for p in range(partitions):
+            producer.produce(f"t{t}", value=b"x" * 100, partition=p)
+    producer.flush(60)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-group"})
+    consumer.commit(offsets=[confluent_kafka.TopicPartition("t0", p, 0) for p in range(partitions)],
+                    asynchronous=False)
+    consumer.close()
+    stuck = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "bench-open"})
+    stuck.init_transactions(30)
+    stuck.begin_transaction()
+    stuck.produce("t1", value=b"open", partition=0)
+    stuck.flush(30)
+    return stuck
+
+
+def get(url: str) -> float:
+    started = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as response:
+        response.read()
+        assert response.status == 200, (url, response.status)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--topics", type=int, default=10)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="console-bench-") as tmp, BrokerProcess(Path(tmp) / "data") as broker:
+        bootstrap = broker.bootstrap
+        stuck = load(bootstrap, args.topics, args.partitions)
+        port_file = Path(tmp) / "port"
+        console = subprocess.Popen([sys.executable, "-m", "eoslog", "console", "--bootstrap", bootstrap,
+                                    "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
+                                   stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: port_file.exists() and port_file.read_text().strip(), 30, "the console binds")
+            base = f"http://127.0.0.1:{port_file.read_text().strip()}"
+            n = args.partitions
+            pages = {"overview": "/", "topics": "/topics", f"topic ({n} partitions)": "/topics/t0",
+                     "records (50)": "/topics/t0/partitions/0/records",
+                     "groups": "/groups", f"group ({n} partitions)": "/groups/bench-group",
+                     "transactions": "/transactions"}
+            for path in pages.values():
+                get(base + path)  # warm up: connections, templates compiled
+            times: dict[str, list[float]] = {name: [] for name in pages}
+            for _ in range(args.rounds):
+                for name, path in pages.items():
+                    times[name].append(get(base + path))
+        finally:
+            console.terminate()
+            console.wait(10)
+        total = args.topics * args.partitions
+        print(f"{total} partitions ({args.topics} topics x {args.partitions}), {args.rounds} rounds")
+        print(f"{'page':<26} {'median ms':>10} {'p90 ms':>8}")
+        for name, values in times.items():
+            values.sort()
+            print(f"{name:<26} {statistics.median(values) * 1000:>10.1f} "
+                  f"{values[int(0.9 * (len(values) - 1))] * 1000:>8.1f}")
+        per_partition, per_leader = [], []
+        with Brokers(bootstrap) as brokers:
+            for _ in range(max(3, args.rounds // 2)):
+                started = time.perf_counter()
+                old = txn_cli.find_hanging(brokers, None, 0)
+                per_partition.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                page = views.transactions(brokers, 0)
+                per_leader.append(time.perf_counter() - started)
+                assert [(h["topic"], h["partition"]) for h in old] == \
+                    [(h["topic"], h["partition"]) for h in page.hanging_partitions] == [("t1", 0)]
+            per_metadata, per_offsets = [], []
+            for _ in range(max(3, args.rounds // 2)):
+                topics = admin.topics(brokers)
+                tps = [(v.name, p.partition) for v in topics for p in v.partitions]
+                started = time.perf_counter()
+                old = admin.list_offsets(brokers, tps, admin.LATEST)
+                per_metadata.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                new = views.offsets(brokers, topics, admin.LATEST)
+                per_offsets.append(time.perf_counter() - started)
+                assert old == new
+        a, b = statistics.median(per_partition), statistics.median(per_leader)
+        print(f"hanging transactions: find_hanging {a * 1000:.1f} ms, the console's transactions view "
+              f"(with ListTransactions and DescribeTransactions) {b * 1000:.1f} ms, ratio {a / b:.1f}x")
+        a, b = statistics.median(per_metadata), statistics.median(per_offsets)
+        print(f"high watermarks of {total} partitions: admin.list_offsets {a * 1000:.1f} ms, "
+              f"views.offsets {b * 1000:.1f} ms, ratio {a / b:.1f}x")
+        del stuck
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,9 @@
+"""The web console (issue 18): topics, consumer groups and transactions of any Kafka-compatible cluster
+in a browser, served by ``eoslog console --bootstrap HOST:PORT``.
+
+Parts, top to bottom: ``cli`` (the command), ``server`` (uvicorn on a socket we bind), ``app`` (Starlette
+routes rendering Jinja2 templates, htmx polling fragments), ``views`` (blocking calls of the admin tools in
+``eoslog.tools``, run in worker threads), ``actions`` (the write actions, only with ``--allow-writes``) and
+``records_view`` (the pure core that marks records of aborted and open transactions on a page).
+Nothing here is imported by ``eoslog serve``.
+"""

@@ -1,0 +1,37 @@
+"""The console's write actions, offered only with ``--allow-writes``.
+
+Aborting a transaction its coordinator knows is done as Kafka's ``kafka-transactions.sh force-terminate``
+does it: an InitProducerId for that transactional id, which fences the producer (bumps its epoch) and has
+the coordinator abort the open transaction, writing ABORT markers to every partition in it. A transaction
+that only a partition still holds open (its coordinator lost it) is ended by writing the ABORT marker to
+that partition directly (``txn_cli.abort_transaction``, KIP-664).
+"""
+
+from __future__ import annotations
+
+from eoslog.protocol import messages
+from eoslog.protocol.errors import ErrorCode
+from eoslog.tools import txn_cli
+from eoslog.tools.brokers import TRANSACTION, Brokers
+from eoslog.tools.common import check
+
+INIT_PRODUCER_ID = 22
+
+
+def abort_transaction(brokers: Brokers, transactional_id: str) -> None:
+    """Fences ``transactional_id`` and lets its coordinator abort the open transaction. Kafka's coordinator
+    answers CONCURRENT_TRANSACTIONS while its abort is under way: that answer means the abort started, so
+    the request is not repeated. eoslog's waits for the local abort and answers with the next epoch (the
+    transactional id is then Empty, its old producer fenced)."""
+    [described] = txn_cli.describe_transactions(brokers, [transactional_id])
+    check(described.error_code, f"DescribeTransactions {transactional_id}")
+    request = messages.InitProducerIdRequest(transactional_id=transactional_id,
+                                             transaction_timeout_ms=described.transaction_timeout_ms,
+                                             producer_id=-1, producer_epoch=-1)
+    response = brokers.coordinator(transactional_id, TRANSACTION).call(INIT_PRODUCER_ID, 3, request)
+    if response.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+        check(response.error_code, f"aborting {transactional_id}")
+
+
+def abort_partition_transaction(brokers: Brokers, topic: str, partition: int, start_offset: int) -> None:
+    txn_cli.abort_transaction(brokers, topic, partition, start_offset)

@@ -1,0 +1,50 @@
+"""``eoslog console``: the web console against any Kafka-compatible cluster (registered lazily in
+eoslog.cli, so ``eoslog serve`` never imports Starlette or uvicorn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from eoslog.tools.brokers import security_option
+from eoslog.tools.common import bootstrap_option
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+@click.command("console")
+@bootstrap_option
+@security_option
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="HOST:PORT",
+              help="Where the console serves HTTP (port 0 picks a free one).")
+@click.option("--allow-writes", is_flag=True,
+              help="Offer the write actions (aborting transactions); without it they answer 403.")
+@click.option("--hanging-after-ms", type=click.IntRange(min=0), default=900_000, show_default=True,
+              help="A transaction open longer than this is shown as hanging (transaction.max.timeout.ms).")
+@click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the bound port here once the console accepts connections.")
+def console_command(bootstrap: str, security, listen: str, allow_writes: bool, hanging_after_ms: int,
+                    port_file: Path | None) -> None:
+    """Serve a web console showing brokers, topics (records with aborted transactions marked), consumer
+    groups with their lag, and transactions (docs/console.md)."""
+    try:
+        from eoslog.console.app import create_app
+        from eoslog.console.server import ConsoleServer
+        from eoslog.console.views import Session
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(f"the console needs {exc.name}: pip install 'eoslog[console]'") from exc
+
+    session = Session(bootstrap, security)
+    try:
+        server = ConsoleServer(create_app(session, allow_writes, hanging_after_ms), listen)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {listen}: {exc}") from exc
+    if port_file is not None:
+        port_file.write_text(f"{server.port}\n")
+    click.echo(f"eoslog console on {server.url} for {bootstrap}"
+               f" ({'writes allowed' if allow_writes else 'read-only'})", err=True)
+    try:
+        server.run()
+    finally:
+        session.close()
