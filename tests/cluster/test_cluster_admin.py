@@ -19,6 +19,7 @@ from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import CHROOT, embedded_cluster
 from eoslog.testing.process import BrokerProcess, free_port
+from eoslog.testing.wait import wait_until
 from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
@@ -207,13 +208,35 @@ def test_each_broker_describes_its_own_configs(cluster):
     finally:
         wire.close()
     assert refused.error_code == ErrorCode.INVALID_REQUEST and "expected 1 or empty string" in refused.error_message
+
+    # Dynamic configs live in ZooKeeper (/config/brokers/<id>, /config/brokers/<default>): a default set
+    # through broker 1 reaches every broker, a broker's own value only that broker.
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
-    change = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
-        ConfigEntry("max.connections", "100", incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(confluent_kafka.KafkaException, match="a broker of a cluster has no dynamic configs"):
-        admin.incremental_alter_configs([change])[change].result(30)  # not yet kept in ZooKeeper
-    assert entries["max.connections"].is_read_only
+    assert not entries["max.connections"].is_read_only
+    altered = eoslog("configs", "alter", "--broker-defaults", "--set", "max.connections=5000",
+                     "-b", cluster.broker(1).bootstrap)
+    assert altered.returncode == 0, altered.stderr
+    own = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("max.connections.per.ip", "100", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([own])[own].result(30)
+
+    def described(broker_id: int) -> dict:
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+        return admin.describe_configs([resource])[resource].result(30)
+
+    for broker_id in (1, 2, 3):
+        wait_until(lambda b=broker_id: described(b)["max.connections"].value == "5000", 30,
+                   f"broker {broker_id} applies the default")
+        assert described(broker_id)["max.connections"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert (described(2)["max.connections.per.ip"].value, described(2)["max.connections.per.ip"].source) == (
+        "100", ConfigSource.DYNAMIC_BROKER_CONFIG.value)  # the writer waited for its own read-back
+    assert described(3)["max.connections.per.ip"].value == str(2**31 - 1)
+    for args in (("--broker-defaults", "--delete", "max.connections"),
+                 ("--broker", "2", "--delete", "max.connections.per.ip")):
+        assert eoslog("configs", "alter", *args, "-b", cluster.broker(1).bootstrap).returncode == 0
+    wait_until(lambda: described(3)["max.connections"].source == ConfigSource.DEFAULT_CONFIG.value, 30,
+               "the default deleted everywhere")
 
 
 def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):

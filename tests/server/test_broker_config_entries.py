@@ -3,6 +3,8 @@ server/dynamic_broker_configs.py, a single node's dynamic configs (a file in the
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
@@ -75,8 +77,8 @@ def test_resource_names_and_alters_are_checked_as_kafka_does():
                                                   "log.retention.ms .the dynamic ones are max.connections, "):
         check_alterable(config, ["num.partitions", "max.connections", "log.retention.ms"], dynamic=object())
     check_alterable(config, ["max.connections", "max.connections.per.ip"], dynamic=object())
-    with pytest.raises(InvalidRequestError, match="max.connections .a broker of a cluster has no dynamic configs"):
-        check_alterable(config, ["max.connections"])  # no DynamicBrokerConfigs: a cluster broker
+    with pytest.raises(InvalidRequestError, match="max.connections .this broker has no dynamic configs"):
+        check_alterable(config, ["max.connections"])  # no DynamicBrokerConfigs
     check_alterable(config, [])  # nothing to alter, nothing to refuse
 
 
@@ -86,16 +88,20 @@ def dynamic(tmp_path, properties: dict[str, str] | None = None, node_id: str = "
     config = configured({"broker.id": node_id, **(properties or {})})
     quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
                               config.max_connections_per_ip_overrides)
-    configs = DynamicBrokerConfigs(config, tmp_path, quotas)
-    configs.load()
+    configs = DynamicBrokerConfigs(config, quotas)
+    configs.use_file(tmp_path)
     return config, quotas, configs
+
+
+def setting(values: dict[str, str]):
+    return lambda _current: dict(values)
 
 
 def test_dynamic_values_win_over_static_ones_per_broker_before_default(tmp_path):
     config, quotas, configs = dynamic(tmp_path, {"max.connections": "1000"})
-    configs.replace_configs(default=True, configs={"max.connections": "10", "max.connections.per.ip": "3"})
+    asyncio.run(configs.alter(True, setting({"max.connections": "10", "max.connections.per.ip": "3"})))
     assert (quotas.max_connections, quotas.max_per_ip) == (10, 3)
-    configs.replace_configs(default=False, configs={"max.connections": "20"})
+    asyncio.run(configs.alter(False, setting({"max.connections": "20"})))
     assert (quotas.max_connections, config.max_connections) == (20, 20)
     entry = {e.name: e for e in describe_broker_configs(config, ["max.connections"], True, dynamic=configs)}
     assert not entry["max.connections"].read_only and entry["max.connections"].source == DYNAMIC_BROKER_CONFIG
@@ -105,19 +111,19 @@ def test_dynamic_values_win_over_static_ones_per_broker_before_default(tmp_path)
     assert [(e.name, e.value) for e in describe_default_configs(configs)] == [
         ("max.connections", "10"), ("max.connections.per.ip", "3")]
 
-    configs.replace_configs(default=False, configs={})
-    configs.replace_configs(default=True, configs={"max.connections.per.ip.overrides": "127.0.0.9:1"})
+    asyncio.run(configs.alter(False, setting({})))
+    asyncio.run(configs.alter(True, setting({"max.connections.per.ip.overrides": "127.0.0.9:1"})))
     assert (quotas.max_connections, quotas.max_per_ip, quotas.per_ip_overrides) == (1000, None, {"127.0.0.9": 1})
 
 
 def test_changes_persist_in_the_data_directory_and_bad_ones_change_nothing(tmp_path):
     _, quotas, configs = dynamic(tmp_path)
-    configs.replace_configs(default=False, configs={"max.connections.per.ip": "5"})
+    asyncio.run(configs.alter(False, setting({"max.connections.per.ip": "5"})))
     with pytest.raises(InvalidConfigError, match="must be at least 1"):
-        configs.replace_configs(default=False, configs={"max.connections.per.ip": "0"})
+        asyncio.run(configs.alter(False, setting({"max.connections.per.ip": "0"})))
     with pytest.raises(InvalidConfigError, match="num.partitions is not a dynamic broker config"):
-        configs.replace_configs(default=True, configs={"num.partitions": "2"})
-    configs.replace_configs(default=False, configs={"max.connections.per.ip": "6"}, validate_only=True)
+        asyncio.run(configs.alter(True, setting({"num.partitions": "2"})))
+    asyncio.run(configs.alter(False, setting({"max.connections.per.ip": "6"}), validate_only=True))
     assert quotas.max_per_ip == 5
     _, quotas, _ = dynamic(tmp_path)  # a restart reads what was acknowledged
     assert quotas.max_per_ip == 5
@@ -130,3 +136,12 @@ def test_changes_persist_in_the_data_directory_and_bad_ones_change_nothing(tmp_p
     (tmp_path / DYNAMIC_CONFIG_FILE).write_text("{")
     with pytest.raises(ConfigError, match="unreadable dynamic broker configs"):
         dynamic(tmp_path)
+
+
+def test_values_read_from_zookeeper_that_do_not_parse_are_left_out(tmp_path, caplog):
+    config = configured({"broker.id": "2"})
+    quotas = ConnectionQuotas()
+    configs = DynamicBrokerConfigs(config, quotas)
+    configs.replace_levels({"max.connections": "many", "max.connections.per.ip": "4"}, {"max.connections": "9"})
+    assert (quotas.max_connections, quotas.max_per_ip) == (9, 4)  # the default, as the broker's own is invalid
+    assert "ignoring dynamic broker config max.connections=many of 2" in caplog.text

@@ -40,8 +40,8 @@ async def _alter(context, request):
                 own = check_broker_resource(broker.config, resource.resource_name)
                 configs = _configs(resource)
                 check_alterable(broker.config, configs, broker.dynamic_configs)
-                if broker.dynamic_configs is not None:  # None: nothing was asked, on a cluster
-                    broker.dynamic_configs.replace_configs(not own, configs, request.validate_only)
+                await broker.dynamic_configs.alter(not own, lambda _current, wanted=configs: dict(wanted),
+                                                   request.validate_only)
             elif resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
             else:

@@ -1,6 +1,6 @@
-"""IncrementalAlterConfigs (key 44) for topic configs (SET, DELETE, APPEND, SUBTRACT) and a single node's
-dynamic broker configs (SET, DELETE; server/dynamic_broker_configs.py); other broker configs are refused
-with Kafka's reason (server/broker_configs.py)."""
+"""IncrementalAlterConfigs (key 44) for topic configs (SET, DELETE, APPEND, SUBTRACT) and dynamic broker
+configs (SET, DELETE; server/dynamic_broker_configs.py); other broker configs are refused with Kafka's
+reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
     return configs
 
 
-def _alter_broker(context, resource, validate_only: bool) -> None:
+async def _alter_broker(context, resource, validate_only: bool) -> None:
     """Kafka's order: authorization, the broker id ("" is the cluster-wide default), the names (unknown,
     then static ones), then the values; only dynamic configs change (server/dynamic_broker_configs.py)."""
     from eoslog.server.broker_configs import check_alterable, check_broker_resource
@@ -56,19 +56,23 @@ def _alter_broker(context, resource, validate_only: bool) -> None:
     check_alterable(broker.config, [op.name for op in resource.configs], broker.dynamic_configs)
     if not resource.configs:
         return
-    configs = broker.dynamic_configs.configs_of(default=not own)
     for op in resource.configs:
-        if op.config_operation == SET:
-            if op.value is None:
-                raise InvalidConfigError(f"SET {op.name} needs a value")
-            configs[op.name] = op.value
-        elif op.config_operation == DELETE:
-            configs.pop(op.name, None)
-        elif op.config_operation in (APPEND, SUBTRACT):
+        if op.config_operation == SET and op.value is None:
+            raise InvalidConfigError(f"SET {op.name} needs a value")
+        if op.config_operation in (APPEND, SUBTRACT):
             raise InvalidConfigError(f"{op.name} is not a list; APPEND and SUBTRACT apply to lists only")
-        else:
+        if op.config_operation not in (SET, DELETE):
             raise InvalidRequestError(f"unknown config operation {op.config_operation}")
-    broker.dynamic_configs.replace_configs(not own, configs, validate_only)
+
+    def change(configs: dict[str, str]) -> dict[str, str]:  # to what is kept now (another broker may have written)
+        for op in resource.configs:
+            if op.config_operation == SET:
+                configs[op.name] = op.value
+            else:
+                configs.pop(op.name, None)
+        return configs
+
+    await broker.dynamic_configs.alter(not own, change, validate_only)
 
 
 async def _alter(context, request):
@@ -77,7 +81,7 @@ async def _alter(context, request):
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER:
-                _alter_broker(context, resource, request.validate_only)
+                await _alter_broker(context, resource, request.validate_only)
             elif resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
             else:

@@ -7,7 +7,7 @@ stay thin. Names, sources and types are Kafka's (DescribeConfigsResponse's Confi
   ignores is not, nor are test-only switches), with its effective value;
 - STATIC_BROKER_CONFIG when the properties file, ``--set`` or a ``serve`` flag gave it (itself or one of its
   synonyms, e.g. ``log.retention.hours`` for ``log.retention.ms``), DEFAULT_CONFIG otherwise;
-- DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG for a single node's dynamic configs
+- DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG for the dynamic configs
   (server/dynamic_broker_configs.py), the only entries that are not read-only;
 - passwords and key material are sensitive: their value is null, as in Kafka;
 - an alter of any other broker property is refused with Kafka's words ("Cannot update these configs
@@ -150,7 +150,7 @@ def describe_broker_configs(config: BrokerConfig, keys: Iterable[str] | None = N
                             dynamic=None) -> list[BrokerConfigEntry]:
     """This broker's entries (only ``keys`` when given, as DescribeConfigs' configuration_keys);
     ``cluster_id`` is the one in force (meta.properties or ZooKeeper) when the config names none;
-    ``dynamic`` the single node's DynamicBrokerConfigs (None on a cluster: nothing is dynamic)."""
+    ``dynamic`` the broker's DynamicBrokerConfigs (None: nothing is dynamic)."""
     from eoslog.server.dynamic_broker_configs import DYNAMIC_PROPERTIES
 
     if cluster_id is not None and config.cluster_id is None:
@@ -211,7 +211,7 @@ def check_broker_resource(config: BrokerConfig, resource_name: str) -> bool:
 def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None) -> None:
     """Raises unless every name is a dynamic config of this broker. An unknown name is INVALID_CONFIG
     naming the closest known ones; a static one is Kafka's INVALID_REQUEST "Cannot update these configs
-    dynamically" with the ones that are (none on a cluster, where eoslog has no dynamic configs yet)."""
+    dynamically" naming the ones that are (``dynamic``: the broker's DynamicBrokerConfigs)."""
     from eoslog.server.dynamic_broker_configs import DYNAMIC_PROPERTIES
 
     names = list(dict.fromkeys(names))
@@ -224,7 +224,7 @@ def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None) ->
     static = [name for name in names if dynamic is None or name not in DYNAMIC_PROPERTIES]
     if static:
         reason = (f"the dynamic ones are {', '.join(DYNAMIC_PROPERTIES)}" if dynamic is not None else
-                  "a broker of a cluster has no dynamic configs in eoslog yet")
+                  "this broker has no dynamic configs")
         raise InvalidRequestError(
             f"Cannot update these configs dynamically: {', '.join(static)} ({reason}; set the others in the "
             "properties file or with --set, and restart the broker)")

@@ -1,4 +1,4 @@
-"""Dynamic broker configs on a single node: the few properties an admin may change while the broker runs.
+"""Dynamic broker configs: the few properties an admin may change while the broker runs.
 
 Contract
 - Only DYNAMIC_PROPERTIES change at run time: the connection limits, which take effect for the next
@@ -7,23 +7,26 @@ Contract
 - Two levels, as Kafka's: this broker's own (resource "<id>") and the cluster-wide default (resource "");
   the value in force is this broker's, else the default's, else the static one (properties file, --set),
   else eoslog's default.
-- Persisted in the data directory (DYNAMIC_CONFIG_FILE, written whole and atomically) before it is
-  applied in memory, so an acknowledged change survives a restart and a failed write changes nothing.
-  The file has the shape of Kafka's ``/config/brokers/<id>`` znodes:
-  ``{"version": 1, "brokers": {"0": {"max.connections": "100"}, "<default>": {...}}}``.
-- On a cluster Kafka keeps these in ZooKeeper (``/config/brokers``) and announces them under
-  ``/config/changes``; eoslog does not implement that yet, so a cluster broker has no dynamic configs.
+- Persisted before it is applied, so an acknowledged change survives a restart and a failed write changes
+  nothing: on a single node in the data directory (DYNAMIC_CONFIG_FILE, written whole and atomically, in
+  the shape of Kafka's znodes: ``{"version": 1, "brokers": {"0": {...}, "<default>": {...}}}``); on a
+  cluster in ZooKeeper's ``/config/brokers/<id>`` and ``/config/brokers/<default>``, announced under
+  ``/config/changes`` as Kafka does (cluster/broker_configs_zk.py), so every broker applies a default.
 - Called on the event loop only.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
 from eoslog.protocol.errors import InvalidConfigError
 from eoslog.server.config import BrokerConfig, ConfigError
+
+log = logging.getLogger(__name__)
 
 DYNAMIC_CONFIG_FILE = "dynamic-broker-configs.json"
 FORMAT_VERSION = 1
@@ -35,53 +38,88 @@ DYNAMIC_PROPERTIES = {
     "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
 }
 
+Change = Callable[[dict[str, str]], dict[str, str]]
+
 
 class DynamicBrokerConfigs:
-    def __init__(self, config: BrokerConfig, data_dir: Path, quotas) -> None:
+    def __init__(self, config: BrokerConfig, quotas) -> None:
         self.config = config
-        self.path = Path(data_dir) / DYNAMIC_CONFIG_FILE
         self.quotas = quotas  # server/limits.py ConnectionQuotas: where the connection limits are read
         self._static = {name: getattr(config, attribute) for name, attribute in DYNAMIC_PROPERTIES.items()}
         self.per_broker: dict[str, str] = {}
         self.default: dict[str, str] = {}
+        # (entity, change) -> persisted; set by use_file or by the cluster's ZooKeeper copy
+        self._write: Callable[[str, Change], Awaitable[None]] | None = None
 
     @property
     def entity(self) -> str:
         return str(self.config.node_id)
 
-    def load(self) -> None:
-        """Reads the file (none: nothing set) and applies it; an unreadable file stops the start."""
-        if not self.path.exists():
-            return
+    # ---- where they are kept ------------------------------------------------------------------------------
+
+    def use_file(self, data_dir: Path) -> None:
+        """A single node: reads DYNAMIC_CONFIG_FILE (none: nothing set) and applies it; an unreadable file
+        or an invalid value stops the start."""
+        path = Path(data_dir) / DYNAMIC_CONFIG_FILE
+        brokers = _read_file(path)
         try:
-            document = json.loads(self.path.read_bytes())
-            brokers = document["brokers"]
-            if document.get("version") != FORMAT_VERSION or not isinstance(brokers, dict):
-                raise ValueError(f"expected version {FORMAT_VERSION} with a brokers object")
-            per_broker = {str(k): str(v) for k, v in brokers.get(self.entity, {}).items()}
-            default = {str(k): str(v) for k, v in brokers.get(DEFAULT_ENTITY, {}).items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(f"{self.path}: unreadable dynamic broker configs ({exc}); fix or remove it") from None
-        try:
-            self._check(per_broker)
-            self._check(default)
+            self.replace_levels(brokers.get(self.entity, {}), brokers.get(DEFAULT_ENTITY, {}), strict=True)
         except InvalidConfigError as exc:
-            raise ConfigError(f"{self.path}: {exc}") from None
-        self.per_broker, self.default = per_broker, default
-        self._apply()
+            raise ConfigError(f"{path}: {exc}") from None
+
+        async def write(entity: str, change: Change) -> None:
+            from eoslog.cluster.topics import write_atomically
+
+            brokers = _read_file(path)  # other ids' entries are kept: a directory moved between ids loses nothing
+            brokers[entity] = change(brokers.get(entity, {}))
+            write_atomically(path, json.dumps({"version": FORMAT_VERSION, "brokers": {
+                k: v for k, v in brokers.items() if v}}, indent=1, sort_keys=True).encode())
+            levels = brokers.get(self.entity, {}), brokers.get(DEFAULT_ENTITY, {})
+            self.replace_levels(*levels, strict=True)
+
+        self._write = write
+
+    def use_store(self, write: Callable[[str, Change], Awaitable[None]]) -> None:
+        """A cluster: ``write`` persists in ZooKeeper and returns once this broker has read it back
+        (replace_levels is called by the reader, on this broker and every other)."""
+        self._write = write
+
+    # ---- reads and writes ---------------------------------------------------------------------------------
 
     def configs_of(self, default: bool) -> dict[str, str]:
         return dict(self.default if default else self.per_broker)
 
-    def replace_configs(self, default: bool, configs: dict[str, str], validate_only: bool = False) -> None:
-        """Sets one level's whole set (IncrementalAlterConfigs computes it from the current one): checked,
-        written, then applied."""
-        self._check(configs)
-        if validate_only:
+    async def alter(self, default: bool, change: Change, validate_only: bool = False) -> None:
+        """Applies ``change`` to one level's whole set (per broker, or the default): checked, persisted,
+        then applied."""
+        def checked(current: dict[str, str]) -> dict[str, str]:
+            wanted = change(dict(current))
+            self.check(wanted)
+            return wanted
+
+        if validate_only or self._write is None:
+            checked(self.configs_of(default))
+            if self._write is None:
+                raise InvalidConfigError("this broker has no store for dynamic configs")
             return
-        per_broker, default_level = (self.per_broker, dict(configs)) if default else (dict(configs), self.default)
-        self._write(per_broker, default_level)
-        self.per_broker, self.default = per_broker, default_level
+        await self._write(DEFAULT_ENTITY if default else self.entity, checked)
+
+    def replace_levels(self, per_broker: dict[str, str], default: dict[str, str], strict: bool = False) -> None:
+        """Both levels as read from where they are kept. ``strict`` (a file at start) raises on an invalid
+        entry; otherwise (ZooKeeper, written by any tool) it is left out with an error logged, as Kafka does."""
+        levels = []
+        for level, where in ((per_broker, self.entity), (default, DEFAULT_ENTITY)):
+            kept = {}
+            for name, value in level.items():
+                try:
+                    self.check({name: value})
+                    kept[name] = value
+                except InvalidConfigError as exc:
+                    if strict:
+                        raise
+                    log.error("ignoring dynamic broker config %s=%s of %s: %s", name, value, where, exc)
+            levels.append(kept)
+        self.per_broker, self.default = levels
         self._apply()
 
     def source_of(self, name: str) -> tuple[str, bool] | None:
@@ -92,9 +130,7 @@ class DynamicBrokerConfigs:
             return self.default[name], True
         return None
 
-    # ---- inside ------------------------------------------------------------------------------------------
-
-    def _check(self, configs: dict[str, str]) -> None:
+    def check(self, configs: dict[str, str]) -> None:
         """Every name dynamic and every value one that the properties file would take."""
         scratch = replace(self.config, originals={}, log_defaults=dict(self.config.log_defaults))
         for name, value in configs.items():
@@ -105,25 +141,27 @@ class DynamicBrokerConfigs:
             except ConfigError as exc:
                 raise InvalidConfigError(str(exc)) from None
 
-    def _write(self, per_broker: dict[str, str], default: dict[str, str]) -> None:
-        from eoslog.cluster.topics import write_atomically
-
-        brokers = {}
-        if self.path.exists():  # other ids' entries are kept: a data directory moved between ids loses nothing
-            brokers = {k: v for k, v in json.loads(self.path.read_bytes()).get("brokers", {}).items()
-                       if k not in (self.entity, DEFAULT_ENTITY)}
-        brokers.update({k: v for k, v in ((self.entity, per_broker), (DEFAULT_ENTITY, default)) if v})
-        write_atomically(self.path, json.dumps({"version": FORMAT_VERSION, "brokers": brokers}, indent=1,
-                                               sort_keys=True).encode())
-
     def _apply(self) -> None:
         scratch = replace(self.config, originals={}, log_defaults=dict(self.config.log_defaults))
         for name, attribute in DYNAMIC_PROPERTIES.items():
             setattr(scratch, attribute, self._static[name])
             found = self.source_of(name)
             if found is not None:
-                scratch.set_property(name, found[0])  # checked when it was set
+                scratch.set_property(name, found[0])  # checked when it was read
             setattr(self.config, attribute, getattr(scratch, attribute))
         self.quotas.max_connections = self.config.max_connections
         self.quotas.max_per_ip = self.config.max_connections_per_ip
         self.quotas.per_ip_overrides = dict(self.config.max_connections_per_ip_overrides)
+
+
+def _read_file(path: Path) -> dict[str, dict[str, str]]:
+    if not path.exists():
+        return {}
+    try:
+        document = json.loads(path.read_bytes())
+        brokers = document["brokers"]
+        if document.get("version") != FORMAT_VERSION or not isinstance(brokers, dict):
+            raise ValueError(f"expected version {FORMAT_VERSION} with a brokers object")
+        return {str(entity): {str(k): str(v) for k, v in level.items()} for entity, level in brokers.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: unreadable dynamic broker configs ({exc}); fix or remove it") from None
