@@ -232,11 +232,28 @@ def test_each_broker_describes_its_own_configs(cluster):
     assert (described(2)["max.connections.per.ip"].value, described(2)["max.connections.per.ip"].source) == (
         "100", ConfigSource.DYNAMIC_BROKER_CONFIG.value)  # the writer waited for its own read-back
     assert described(3)["max.connections.per.ip"].value == str(2**31 - 1)
-    for args in (("--broker-defaults", "--delete", "max.connections"),
+    altered = eoslog("configs", "alter", "--broker-defaults", "--set", "log.roll.ms=3600000",
+                     "-b", cluster.broker(3).bootstrap)
+    assert altered.returncode == 0, altered.stderr
+
+    def topic_segment_ms(broker_id: int) -> tuple[str, int]:
+        wire = KafkaWire(cluster.broker(broker_id).bootstrap)  # each broker's own copy, not any one's
+        try:
+            [result] = wire.call(32, 4, messages.DescribeConfigsRequest(resources=[
+                messages.DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=2, resource_name="admin", configuration_keys=["segment.ms"])])).results
+        finally:
+            wire.close()
+        return result.configs[0].value, result.configs[0].config_source
+
+    for broker_id in (1, 2, 3):  # a topic without its own segment.ms follows the new default everywhere
+        wait_until(lambda b=broker_id: topic_segment_ms(b) == ("3600000", 3), 30, f"broker {broker_id}'s logs")
+    for args in (("--broker-defaults", "--delete", "max.connections", "--delete", "log.roll.ms"),
                  ("--broker", "2", "--delete", "max.connections.per.ip")):
         assert eoslog("configs", "alter", *args, "-b", cluster.broker(1).bootstrap).returncode == 0
     wait_until(lambda: described(3)["max.connections"].source == ConfigSource.DEFAULT_CONFIG.value, 30,
                "the default deleted everywhere")
+    wait_until(lambda: topic_segment_ms(1) == ("604800000", 5), 30, "the log default deleted")
 
 
 def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):

@@ -74,8 +74,9 @@ def test_resource_names_and_alters_are_checked_as_kafka_does():
     with pytest.raises(InvalidConfigError, match="unknown broker config 'num.partition'; closest: num.partitions"):
         check_alterable(config, ["num.partitions", "num.partition"])
     with pytest.raises(InvalidRequestError, match="Cannot update these configs dynamically: num.partitions, "
-                                                  "log.retention.ms .the dynamic ones are max.connections, "):
-        check_alterable(config, ["num.partitions", "max.connections", "log.retention.ms"], dynamic=object())
+                                                  "log.cleanup.policy .the dynamic ones are max.connections, "):
+        check_alterable(config, ["num.partitions", "max.connections", "log.cleanup.policy", "log.retention.ms"],
+                        dynamic=object())
     check_alterable(config, ["max.connections", "max.connections.per.ip"], dynamic=object())
     with pytest.raises(InvalidRequestError, match="max.connections .this broker has no dynamic configs"):
         check_alterable(config, ["max.connections"])  # no DynamicBrokerConfigs

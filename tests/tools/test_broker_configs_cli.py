@@ -10,7 +10,14 @@ import json
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
@@ -109,11 +116,12 @@ def test_alter_is_refused_with_the_reason_and_changes_nothing(broker):
     read_only = run("alter", "--broker", "0", "--set", "num.partitions=4", "-b", broker.bootstrap, code=1)
     assert read_only.output.strip().splitlines() == [(
         "Error: altering broker 0: INVALID_REQUEST: Cannot update these configs dynamically: num.partitions "
-        "(the dynamic ones are max.connections, max.connections.per.ip, max.connections.per.ip.overrides; set "
-        "the others in the properties file or with --set, and restart the broker)")]
-    checked = run("alter", "--broker", "0", "--delete", "log.retention.ms", "--validate-only", "-b", broker.bootstrap,
-                  code=1)
-    assert "Cannot update these configs dynamically: log.retention.ms" in checked.output
+        "(the dynamic ones are max.connections, max.connections.per.ip, max.connections.per.ip.overrides, "
+        "log.retention.ms, log.retention.bytes, log.segment.bytes, log.roll.ms; set the others in the properties "
+        "file or with --set, and restart the broker)")]
+    checked = run("alter", "--broker", "0", "--delete", "log.cleanup.policy", "--validate-only", "-b",
+                  broker.bootstrap, code=1)
+    assert "Cannot update these configs dynamically: log.cleanup.policy" in checked.output
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     change = ConfigResource(BROKER, "0", incremental_configs=[
@@ -136,8 +144,6 @@ def test_alter_is_refused_with_the_reason_and_changes_nothing(broker):
 
 
 def test_the_older_alter_configs_sets_a_topic_whole_and_refuses_broker_configs(broker):
-    from confluent_kafka.admin import NewTopic
-
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("whole", 1, 1, config={"retention.ms": "60000"})])["whole"].result(10)
     topic = ConfigResource(ConfigResource.Type.TOPIC, "whole", set_config={"segment.ms": "3600000"})
@@ -159,10 +165,11 @@ def test_the_older_alter_configs_sets_a_topic_whole_and_refuses_broker_configs(b
     wire = KafkaWire(broker.bootstrap)
     try:  # version 2 (flexible), which confluent-kafka does not send
         [refused] = wire.call(33, 2, messages.AlterConfigsRequest(validate_only=True, resources=[
-            Resource(resource_type=4, resource_name="0", configs=[Config(name="log.retention.ms", value="1")])])).responses
+            Resource(resource_type=4, resource_name="0", configs=[Config(name="log.cleanup.policy", value="compact")])])
+        ).responses
     finally:
         wire.close()
-    assert refused.error_code == ErrorCode.INVALID_REQUEST and "log.retention.ms" in refused.error_message
+    assert refused.error_code == ErrorCode.INVALID_REQUEST and "log.cleanup.policy" in refused.error_message
     entries = {e["name"]: e["value"] for e in json.loads(
         run("describe", "--broker", "0", "-b", broker.bootstrap, "--json").output)}
     assert entries["num.partitions"] == "3" and entries["log.retention.ms"] == "7200000"
@@ -223,3 +230,30 @@ def test_dynamic_connection_limits_take_effect_and_survive_a_restart(tmp_path):
                                                         "--json").output)}
         assert (entries["max.connections.per.ip"]["value"], entries["max.connections.per.ip"]["source"]) == (
             "50", "static-broker")
+
+
+def test_dynamic_log_defaults_reach_every_log_whose_topic_does_not_set_its_own(eoslog_embedded):
+    bootstrap = eoslog_embedded.bootstrap
+    registry = eoslog_embedded.broker.registry
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for topic, config in (("inherits", {}), ("own", {"retention.ms": "60000"})):
+        admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(10)
+
+    def retention_ms(topic: str) -> int:
+        return registry.partition(topic, 0).log.config.retention_ms
+
+    def topic_entry(topic: str) -> tuple[str, int]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entry = admin.describe_configs([resource])[resource].result(10)["retention.ms"]
+        return entry.value, entry.source
+
+    run("alter", "--broker", "0", "--set", "log.retention.ms=3600000", "-b", bootstrap)
+    assert retention_ms("inherits") == 3_600_000 and retention_ms("own") == 60_000
+    assert topic_entry("inherits") == ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    admin.create_topics([NewTopic("later", 1, 1)])["later"].result(10)
+    assert retention_ms("later") == 3_600_000
+    invalid = run("alter", "--broker", "0", "--set", "log.segment.bytes=10", "-b", bootstrap, code=1)
+    assert "INVALID_CONFIG" in invalid.output and "segment.bytes" in invalid.output
+    run("alter", "--broker", "0", "--delete", "log.retention.ms", "-b", bootstrap)
+    assert retention_ms("inherits") == 604_800_000 and retention_ms("later") == 604_800_000
+    assert topic_entry("inherits") == ("604800000", ConfigSource.DEFAULT_CONFIG.value)

@@ -58,9 +58,6 @@ class Broker:
         self.credentials = None
         # server/dynamic_broker_configs.py: kept in the data directory on a single node, in ZooKeeper on a
         # cluster (cluster/broker_configs_zk.py); where is chosen in start().
-        from eoslog.server.dynamic_broker_configs import DynamicBrokerConfigs
-
-        self.dynamic_configs = DynamicBrokerConfigs(config, self.connection_quotas)
         self._zk_broker_configs = None
         for listener in self.listeners:
             if listener.protocol.startswith("SASL"):
@@ -99,6 +96,10 @@ class Broker:
             raise ConfigError(str(exc)) from exc
         # Topics and partitions (cluster/registry.py): what the API handlers and coordinators use.
         self.registry = PartitionRegistry(config, default_log_properties)
+        from eoslog.server.dynamic_broker_configs import DynamicBrokerConfigs
+
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.connection_quotas,
+                                                    self.registry.set_default_log_properties)
 
     # --- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:

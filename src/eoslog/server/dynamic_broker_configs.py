@@ -1,9 +1,11 @@
 """Dynamic broker configs: the few properties an admin may change while the broker runs.
 
 Contract
-- Only DYNAMIC_PROPERTIES change at run time: the connection limits, which take effect for the next
-  connection accepted and weaken no guarantee (a connection already open is never closed for them, as in
-  Kafka). Every other broker property stays read-only (server/broker_configs.py refuses it).
+- Only DYNAMIC_PROPERTIES change at run time, none of which weakens a guarantee: the connection limits,
+  for the next connection accepted (one already open is never closed for them, as in Kafka), and the
+  retention and segment defaults of the logs whose topics do not set their own, which every such log
+  takes at once (retention then runs on its usual schedule). Every other broker property stays read-only
+  (server/broker_configs.py refuses it).
 - Two levels, as Kafka's: this broker's own (resource "<id>") and the cluster-wide default (resource "");
   the value in force is this broker's, else the default's, else the static one (properties file, --set),
   else eoslog's default.
@@ -24,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eoslog.protocol.errors import InvalidConfigError
-from eoslog.server.config import BrokerConfig, ConfigError
+from eoslog.server.config import LOG_DEFAULTS, BrokerConfig, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +34,30 @@ DYNAMIC_CONFIG_FILE = "dynamic-broker-configs.json"
 FORMAT_VERSION = 1
 DEFAULT_ENTITY = "<default>"  # Kafka's znode name for the cluster-wide default
 # property -> BrokerConfig attribute
-DYNAMIC_PROPERTIES = {
+CONNECTION_PROPERTIES = {
     "max.connections": "max_connections",
     "max.connections.per.ip": "max_connections_per_ip",
     "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
 }
+# broker log defaults -> the topic config each is the default of (config.LOG_DEFAULTS): every log whose
+# topic does not set its own takes the new value at once, as Kafka's dynamic log defaults do
+LOG_PROPERTIES = {name: LOG_DEFAULTS[name] for name in (
+    "log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms")}
+DYNAMIC_PROPERTIES = [*CONNECTION_PROPERTIES, *LOG_PROPERTIES]
 
 Change = Callable[[dict[str, str]], dict[str, str]]
 
 
 class DynamicBrokerConfigs:
-    def __init__(self, config: BrokerConfig, quotas) -> None:
+    def __init__(self, config: BrokerConfig, quotas,
+                 on_log_defaults: Callable[[dict[str, str], dict[str, int]], None] | None = None) -> None:
         self.config = config
         self.quotas = quotas  # server/limits.py ConnectionQuotas: where the connection limits are read
-        self._static = {name: getattr(config, attribute) for name, attribute in DYNAMIC_PROPERTIES.items()}
+        # given the topic-level defaults in force after a change (the registry re-configures its logs)
+        self.on_log_defaults = on_log_defaults
+        self._static = {name: getattr(config, attribute) for name, attribute in CONNECTION_PROPERTIES.items()}
+        self._static_log_defaults = dict(config.log_defaults)
+        self._log_sources: dict[str, int] = {}
         self.per_broker: dict[str, str] = {}
         self.default: dict[str, str] = {}
         # (entity, change) -> persisted; set by use_file or by the cluster's ZooKeeper copy
@@ -140,15 +152,31 @@ class DynamicBrokerConfigs:
                 scratch.set_property(name, value)
             except ConfigError as exc:
                 raise InvalidConfigError(str(exc)) from None
+        try:  # the log defaults as a whole, as a new topic would get them
+            from eoslog.log.config import LogConfig
+
+            LogConfig.from_properties(scratch.log_defaults)
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from None
 
     def _apply(self) -> None:
-        scratch = replace(self.config, originals={}, log_defaults=dict(self.config.log_defaults))
-        for name, attribute in DYNAMIC_PROPERTIES.items():
+        scratch = replace(self.config, originals={}, log_defaults=dict(self._static_log_defaults))
+        for name, attribute in CONNECTION_PROPERTIES.items():
             setattr(scratch, attribute, self._static[name])
             found = self.source_of(name)
             if found is not None:
                 scratch.set_property(name, found[0])  # checked when it was read
             setattr(self.config, attribute, getattr(scratch, attribute))
+        sources = {}  # topic config -> DescribeConfigs source (2: this broker's, 3: the default)
+        for name, topic_name in LOG_PROPERTIES.items():
+            found = self.source_of(name)
+            if found is not None:
+                scratch.set_property(name, found[0])
+                sources[topic_name] = 3 if found[1] else 2
+        if scratch.log_defaults != self.config.log_defaults or sources != self._log_sources:
+            self.config.log_defaults, self._log_sources = scratch.log_defaults, sources
+            if self.on_log_defaults is not None:
+                self.on_log_defaults(dict(scratch.log_defaults), sources)
         self.quotas.max_connections = self.config.max_connections
         self.quotas.max_per_ip = self.config.max_connections_per_ip
         self.quotas.per_ip_overrides = dict(self.config.max_connections_per_ip_overrides)
