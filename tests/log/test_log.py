@@ -142,6 +142,19 @@ def test_read_spans_segments_and_respects_upper_bound(log):
         log.read(61, 1000)
 
 
+def test_read_at_or_past_the_upper_bound_is_empty_but_still_range_checked(log):
+    # A caught-up fetcher (offset = high watermark or LSO) takes the short way; the answer must be the
+    # one the segment walk gave: nothing, even with min_one_batch, even inside a batch straddling the bound.
+    log.append(make_batch([b"a"] * 5))  # offsets 0-4
+    log.append(make_batch([b"b"] * 5))  # offsets 5-9
+    assert log.read(3, 1000, upper_bound=3, min_one_batch=True).regions == []
+    assert log.read(7, 1000, upper_bound=5).regions == []
+    assert log.read(9, 1000, upper_bound=5).size == 0
+    assert [h.base_offset for h in _headers(log.read(3, 1000, upper_bound=10).to_bytes())] == [0, 5]
+    with pytest.raises(OffsetOutOfRange):
+        log.read(11, 1000, upper_bound=5)
+
+
 def test_read_from_the_middle_of_a_batch_returns_the_whole_batch(log):
     log.append(make_batch([b"a"] * 5))
     log.append(make_batch([b"b"] * 5))

@@ -211,3 +211,28 @@ def test_message_classes_follow_the_naming_rule():
         p.not_a_field = 1  # __slots__
     with pytest.raises(TypeError):
         m.PartitionData(3)  # keyword-only
+
+
+@pytest.mark.parametrize("version", range(13))
+def test_a_frozen_array_encodes_to_the_same_bytes_as_a_list_every_time(version):
+    # Metadata keeps one FrozenArray per topic shape: its cached bytes must be what a plain list gives,
+    # for every version, including after another version's bytes were cached on the same array.
+    partition = messages.MetadataResponse.MetadataResponsePartition
+    items = [partition(error_code=0, partition_index=i, leader_id=0, leader_epoch=3, replica_nodes=[0, i],
+                       isr_nodes=[0], offline_replicas=[]) for i in range(5)]
+    frozen = wire.FrozenArray(items)
+
+    def encode(partitions, v):
+        topic = messages.MetadataResponse.MetadataResponseTopic(
+            error_code=0, name="t", topic_id=uuid.UUID(int=7), is_internal=False, partitions=partitions,
+            topic_authorized_operations=-(2**31))
+        response = messages.MetadataResponse(
+            throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=0, topics=[topic],
+            cluster_authorized_operations=-(2**31), error_code=0)
+        return b"".join(encode_response(RequestHeader(3, v, 5, "c"), response))
+
+    encode(frozen, 12 if version != 12 else 0)  # another version's bytes cached first
+    expected = encode(list(items), version)
+    assert encode(frozen, version) == expected  # first use: encoded and kept
+    assert encode(frozen, version) == expected  # second use: the kept bytes
+    assert len(frozen.encoded) == 2

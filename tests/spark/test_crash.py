@@ -7,7 +7,8 @@ a restart from the same checkpoint, the output topic read with read_committed mu
 record exactly once, and no transaction may be left open (last stable offset == high watermark).
 
 Kill points that only the transaction-group extension can survive (inside or after the sink's commit)
-are skipped, conditionally, while the live broker does not advertise it.
+are skipped, conditionally, while the live broker does not advertise it. Every test runs with both
+task writers (``eoslog.writer`` native and librdkafka): fencing a killed attempt is each writer's own work.
 """
 
 from __future__ import annotations
@@ -41,14 +42,20 @@ def broker_process(tmp_path_factory):
         yield broker
 
 
-def _start_job(kafka, source, target, checkpoint, require, fault=None, log=None):
+@pytest.fixture(params=["native", "librdkafka"])
+def writer(request):
+    return request.param
+
+
+def _start_job(kafka, source, target, checkpoint, require, writer, fault=None, log=None):
     env = dict(os.environ)
     env.pop(ENV, None)
     if fault:
         env[ENV] = fault
     src_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH")]))
-    return subprocess.Popen([sys.executable, str(JOB), kafka.bootstrap, source, target, str(checkpoint), require],
+    return subprocess.Popen([sys.executable, str(JOB), kafka.bootstrap, source, target, str(checkpoint), require,
+                             writer],
                             env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -65,9 +72,9 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait(60)
 
 
-def _run_to_completion(kafka, source, target, checkpoint, require, log, attempts=3) -> None:
+def _run_to_completion(kafka, source, target, checkpoint, require, writer, log, attempts=3) -> None:
     for _ in range(attempts):
-        job = _start_job(kafka, source, target, checkpoint, require, log=log)
+        job = _start_job(kafka, source, target, checkpoint, require, writer, log=log)
         try:
             if job.wait(300) == 0:
                 return
@@ -105,37 +112,37 @@ def _setup(broker_process, tag):
 
 
 @pytest.mark.parametrize("point", ["task-write", "commit-before", "commit-after"])
-def test_driver_killed_then_restarted_from_the_checkpoint(broker_process, tmp_path, point):
+def test_driver_killed_then_restarted_from_the_checkpoint(broker_process, tmp_path, point, writer):
     groups = broker_supports_txn_groups(broker_process.bootstrap)
     if point != "task-write" and not groups:
         pytest.skip("killing the driver inside or after the sink's commit needs the transaction-group APIs")
     require = "true" if groups else "false"
-    tag = f"{point}-{random.randrange(10**6)}"
+    tag = f"{point}-{writer}-{random.randrange(10**6)}"
     kafka, source, target = _setup(broker_process, tag)
     batch = random.Random(tag).randrange(1, 3)  # a random micro-batch, not only the first
     fault_dir = tmp_path / "fault"
     fault_dir.mkdir()
     checkpoint = tmp_path / "checkpoint"
     with open(tmp_path / "job.log", "wb") as log:
-        job = _start_job(kafka, source, target, checkpoint, require, fault=f"{point}:{batch}:{fault_dir}", log=log)
+        job = _start_job(kafka, source, target, checkpoint, require, writer, fault=f"{point}:{batch}:{fault_dir}", log=log)
         try:
             _wait_for(fault_dir / "reached", job)
         finally:
             _kill_group(job)
-        _run_to_completion(kafka, source, target, checkpoint, require, log)
+        _run_to_completion(kafka, source, target, checkpoint, require, writer, log)
     _assert_exactly_once_and_nothing_open(kafka, target)
 
 
-def test_broker_killed_and_restarted_mid_batch(broker_process, tmp_path):
+def test_broker_killed_and_restarted_mid_batch(broker_process, tmp_path, writer):
     groups = broker_supports_txn_groups(broker_process.bootstrap)
     require = "true" if groups else "false"
-    tag = f"broker-{random.randrange(10**6)}"
+    tag = f"broker-{writer}-{random.randrange(10**6)}"
     kafka, source, target = _setup(broker_process, tag)
     fault_dir = tmp_path / "fault"
     fault_dir.mkdir()
     checkpoint = tmp_path / "checkpoint"
     with open(tmp_path / "job.log", "wb") as log:
-        job = _start_job(kafka, source, target, checkpoint, require, fault=f"task-write:2:{fault_dir}", log=log)
+        job = _start_job(kafka, source, target, checkpoint, require, writer, fault=f"task-write:2:{fault_dir}", log=log)
         try:
             _wait_for(fault_dir / "reached", job)
             broker_process.restart(hard=True)  # SIGKILL while a task's transaction is open
@@ -145,5 +152,5 @@ def test_broker_killed_and_restarted_mid_batch(broker_process, tmp_path):
             if job.poll() is None:
                 _kill_group(job)
         if not finished:  # the query may fail on the restart; a rerun from the checkpoint must finish it
-            _run_to_completion(kafka, source, target, checkpoint, require, log)
+            _run_to_completion(kafka, source, target, checkpoint, require, writer, log)
     _assert_exactly_once_and_nothing_open(kafka, target)

@@ -45,6 +45,15 @@ def test_sink_options():
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "sinkId": "a-b"})
 
 
+def test_writer_option_chooses_the_task_writer():
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert SinkOptions.parse(base).writer == "native"
+    assert SinkOptions.parse({**base, "eoslog.writer": "LibRdKafka"}).writer == "librdkafka"
+    assert "eoslog.writer" not in SinkOptions.parse({**base, "eoslog.writer": "native"}).client
+    with pytest.raises(OptionError, match="eoslog.writer"):
+        SinkOptions.parse({**base, "eoslog.writer": "fast"})
+
+
 def test_reader_option_chooses_the_read_path():
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     assert SourceOptions.parse(base).reader == "auto"

@@ -40,37 +40,43 @@ def secured(tmp_path_factory):
                              "ssl.ca.location": str(certs.ca)}
 
 
-def test_source_and_exactly_once_sink_over_sasl_ssl(spark, secured):
+@pytest.mark.parametrize("writer", ["native", "librdkafka"])
+def test_source_and_exactly_once_sink_over_sasl_ssl(spark, secured, writer):
     _, _, client = secured
+    source_topic, target_topic = f"sasl-in-{writer}", f"sasl-out-{writer}"
     admin = confluent_kafka.admin.AdminClient(client)
-    for future in admin.create_topics([confluent_kafka.admin.NewTopic(t, 3) for t in ("sasl-in", "sasl-out")]).values():
+    for future in admin.create_topics([confluent_kafka.admin.NewTopic(t, 3)
+                                       for t in (source_topic, target_topic)]).values():
         future.result(30)
-    producer = confluent_kafka.Producer({**client, "transactional.id": "seed"})
+    producer = confluent_kafka.Producer({**client, "transactional.id": f"seed-{writer}"})
     producer.init_transactions(30)
     for commit, prefix in ((False, "aborted"), (True, "committed")):
         producer.begin_transaction()
         for i in range(COUNT):
-            producer.produce("sasl-in", f"{prefix}-{i}".encode(), key=str(i).encode())
+            producer.produce(source_topic, f"{prefix}-{i}".encode(), key=str(i).encode())
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
 
     options = {f"kafka.{k}": v for k, v in client.items()}
-    source = spark.read.format("eoslog").options(**options).option("subscribe", "sasl-in").load()
+    source = spark.read.format("eoslog").options(**options).option("subscribe", source_topic).load()
     rows = source.select("key", "value")
     assert rows.count() == COUNT  # read_committed by default: the aborted half is not there
     # requireExactlyOnce=true: the commit must go through the broker's transaction groups, so the
-    # driver's own connection to the coordinator authenticated too.
-    (rows.repartition(4).write.format("eoslog").options(**options).option("topic", "sasl-out")
-     .option("requireExactlyOnce", "true").mode("append").save())
+    # driver's own connection to the coordinator authenticated too (and, with the native writer, the
+    # tasks' own connections to the coordinator and the partition leaders).
+    (rows.repartition(4).write.format("eoslog").options(**options).option("topic", target_topic)
+     .option("requireExactlyOnce", "true").option("eoslog.writer", writer).mode("append").save())
 
-    got = poll_values(client, "sasl-out", COUNT)
+    got = poll_values(client, target_topic, COUNT)
     assert sorted(got) == sorted(f"committed-{i}".encode() for i in range(COUNT))
 
 
-def test_a_job_with_a_wrong_password_fails_clearly(spark, secured):
+@pytest.mark.parametrize("writer", ["native", "librdkafka"])
+def test_a_job_with_a_wrong_password_fails_clearly(spark, secured, writer):
     _, _, client = secured
     options = {f"kafka.{k}": v for k, v in client.items()}
     options["kafka.sasl.password"] = "wrong"
     options["kafka.socket.timeout.ms"] = "5000"
     with pytest.raises(Exception, match="(?i)authentication"):
         (spark.createDataFrame([("v",)], "value string").write.format("eoslog").options(**options)
-         .option("topic", "sasl-out").option("requireExactlyOnce", "true").mode("append").save())
+         .option("eoslog.writer", writer).option("topic", "sasl-out").option("requireExactlyOnce", "true")
+         .mode("append").save())

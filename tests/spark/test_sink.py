@@ -2,7 +2,9 @@
 
 Each test runs in both commit modes the sink has: ``groups`` (exactly-once through the broker's
 transaction-group extension; skipped only when the live broker does not advertise it) and ``per_task``
-(``requireExactlyOnce=false``: each task's transaction committed with EndTxn).
+(``requireExactlyOnce=false``: each task's transaction committed with EndTxn), and with both task
+writers (``eoslog.writer``: ``native``, record batches encoded from Arrow and Produce sent by the sink
+itself; ``librdkafka``, a confluent-kafka producer).
 """
 
 from __future__ import annotations
@@ -21,16 +23,21 @@ def sink_mode(request, broker):
     return request.param
 
 
-def _sink_options(broker, mode):
-    return {"kafka.bootstrap.servers": broker.bootstrap,
+@pytest.fixture(params=["native", "librdkafka"])
+def writer(request):
+    return request.param
+
+
+def _sink_options(broker, mode, writer):
+    return {"kafka.bootstrap.servers": broker.bootstrap, "eoslog.writer": writer,
             "requireExactlyOnce": "true" if mode == "groups" else "false"}
 
 
-def test_batch_write_then_read_round_trip(spark, broker, kafka, topic_name, sink_mode):
+def test_batch_write_then_read_round_trip(spark, broker, kafka, topic_name, sink_mode, writer):
     kafka.create(topic_name, partitions=3)
     rows = [(f"k{i}", f"v{i}".encode(), [("h", str(i).encode())]) for i in range(2000)]
     df = spark.createDataFrame(rows, "key string, value binary, headers array<struct<key:string,value:binary>>")
-    (df.repartition(4).write.format("eoslog").options(**_sink_options(broker, sink_mode))
+    (df.repartition(4).write.format("eoslog").options(**_sink_options(broker, sink_mode, writer))
      .option("topic", topic_name).mode("append").save())
     back = (spark.read.format("eoslog").option("kafka.bootstrap.servers", broker.bootstrap)
             .option("subscribe", topic_name).option("includeHeaders", "true").load().collect())
@@ -42,19 +49,19 @@ def test_batch_write_then_read_round_trip(spark, broker, kafka, topic_name, sink
     assert len(set(by_key.values())) == 3
 
 
-def test_topic_and_partition_columns(spark, broker, kafka, topic_name, sink_mode):
+def test_topic_and_partition_columns(spark, broker, kafka, topic_name, sink_mode, writer):
     other = kafka.create(topic_name + "-b", partitions=2)
     kafka.create(topic_name, partitions=2)
     df = spark.createDataFrame([(topic_name if i % 2 else other, i % 2, str(i)) for i in range(100)],
                                "topic string, partition int, value string")
-    df.write.format("eoslog").options(**_sink_options(broker, sink_mode)).mode("append").save()
+    df.write.format("eoslog").options(**_sink_options(broker, sink_mode, writer)).mode("append").save()
     a = kafka.read_all(topic_name, expect=50)
     b = kafka.read_all(other, expect=50)
     assert sorted(int(m.value()) for m in a) == list(range(1, 100, 2))
     assert {m.partition() for m in a} == {1} and {m.partition() for m in b} == {0}
 
 
-def test_prepared_task_writes_are_invisible_until_the_commit(broker, kafka, topic_name, sink_mode):
+def test_prepared_task_writes_are_invisible_until_the_commit(broker, kafka, topic_name, sink_mode, writer):
     import pyarrow as pa
 
     kafka.create(topic_name)
@@ -64,7 +71,7 @@ def test_prepared_task_writes_are_invisible_until_the_commit(broker, kafka, topi
         batch = pa.RecordBatch.from_pydict({"value": [f"{task}-{i}".encode() for i in range(100)]})
         message = write_transaction(iter([batch]), client={"bootstrap.servers": broker.bootstrap},
                                     topic_option=topic_name, txn_id=f"{group}-0-{task}", group=group,
-                                    partition_id=task, attempt=0, transaction_timeout_ms=60_000)
+                                    partition_id=task, attempt=0, transaction_timeout_ms=60_000, writer=writer)
         assert message.rows == 100 and message.producer_id >= 0
         members.append(TxnMember(message.transactional_id, message.producer_id, message.producer_epoch))
     assert kafka.read_all(topic_name) == []
@@ -83,21 +90,21 @@ def test_prepared_task_writes_are_invisible_until_the_commit(broker, kafka, topi
     assert len(kafka.read_all(topic_name, expect=200)) == 200
 
 
-def _stream_copy(spark, broker, source, target, checkpoint, mode, name, **source_options):
+def _stream_copy(spark, broker, source, target, checkpoint, mode, writer, name, **source_options):
     reader = (spark.readStream.format("eoslog").option("kafka.bootstrap.servers", broker.bootstrap)
               .option("subscribe", source).option("startingOffsets", "earliest"))
     for k, v in source_options.items():
         reader = reader.option(k, v)
     return (reader.load().selectExpr("key", "value").writeStream.format("eoslog")
-            .options(**_sink_options(broker, mode)).option("topic", target)
+            .options(**_sink_options(broker, mode, writer)).option("topic", target)
             .option("checkpointLocation", checkpoint).queryName(name))
 
 
 def test_streaming_copy_with_admission_control_is_exactly_once(spark, broker, kafka, topic_name, tmp_path,
-                                                               sink_mode):
+                                                               sink_mode, writer):
     source, target = kafka.create(topic_name + "-in", 2), kafka.create(topic_name + "-out", 2)
     kafka.produce(source, [(str(i).encode(), str(i).encode(), None, None) for i in range(4000)])
-    query = _stream_copy(spark, broker, source, target, str(tmp_path / "ck"), sink_mode, "copy",
+    query = _stream_copy(spark, broker, source, target, str(tmp_path / "ck"), sink_mode, writer, "copy",
                          maxOffsetsPerTrigger="1000").trigger(availableNow=True).start()
     assert query.awaitTermination(240)
     assert len([p for p in query.recentProgress if p["numInputRows"]]) == 4
@@ -105,7 +112,8 @@ def test_streaming_copy_with_admission_control_is_exactly_once(spark, broker, ka
     assert values == list(range(4000))
 
 
-def test_a_task_failing_on_its_first_attempt_leaves_no_trace(spark, broker, kafka, topic_name, tmp_path, sink_mode):
+def test_a_task_failing_on_its_first_attempt_leaves_no_trace(spark, broker, kafka, topic_name, tmp_path, sink_mode,
+                                                            writer):
     """local[2,3]: the first attempt writes part of its rows, then fails; the retry fences it."""
     from pyspark.sql.functions import udf
 
@@ -144,7 +152,7 @@ def test_a_task_failing_on_its_first_attempt_leaves_no_trace(spark, broker, kafk
     df = spark.range(0, 30_000, numPartitions=2).select(fail_first_attempt("id").alias("value"))
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
     try:
-        (df.write.format("eoslog").options(**_sink_options(broker, sink_mode)).option("topic", target)
+        (df.write.format("eoslog").options(**_sink_options(broker, sink_mode, writer)).option("topic", target)
          .mode("append").save())
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

@@ -25,11 +25,20 @@ TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
 AbortedTransaction = FetchResponse.AbortedTransaction
 CONSUMER_REPLICA_ID = -1
+# The tagged fields of PartitionData, never written (protocol/specialised.py) and never changed: one
+# shared value each instead of three fresh objects per partition per Fetch (20 per consumer fetch with
+# 1,000 partitions over 50 consumers, where they were a tenth of the broker's loop).
+_UNUSED_TAGGED = {
+    "diverging_epoch": FetchResponse.EpochEndOffset(),
+    "current_leader": FetchResponse.LeaderIdAndEpoch(),
+    "snapshot_id": FetchResponse.SnapshotId(),
+}
 
 
 def _error_partition(index: int, code: int) -> PartitionData:
     return PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
-                         log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
+                         log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"",
+                         **_UNUSED_TAGGED)
 
 
 def _read_all(broker, request, denied=frozenset()):
@@ -88,7 +97,7 @@ def _read_all(broker, request, denied=frozenset()):
                 partition_index=wanted.partition, error_code=0, high_watermark=partition.high_watermark,
                 last_stable_offset=partition.last_stable_offset, log_start_offset=partition.log_start_offset,
                 aborted_transactions=aborted, preferred_read_replica=-1,
-                records=RecordsList(result.regions) if size else b"",
+                records=RecordsList(result.regions) if size else b"", **_UNUSED_TAGGED,
             ))
     return responses, total, errors, reads
 

@@ -184,12 +184,20 @@ def _append(context, request, verified=frozenset(), refused=None):
     result = ProduceResponse(responses=responses, throttle_time_ms=0)
     if not waits:
         return result
+    if all(future.done() for future, _, _ in waits):
+        # Already acknowledged everywhere (no fsync on ack): answer now, no task and no wait per request.
+        return _outcomes(result, waits, (), replicas)
     return _await_durability(result, waits, request.timeout_ms, replicas)
 
 
 async def _await_durability(result, waits, timeout_ms: int, replicas):
     futures = [future for future, _, _ in waits]
-    done, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    return _outcomes(result, waits, pending, replicas)
+
+
+def _outcomes(result, waits, pending, replicas):
+    """Each partition's answer once its wait ended: timed out, failed, or acknowledged."""
     for future, response, partition in waits:
         if future in pending:
             future.cancel()

@@ -95,6 +95,14 @@ def _deliver(outcomes: list[tuple[_Done, BaseException | None]]) -> None:
         done(outcome)
 
 
+# fsyncs of different files that run at the same time share one journal commit (ext4, xfs), so with many
+# partitions more threads sync more files per second: 1,000 files on this project's VM, 200 dirty per
+# round, 2,500 fsyncs/s with 4 threads and 4,800 with 16 (docs/benchmarks.md, "Many partitions"). A
+# thread blocked in fsync costs no CPU, and an FsyncThread starts only when a log is first given to it,
+# so a broker with few partitions never starts more threads than it has logs.
+FSYNC_THREADS = 16
+
+
 @dataclass
 class _LogState:
     thread: FsyncThread
@@ -106,7 +114,7 @@ class _LogState:
 
 
 class GroupCommit:
-    def __init__(self, *, threads: int = 4) -> None:
+    def __init__(self, *, threads: int = FSYNC_THREADS) -> None:
         # Each log keeps one thread (round-robin as logs first flush): its rounds stay in order and batch
         # on that thread, while fsyncs of different logs can still overlap, which lets the filesystem
         # share journal commits between them.

@@ -355,6 +355,9 @@ class Log:
         self._check_usable()
         if start_offset < self._log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRange(start_offset, self._log_start_offset, self.log_end_offset, self.directory)
+        if upper_bound is not None and start_offset >= upper_bound:
+            # A caught-up fetcher, the common case with many partitions: no segment lookup for nothing.
+            return ReadResult([], 0)
         regions: list[FileRegion] = []
         total = 0
         slot = self._segment_slot(start_offset)
@@ -497,6 +500,8 @@ class Log:
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Unlinks ``*.deleted`` segments whose file.delete.delay.ms has passed; returns how many."""
+        if not self._pending_deletes:
+            return 0  # the usual case, checked for every log every second: no lists built for nothing
         now = self._clock() if now_ms is None else now_ms
         due = [s for when, s in self._pending_deletes if when <= now]
         self._pending_deletes = [(when, s) for when, s in self._pending_deletes if when > now]

@@ -43,10 +43,12 @@ class _Writer:
             "_bad_null": wire.bad_null, "_too_many": wire.too_many, "_unpack_from": struct.unpack_from,
             "_pack": struct.pack, "_UUID": uuid.UUID, "_QQ": wire.UUID_PAIR.unpack_from,
             "_UVB": wire.UVARINT_BYTES, "_uvarint": wire.uvarint, "_write_records": wire.write_records,
+            "_Frozen": wire.FrozenArray,
         }
         for name, struct_cls in cls.STRUCTS.items():
             self.ns[f"S_{name}"] = struct_cls
         self.structs: dict[str, str] = {}
+        self.in_frozen = False  # emitting the first encoding of a FrozenArray
 
     def var(self, prefix: str) -> str:
         self.counter += 1
@@ -291,6 +293,32 @@ def _encode_field(w: _Writer, ind: int, f: FieldSpec, expr: str) -> None:
         w.emit(ind, f"if {value} is None: out += {null!r}")
         w.emit(ind, "else:")
         ind += 1
+    if f.is_struct and not w.in_frozen and not _holds_records(f.fields):
+        # A FrozenArray is encoded once per (message, version) and its bytes written again after that.
+        saved, cached = w.var("_o"), w.var("_b")
+        w.emit(ind, f"if type({value}) is _Frozen:")
+        w.emit(ind + 1, f"{cached} = {value}.encoded.get({w.spec.name + '.' + f.name + '.v' + str(w.version)!r})")
+        w.emit(ind + 1, f"if {cached} is None:")
+        w.emit(ind + 2, f"{saved} = out")
+        w.emit(ind + 2, "out = bytearray()")
+        w.in_frozen = True  # arrays inside this one are cached with it: no checks of their own
+        _encode_array(w, ind + 2, f, value, compact)
+        w.in_frozen = False
+        w.emit(ind + 2, f"{cached} = {value}.encoded[{w.spec.name + '.' + f.name + '.v' + str(w.version)!r}]"
+                        " = bytes(out)")
+        w.emit(ind + 2, f"out = {saved}")
+        w.emit(ind + 1, f"out += {cached}")
+        w.emit(ind, "else:")
+        ind += 1
+    _encode_array(w, ind, f, value, compact)
+
+
+def _holds_records(fields: tuple[FieldSpec, ...]) -> bool:
+    """Whether a struct has a records field at any depth (the encoder may move those to ``parts``)."""
+    return any(f.type == "records" or (f.is_struct and _holds_records(f.fields)) for f in fields)
+
+
+def _encode_array(w: _Writer, ind: int, f: FieldSpec, value: str, compact: bool) -> None:
     _write_length(w, ind, f"len({value})", compact, "i")
     element = f.element_type
     if element in FIXED:

@@ -38,6 +38,19 @@ class RecordsList(list):
         return sum(p.length if isinstance(p, FileRegion) else len(p) for p in self)
 
 
+class FrozenArray(list):
+    """A struct array its owner promises never to change again, such as one topic's partitions in a
+    Metadata response: the encoder keeps its bytes per (message, version) in ``encoded`` and writes them
+    again instead of encoding every element on every response (1,000 partitions cost milliseconds).
+    Change the contents and you must build a new FrozenArray."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, items=()) -> None:
+        super().__init__(items)
+        self.encoded: dict[str, bytes] = {}
+
+
 Piece = bytes | bytearray | memoryview | FileRegion
 
 INT8 = struct.Struct(">b")

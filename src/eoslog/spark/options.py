@@ -122,6 +122,20 @@ class SourceOptions:
         return parsed
 
 
+# The native writer is the default: every test in tests/spark passes with both, and it is the faster one
+# (docs/benchmarks.md, "Spark sink: the native writer").
+DEFAULT_WRITER = "native"
+
+
+def _writer(opts: dict[str, str]) -> str:
+    """``eoslog.writer``: ``native`` (record batches encoded from Arrow, Produce sent by the sink's own
+    producer, spark/native_producer.py) or ``librdkafka`` (a confluent-kafka producer, one produce() a row)."""
+    writer = opts.get("eoslog.writer", DEFAULT_WRITER).strip().lower()
+    if writer not in ("native", "librdkafka"):
+        raise OptionError(f"eoslog.writer must be native or librdkafka, not {writer!r}")
+    return writer
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     client: dict[str, str]
@@ -129,6 +143,7 @@ class SinkOptions:
     sink_id: str
     transaction_timeout_ms: int
     require_exactly_once: bool
+    writer: str = DEFAULT_WRITER
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -140,7 +155,7 @@ class SinkOptions:
             raise OptionError(f"sinkId must be letters, digits, '_' or '.', not {sink_id!r}")
         sink = cls(client=client, topic=opts.get("topic"), sink_id=sink_id,
                    transaction_timeout_ms=timeout,
-                   require_exactly_once=_bool(opts, "requireExactlyOnce", True))
+                   require_exactly_once=_bool(opts, "requireExactlyOnce", True), writer=_writer(opts))
         sink.security()  # a bad security setting fails the query at once, not its first commit
         return sink
 

@@ -155,7 +155,8 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
             txn_id=colocated_transactional_id(transactional_id(o.sink_id, query_id, batch_id, ctx.partitionId()),
                                               group_name(o.sink_id, query_id), self.transaction_state_partitions),
             group=group_name(o.sink_id, query_id), partition_id=ctx.partitionId(),
-            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms, batch_id=batch_id)
+            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms, batch_id=batch_id,
+            writer=o.writer, security=o.security())
 
     def _group(self, messages) -> str | None:
         groups = _groups(messages)
@@ -193,7 +194,8 @@ class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
             txn_id=colocated_transactional_id(transactional_id(o.sink_id, self.job_id, 0, ctx.partitionId()),
                                               group_name(o.sink_id, self.job_id), self.transaction_state_partitions),
             group=group_name(o.sink_id, self.job_id), partition_id=ctx.partitionId(),
-            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms)
+            attempt=ctx.attemptNumber(), transaction_timeout_ms=o.transaction_timeout_ms,
+            writer=o.writer, security=o.security())
 
     def commit(self, messages) -> None:
         self._commit(group_name(self.options.sink_id, self.job_id), 0, messages)

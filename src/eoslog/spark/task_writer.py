@@ -163,8 +163,14 @@ def _init_transactions(producer, refusals: list, txn_id: str) -> None:
 
 def write_transaction(iterator, *, client: dict[str, str], topic_option: str | None, txn_id: str, group: str,
                       partition_id: int, attempt: int, transaction_timeout_ms: int,
-                      batch_id: int = 0) -> SinkCommitMessage:
-    """Writes every row of ``iterator`` (Arrow record batches) in the transaction ``txn_id``; never commits."""
+                      batch_id: int = 0, writer: str = "librdkafka", security=None) -> SinkCommitMessage:
+    """Writes every row of ``iterator`` (Arrow record batches) in the transaction ``txn_id``; never commits.
+    ``writer`` native: record batches encoded from Arrow and sent by :mod:`native_producer` (``security``
+    is then the job's ClientSecurity); librdkafka: one confluent-kafka produce() a row."""
+    if writer == "native":
+        return _write_native(iterator, client=client, topic_option=topic_option, txn_id=txn_id, group=group,
+                             partition_id=partition_id, attempt=attempt,
+                             transaction_timeout_ms=transaction_timeout_ms, batch_id=batch_id, security=security)
     from confluent_kafka import KafkaError, KafkaException, Producer
 
     refusal_codes = {getattr(KafkaError, name) for name in _REFUSALS}
@@ -215,3 +221,34 @@ def write_transaction(iterator, *, client: dict[str, str], topic_option: str | N
             raise KafkaException(f"transaction {txn_id}: librdkafka reported no producer id")
     # Keep the handle alive until here, then let it go without ending the transaction (see above).
     return SinkCommitMessage(group, txn_id, identity[0], identity[1], written, partition_id, attempt)
+
+
+def _write_native(iterator, *, client, topic_option, txn_id, group, partition_id, attempt, transaction_timeout_ms,
+                  batch_id, security) -> SinkCommitMessage:
+    """The native writer: the same transaction, prepared and left open, as the librdkafka path above."""
+    from eoslog.spark.native_producer import NativeProducer
+
+    producer = None
+    written = 0
+    try:
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            if producer is None:
+                producer = NativeProducer(client["bootstrap.servers"], txn_id,
+                                          transaction_timeout_ms=transaction_timeout_ms, security=security,
+                                          timeout_s=FLUSH_TIMEOUT_S)
+                producer.init()
+            first = written == 0
+            written += producer.send(batch, topic_option)
+            if first and faults.active():
+                producer.flush()  # so the crash test finds this attempt's first rows in the log
+                faults.reached("task-write", batch_id)
+        if producer is None:
+            return SinkCommitMessage(group, None, -1, -1, 0, partition_id, attempt)
+        producer.flush()
+        return SinkCommitMessage(group, txn_id, producer.producer_id, producer.producer_epoch, written,
+                                 partition_id, attempt)
+    finally:
+        if producer is not None:
+            producer.close()  # closes sockets only: the transaction stays open for the driver

@@ -101,6 +101,20 @@ class _Connection:
             raise ConnectionError(f"response for correlation id {got}, expected {correlation_id}")
         return body
 
+    def send_spec(self, api_key: int, version: int, request) -> int:
+        """Sends a spec request without waiting for its answer (pipelining); returns its correlation id."""
+        correlation_id = next(self._ids)
+        self.sock.sendall(codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request))
+        return correlation_id
+
+    def receive_spec(self, api_key: int, version: int, correlation_id: int):
+        """The answer to :meth:`send_spec`'s request ``correlation_id``; answers come in request order."""
+        body = self._read_exact(_SIZE.unpack(self._read_exact(4))[0])
+        got = _SIZE.unpack_from(body)[0]
+        if got != correlation_id:
+            raise ConnectionError(f"response for correlation id {got}, expected {correlation_id}")
+        return codec.decode_response(api_key, version, body)
+
     def spec_request(self, api_key: int, version: int, request):
         correlation_id = next(self._ids)
         frame = codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request)
