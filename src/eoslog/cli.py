@@ -121,12 +121,14 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
             config.set_property(name.strip(), value.strip())
         if data_dir is not None:
             config.data_dir = data_dir
+            config.originals["log.dirs"] = str(data_dir)
         if broker_id is not None:
             config.set_property("broker.id", str(broker_id))
         if zookeeper is not None:
             config.set_property("zookeeper.connect", zookeeper)
         if listen is not None:
             config.listen_host, config.listen_port = parse_host_port(listen, "--listen")
+            config.originals["listeners"] = listen  # the primary listener's address (BrokerConfig.listeners)
         if metrics_listen is not None:
             config.set_property("eoslog.metrics.listen", metrics_listen)
         if advertised_listener is not None:

@@ -19,6 +19,7 @@ from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import CHROOT, embedded_cluster
 from eoslog.testing.process import BrokerProcess, free_port
+from eoslog.testing.wait import wait_until
 from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
@@ -185,6 +186,74 @@ def test_topic_config_changes_reach_every_broker(cluster):
         ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(confluent_kafka.KafkaException, match="retention.ms"):
         admin.incremental_alter_configs([bad])[bad].result(30)
+
+
+def test_each_broker_describes_its_own_configs(cluster):
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.broker(1).bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, "2")  # the client sends it to broker 2 itself
+    entries = admin.describe_configs([resource])[resource].result(30)
+    assert entries["broker.id"].value == "2"
+    assert entries["broker.id"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert entries["zookeeper.connect"].value.endswith(CHROOT)
+    assert entries["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
+    described = eoslog("configs", "describe", "--broker", "3", "--json", "-b", cluster.broker(1).bootstrap)
+    assert described.returncode == 0, described.stderr
+    assert {e["name"]: e["value"] for e in json.loads(described.stdout)}["broker.id"] == "3"
+    wire = KafkaWire(cluster.broker(1).bootstrap)  # broker 1 asked about broker 3: Kafka's refusal
+    try:
+        [refused] = wire.call(32, 4, messages.DescribeConfigsRequest(resources=[
+            messages.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="3")])).results
+    finally:
+        wire.close()
+    assert refused.error_code == ErrorCode.INVALID_REQUEST and "expected 1 or empty string" in refused.error_message
+
+    # Dynamic configs live in ZooKeeper (/config/brokers/<id>, /config/brokers/<default>): a default set
+    # through broker 1 reaches every broker, a broker's own value only that broker.
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    assert not entries["max.connections"].is_read_only
+    altered = eoslog("configs", "alter", "--broker-defaults", "--set", "max.connections=5000",
+                     "-b", cluster.broker(1).bootstrap)
+    assert altered.returncode == 0, altered.stderr
+    own = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("max.connections.per.ip", "100", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([own])[own].result(30)
+
+    def described(broker_id: int) -> dict:
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+        return admin.describe_configs([resource])[resource].result(30)
+
+    for broker_id in (1, 2, 3):
+        wait_until(lambda b=broker_id: described(b)["max.connections"].value == "5000", 30,
+                   f"broker {broker_id} applies the default")
+        assert described(broker_id)["max.connections"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert (described(2)["max.connections.per.ip"].value, described(2)["max.connections.per.ip"].source) == (
+        "100", ConfigSource.DYNAMIC_BROKER_CONFIG.value)  # the writer waited for its own read-back
+    assert described(3)["max.connections.per.ip"].value == str(2**31 - 1)
+    altered = eoslog("configs", "alter", "--broker-defaults", "--set", "log.roll.ms=3600000",
+                     "-b", cluster.broker(3).bootstrap)
+    assert altered.returncode == 0, altered.stderr
+
+    def topic_segment_ms(broker_id: int) -> tuple[str, int]:
+        wire = KafkaWire(cluster.broker(broker_id).bootstrap)  # each broker's own copy, not any one's
+        try:
+            [result] = wire.call(32, 4, messages.DescribeConfigsRequest(resources=[
+                messages.DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=2, resource_name="admin", configuration_keys=["segment.ms"])])).results
+        finally:
+            wire.close()
+        return result.configs[0].value, result.configs[0].config_source
+
+    for broker_id in (1, 2, 3):  # a topic without its own segment.ms follows the new default everywhere
+        wait_until(lambda b=broker_id: topic_segment_ms(b) == ("3600000", 3), 30, f"broker {broker_id}'s logs")
+    for args in (("--broker-defaults", "--delete", "max.connections", "--delete", "log.roll.ms"),
+                 ("--broker", "2", "--delete", "max.connections.per.ip")):
+        assert eoslog("configs", "alter", *args, "-b", cluster.broker(1).bootstrap).returncode == 0
+    wait_until(lambda: described(3)["max.connections"].source == ConfigSource.DEFAULT_CONFIG.value, 30,
+               "the default deleted everywhere")
+    wait_until(lambda: topic_segment_ms(1) == ("604800000", 5), 30, "the log default deleted")
 
 
 def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):

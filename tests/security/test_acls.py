@@ -435,6 +435,17 @@ CLUSTER_REFUSED, TXN_REFUSED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode
 AUTHORIZATION_CODES = {TOPIC_REFUSED, GROUP_REFUSED, CLUSTER_REFUSED, TXN_REFUSED}
 M = messages
 WIRE_MATRIX = [
+    ("DescribeConfigs broker", 32, 4, CLUSTER_REFUSED, lambda: M.DescribeConfigsRequest(resources=[
+        M.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None)])),
+    ("AlterConfigs broker", 33, 2, CLUSTER_REFUSED, lambda: M.AlterConfigsRequest(resources=[
+        M.AlterConfigsRequest.AlterConfigsResource(resource_type=4, resource_name="0", configs=[
+            M.AlterConfigsRequest.AlterableConfig(name="num.partitions", value="2")])])),
+    ("AlterConfigs topic", 33, 0, TOPIC_REFUSED, lambda: M.AlterConfigsRequest(resources=[
+        M.AlterConfigsRequest.AlterConfigsResource(resource_type=2, resource_name="matrix", configs=[
+            M.AlterConfigsRequest.AlterableConfig(name="retention.ms", value="86400000")])])),
+    ("IncrementalAlterConfigs broker", 44, 1, CLUSTER_REFUSED, lambda: M.IncrementalAlterConfigsRequest(resources=[
+        M.IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=4, resource_name="0", configs=[
+            M.IncrementalAlterConfigsRequest.AlterableConfig(name="num.partitions", config_operation=0, value="2")])])),
     ("ListOffsets", 2, 7, TOPIC_REFUSED, lambda: M.ListOffsetsRequest(replica_id=-1, topics=[M.ListOffsetsRequest.ListOffsetsTopic(
         name="matrix", partitions=[M.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])),
     ("DescribeProducers", 61, 0, TOPIC_REFUSED, lambda: M.DescribeProducersRequest(topics=[

@@ -15,7 +15,12 @@ from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.testing.wait import wait_until
-from eoslog.tools.console_cli import consume_command, produce_command
+from eoslog.tools.console_cli import (
+    CONSOLE_FETCH_QUEUE_BACKOFF_MS,
+    client_config,
+    consume_command,
+    produce_command,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -121,6 +126,25 @@ def test_consume_at_both_isolation_levels_and_as_a_group(eoslog_broker):
 
     missing = consume("nope", "--max-messages", "1", "-b", bootstrap, code=1)
     assert "topic nope" in missing.output
+
+
+def test_the_console_consumer_backs_off_briefly_unless_its_command_config_says_otherwise(eoslog_broker, tmp_path):
+    # librdkafka's 1 s default stalled a drain of small records (docs/benchmarks.md "Consume at 100 B")
+    assert client_config("b:1", None, consumer=True)["fetch.queue.backoff.ms"] == CONSOLE_FETCH_QUEUE_BACKOFF_MS
+    assert "fetch.queue.backoff.ms" not in client_config("b:1", None)  # a producer has no fetch queue
+    settings = tmp_path / "client.properties"
+    settings.write_text("fetch.queue.backoff.ms=250\n")
+    assert client_config("b:1", str(settings), consumer=True)["fetch.queue.backoff.ms"] == "250"
+
+    create(eoslog_broker, "backoff", 1)
+    produce("backoff", "-b", eoslog_broker, input="".join(f"v{i}\n" for i in range(300)))
+    printed = consume("backoff", "--from-beginning", "--max-messages", "300", "--command-config", str(settings),
+                      "-b", eoslog_broker)
+    assert printed.stdout.split() == [f"v{i}" for i in range(300)]
+    settings.write_text("fetch.queue.backoff.ms=soon\n")  # librdkafka is given the user's value, and says no
+    refused = consume("backoff", "--from-beginning", "--max-messages", "1", "--command-config", str(settings),
+                      "-b", eoslog_broker, code=1)
+    assert refused.output.startswith("Error: consumer settings: ") and "fetch.queue.backoff.ms" in refused.output
 
 
 def test_the_eoslog_command_stops_cleanly_when_its_reader_goes_away(eoslog_broker):

@@ -26,6 +26,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "create_partitions": (37, 0, 3),
     "describe_configs": (32, 1, 4),
     "incremental_alter_configs": (44, 0, 1),
+    "alter_configs": (33, 0, 2),
     "delete_records": (21, 0, 2),
     "describe_cluster": (60, 0, 1),
     "find_coordinator": (10, 0, 4),

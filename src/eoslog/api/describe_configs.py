@@ -1,4 +1,9 @@
-"""DescribeConfigs (key 32) for topics (and an empty answer for the broker resource)."""
+"""DescribeConfigs (key 32) for topics and for this broker (server/broker_configs.py).
+
+A broker resource named by another broker's id is refused as Kafka refuses it (INVALID_REQUEST): clients
+send it to that broker. The cluster-wide default resource ("") lists the dynamic default configs set, as
+in Kafka (server/dynamic_broker_configs.py).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,33 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 TOPIC = 2
 BROKER = 4
+DEFAULT_CONFIG = 5
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+
+
+def _broker_entries(broker, resource, request) -> list:
+    from eoslog.server.broker_configs import (
+        check_broker_resource,
+        describe_broker_configs,
+        describe_default_configs,
+    )
+
+    config = broker.config
+    if check_broker_resource(config, resource.resource_name):
+        described = describe_broker_configs(config, resource.configuration_keys, request.include_synonyms,
+                                            broker.cluster_id, broker.dynamic_configs)
+    else:  # "": the dynamic defaults set, as in Kafka
+        described = describe_default_configs(broker.dynamic_configs, resource.configuration_keys)
+    Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+    return [
+        Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+              is_default=e.source == DEFAULT_CONFIG, is_sensitive=e.sensitive,
+              synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in e.synonyms],
+              config_type=e.config_type, documentation=None)
+        for e in described
+    ]
 
 
 def handle(context, request):
@@ -36,7 +65,7 @@ def handle(context, request):
                 ]
             elif resource.resource_type == BROKER:
                 context.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
-                configs = []
+                configs = _broker_entries(broker, resource, request)
             else:
                 raise InvalidRequestError(f"resource type {resource.resource_type} is not supported")
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,

@@ -1,4 +1,6 @@
-"""IncrementalAlterConfigs (key 44) for topic configs: SET, DELETE, APPEND, SUBTRACT."""
+"""IncrementalAlterConfigs (key 44) for topic configs (SET, DELETE, APPEND, SUBTRACT) and dynamic broker
+configs (SET, DELETE; server/dynamic_broker_configs.py); other broker configs are refused with Kafka's
+reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
 TOPIC = 2
+BROKER = 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
@@ -42,18 +45,51 @@ def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
     return configs
 
 
+async def _alter_broker(context, resource, validate_only: bool) -> None:
+    """Kafka's order: authorization, the broker id ("" is the cluster-wide default), the names (unknown,
+    then static ones), then the values; only dynamic configs change (server/dynamic_broker_configs.py)."""
+    from eoslog.server.broker_configs import check_alterable, check_broker_resource
+
+    broker = context.broker
+    context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
+    own = check_broker_resource(broker.config, resource.resource_name)
+    check_alterable(broker.config, [op.name for op in resource.configs], broker.dynamic_configs)
+    if not resource.configs:
+        return
+    for op in resource.configs:
+        if op.config_operation == SET and op.value is None:
+            raise InvalidConfigError(f"SET {op.name} needs a value")
+        if op.config_operation in (APPEND, SUBTRACT):
+            raise InvalidConfigError(f"{op.name} is not a list; APPEND and SUBTRACT apply to lists only")
+        if op.config_operation not in (SET, DELETE):
+            raise InvalidRequestError(f"unknown config operation {op.config_operation}")
+
+    def change(configs: dict[str, str]) -> dict[str, str]:  # to what is kept now (another broker may have written)
+        for op in resource.configs:
+            if op.config_operation == SET:
+                configs[op.name] = op.value
+            else:
+                configs.pop(op.name, None)
+        return configs
+
+    await broker.dynamic_configs.alter(not own, change, validate_only)
+
+
 async def _alter(context, request):
     registry = context.registry
     results = []
     for resource in request.resources:
         try:
-            if resource.resource_type != TOPIC:
+            if resource.resource_type == BROKER:
+                await _alter_broker(context, resource, request.validate_only)
+            elif resource.resource_type != TOPIC:
                 raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-            context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
-            info = registry.topics.require(resource.resource_name)
-            configs = apply_operations(info.configs, resource.configs)
-            if not request.validate_only:
-                await registry.admin.alter_configs(info.name, configs)
+            else:
+                context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
+                info = registry.topics.require(resource.resource_name)
+                configs = apply_operations(info.configs, resource.configs)
+                if not request.validate_only:
+                    await registry.admin.alter_configs(info.name, configs)
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
                                   resource_name=resource.resource_name))
         except Exception as exc:  # noqa: BLE001 - per-resource outcome, mapped in one place

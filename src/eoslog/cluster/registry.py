@@ -42,6 +42,7 @@ class PartitionRegistry:
     def __init__(self, config: Any, default_log_properties: dict[str, str]) -> None:
         self.config = config  # the broker's settings (server/config.py BrokerConfig), read only
         self.default_log_properties = default_log_properties
+        self.default_log_sources: dict[str, int] = {}  # topic config -> DescribeConfigs source, for dynamic ones
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.topics: Any = None  # TopicRegistry, or ClusterTopics in cluster mode
         self.log_directory: LogDirectory | None = None
@@ -231,6 +232,16 @@ class PartitionRegistry:
         self.open_partitions(info, range(old, count))
         log.info("topic %s grew from %d to %d partitions", name, old, count)
         return info
+
+    def set_default_log_properties(self, properties: dict[str, str], sources: dict[str, int]) -> None:
+        """New broker-level log defaults (a dynamic broker config; ``sources``: the DescribeConfigs source of
+        the dynamic ones): new topics get them, and every open log takes its topic's config again, so those
+        whose topic does not override a default follow it."""
+        self.default_log_properties.clear()
+        self.default_log_properties.update(properties)
+        self.default_log_sources = dict(sources)
+        for (topic, _), partition in list(self.partitions.items()):
+            partition.log.config = self.log_config_for_topic(topic)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         info = self.topics.require(name)

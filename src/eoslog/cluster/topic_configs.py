@@ -62,8 +62,9 @@ def describe_topic_configs(registry: PartitionRegistry, info: TopicInfo) -> list
             entries.append((name, info.configs[name], SOURCE_TOPIC))
         elif info.is_internal and name in INTERNAL_TOPIC_CONFIGS:
             entries.append((name, INTERNAL_TOPIC_CONFIGS[name], SOURCE_STATIC_BROKER))
-        elif name in registry.default_log_properties:
-            entries.append((name, registry.default_log_properties[name], SOURCE_STATIC_BROKER))
+        elif name in registry.default_log_properties:  # a broker default: static, or dynamic (2 or 3)
+            entries.append((name, registry.default_log_properties[name],
+                            registry.default_log_sources.get(name, SOURCE_STATIC_BROKER)))
         else:
             entries.append((name, default, SOURCE_DEFAULT))
     return entries

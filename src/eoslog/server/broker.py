@@ -56,6 +56,9 @@ class Broker:
         # SCRAM credentials, set in start(): security/credentials.py CredentialStore (a file in the data
         # directory) on a single node, cluster/user_credentials.py ClusterCredentials (ZooKeeper) on a cluster.
         self.credentials = None
+        # server/dynamic_broker_configs.py: kept in the data directory on a single node, in ZooKeeper on a
+        # cluster (cluster/broker_configs_zk.py); where is chosen in start().
+        self._zk_broker_configs = None
         for listener in self.listeners:
             if listener.protocol.startswith("SASL"):
                 self._sasl_mechanisms[listener.name] = config.sasl_mechanisms(listener)
@@ -93,6 +96,10 @@ class Broker:
             raise ConfigError(str(exc)) from exc
         # Topics and partitions (cluster/registry.py): what the API handlers and coordinators use.
         self.registry = PartitionRegistry(config, default_log_properties)
+        from eoslog.server.dynamic_broker_configs import DynamicBrokerConfigs
+
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.connection_quotas,
+                                                    self.registry.set_default_log_properties)
 
     # --- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -112,9 +119,16 @@ class Broker:
             if self.config.cluster_mode:
                 self.registry.open_log_directory(data_dir)
                 await self._join_cluster(data_dir)
+                from eoslog.cluster.broker_configs_zk import ClusterBrokerConfigs
+
+                self._zk_broker_configs = ClusterBrokerConfigs(self.cluster.zk, self.config.node_id,
+                                                               self.dynamic_configs.replace_levels)
+                await self._zk_broker_configs.start()
+                self.dynamic_configs.use_store(self._zk_broker_configs.write)
             else:
                 self.registry.open_single_node(data_dir)
                 self.cluster_id = self._load_or_create_cluster_id(data_dir)
+                self.dynamic_configs.use_file(data_dir)
         except BaseException:
             for server in [self._server, *self._extra_servers]:
                 server.close()
@@ -178,6 +192,8 @@ class Broker:
             connection.close()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        if self._zk_broker_configs is not None:
+            await self._zk_broker_configs.stop()
         if self.cluster is not None:
             # Stop leading first (waiting producers get NOT_LEADER_OR_FOLLOWER, nothing is acknowledged on
             # a guess), then leave: closing the session lets the controller move leadership at once.

@@ -119,7 +119,7 @@ _OTHER_PROPERTIES = frozenset({
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "zookeeper.connect", "broker.rack",
     "log.cleaner.enable", "log.cleaner.process", "log.dirs", "log.dir", "listeners", "advertised.listeners",
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
-    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id",
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
 # the broker on the default. eoslog knows every name it accepts, and a typo of one of them is by far the
@@ -308,6 +308,9 @@ class BrokerConfig:
     # eoslog.metrics.listen / --metrics-listen (server/metrics.py, docs/operations.md): the Prometheus
     # endpoint's (host, port); None: off, and prometheus_client is never imported.
     metrics_listen: tuple[str, int] | None = None
+    # name -> value of every property set in the properties file, by --set or by a serve flag, in the
+    # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
+    originals: dict[str, str] = field(default_factory=dict)
 
     def listeners(self) -> list:
         """Every listener, the primary first (its address as listen_host:listen_port say)."""
@@ -381,6 +384,11 @@ class BrokerConfig:
             self.set_property(name, value)
 
     def set_property(self, name: str, value: str) -> None:
+        self._set_property(name, value)
+        if name not in KAFKA_PROPERTIES_NOT_IMPLEMENTED:  # ignored: it configures nothing
+            self.originals[name] = value  # only once accepted: a refused value is no source of anything
+
+    def _set_property(self, name: str, value: str) -> None:
         if name in _TIME_ALIASES:
             target, factor = _TIME_ALIASES[name]
             self.log_defaults[LOG_DEFAULTS[target]] = str(_int(name, value) * factor)

@@ -110,7 +110,7 @@ class ConfigEntry:
 
 
 def _config_call(brokers: Brokers, resource_type: int, name: str):
-    if resource_type == BROKER:
+    if resource_type == BROKER and name:  # "" (the cluster-wide defaults) goes to any broker
         if not name.isdigit():
             raise click.ClickException(f"a broker is named by its id, got {name!r}")
         return brokers.node(int(name)).call

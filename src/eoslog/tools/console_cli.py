@@ -27,6 +27,12 @@ from eoslog.tools.common import bootstrap_option, progress
 PASSED_THROUGH = ("security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
                   "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
                   "ssl.endpoint.identification.algorithm")
+# librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) whenever its pre-fetch
+# queue is full (queued.min.messages, 100,000), so draining a backlog of small records stalled for a
+# second at a time (docs/benchmarks.md "Consume at 100 B"). The console consumer prints as fast as it
+# can read, so a short back-off is what it wants; a --command-config that sets one wins.
+CONSOLE_FETCH_QUEUE_BACKOFF_MS = "20"
+CONSUMER_PASSED_THROUGH = ("fetch.queue.backoff.ms",)
 
 
 def _confluent_kafka():
@@ -38,9 +44,12 @@ def _confluent_kafka():
     return confluent_kafka
 
 
-def client_config(bootstrap: str, command_config: str | None) -> dict[str, str]:
-    """librdkafka settings: the bootstrap list and the security settings of a client properties file."""
+def client_config(bootstrap: str, command_config: str | None, consumer: bool = False) -> dict[str, str]:
+    """librdkafka settings: the bootstrap list and the security settings of a client properties file;
+    for a consumer also its fetch back-off (CONSOLE_FETCH_QUEUE_BACKOFF_MS unless the file sets one)."""
     config = {"bootstrap.servers": bootstrap}
+    if consumer:
+        config["fetch.queue.backoff.ms"] = CONSOLE_FETCH_QUEUE_BACKOFF_MS
     if command_config is None:
         return config
     from pathlib import Path
@@ -54,7 +63,8 @@ def client_config(bootstrap: str, command_config: str | None) -> dict[str, str]:
         ClientSecurity.from_properties(properties)  # the same checks, and messages, as the other tools
     except ClientSecurityError as exc:
         raise click.BadParameter(str(exc), param_hint="--command-config") from exc
-    config.update({k: v for k, v in properties.items() if k in PASSED_THROUGH})
+    passed = PASSED_THROUGH + (CONSUMER_PASSED_THROUGH if consumer else ())
+    config.update({k: v for k, v in properties.items() if k in passed})
     if "ssl.truststore.location" in properties and "ssl.ca.location" not in config:
         config["ssl.ca.location"] = properties["ssl.truststore.location"]  # PEM truststores only
     if "ssl.keystore.location" in properties and "ssl.certificate.location" not in config:
@@ -218,11 +228,14 @@ def consume_command(topic, group, from_beginning, isolation_level, max_messages,
                     bootstrap, command_config) -> None:
     """Print TOPIC's records, one a line."""
     ck = _confluent_kafka()
-    config = client_config(bootstrap, command_config) | {
+    config = client_config(bootstrap, command_config, consumer=True) | {
         "group.id": group or f"eoslog-console-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
         "isolation.level": isolation_level, "auto.offset.reset": "earliest" if from_beginning else "latest",
         "enable.partition.eof": False}
-    consumer = ck.Consumer(config)
+    try:
+        consumer = ck.Consumer(config)
+    except ck.KafkaException as exc:  # a value librdkafka refuses, e.g. from --command-config
+        raise click.ClickException(f"consumer settings: {exc.args[0].str()}") from None
     count, last_seen = 0, time.monotonic()
     printed: dict[int, int] = {}  # partition -> the offset after the last record printed: what a group commits
     try:

@@ -364,7 +364,29 @@ class ZooKeeper:
         """Rewrites ``/config/users/<user>`` with ``change(current config)`` (deleted when that is empty)
         and announces it with a ``/config/changes`` notification, both in one transaction, conditional on
         the znode's version: a concurrent change by another broker is read and applied to, never lost."""
-        path = layout.user_config_path(user)
+        self._alter_entity_config(layout.user_config_path(user), layout.user_entity_path(user), change)
+
+    def read_broker_configs(self, entities: list[str], watch: Callable | None = None) -> dict[str, dict[str, str]]:
+        """``/config/brokers/<entity>`` for each entity (absent: {}); ``watch`` is left on the children of
+        ``/config/changes`` first, so any change written after this read begins fires it."""
+        self.client.get_children(layout.CONFIG_CHANGES, watch=watch)
+        reads = {entity: self.client.get_async(layout.broker_config_path(entity)) for entity in entities}
+        configs = {}
+        for entity, result in reads.items():
+            try:
+                configs[entity] = layout.decode_entity_config(layout.broker_config_path(entity), result.get()[0])
+            except NoNodeError:
+                configs[entity] = {}
+        return configs
+
+    def alter_broker_config(self, entity: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """Rewrites ``/config/brokers/<entity>`` (a broker id or ``<default>``) with ``change(current)``,
+        announced under ``/config/changes`` in the same transaction (Kafka's AdminZkClient.changeBrokerConfig);
+        ``change`` may raise to refuse, and runs again if another broker changed the znode meanwhile."""
+        self._alter_entity_config(layout.broker_config_path(entity), layout.broker_entity_path(entity), change)
+
+    def _alter_entity_config(self, path: str, entity_path: str,
+                             change: Callable[[dict[str, str]], dict[str, str]]) -> None:
         notification = f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}"
         while True:
             try:
@@ -382,8 +404,7 @@ class ZooKeeper:
                 transaction.set_data(path, layout.encode_entity_config(wanted), version)
             else:
                 transaction.delete(path, version)
-            transaction.create(notification, layout.encode_config_change(layout.user_entity_path(user)),
-                               sequence=True)
+            transaction.create(notification, layout.encode_config_change(entity_path), sequence=True)
             results = transaction.commit()
             if isinstance(results[0], (BadVersionError, NodeExistsError, NoNodeError)):
                 continue  # changed meanwhile: apply to what is there now

@@ -19,12 +19,14 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
+CONFIG_BROKERS = "/config/brokers"  # <id> and <default>: dynamic broker configs (server/dynamic_broker_configs.py)
+BROKER_DEFAULT_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Created at startup so watches and conditional writes always have a parent to hang on.
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_USERS, CONFIG_CHANGES, "/admin/delete_topics",
-                    "/isr_change_notification")
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_USERS, CONFIG_BROKERS, CONFIG_CHANGES,
+                    "/admin/delete_topics", "/isr_change_notification")
 # Kafka's ZkNodeChangeNotificationListener purges notifications older than this (changeExpirationMs).
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
@@ -364,6 +366,15 @@ def decode_config_change(data: bytes) -> str:
 
 def user_entity_path(user: str) -> str:
     return f"users/{sanitize_entity_name(user)}"
+
+
+def broker_config_path(entity: str) -> str:
+    """``/config/brokers/<id>`` or ``/config/brokers/<default>`` (Kafka writes the name unsanitized)."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def broker_entity_path(entity: str) -> str:
+    return f"brokers/{entity}"
 
 
 # ---- /latest_producer_id_block --------------------------------------------------------------------
