@@ -4,7 +4,8 @@
     eoslog topics describe orders          # per partition: leader, replicas, ISR, log start, HW, LSO
     eoslog topics alter orders --partitions 12 --config cleanup.policy=compact --delete-config retention.ms
 
-Topic changes go to the controller, offsets to each partition's leader (tools/admin_requests.py).
+Topic changes go to the controller (tools/admin_requests.py), offsets to the partition leaders, one
+request per leader (tools/leader_requests.py).
 """
 
 from __future__ import annotations
