@@ -16,11 +16,11 @@ from eoslog.protocol import messages
 from eoslog.records.batch import decode_batches
 from eoslog.security.client import ClientSecurity
 from eoslog.tools import admin_requests as admin
-from eoslog.tools import groups_cli, txn_cli
+from eoslog.tools import groups_cli, leader_requests, txn_cli
 from eoslog.tools.brokers import Brokers
 from eoslog.tools.common import check
+from eoslog.tools.hanging import hanging_transactions
 
-LIST_OFFSETS, DESCRIBE_PRODUCERS = 2, 61
 FETCH, FETCH_VERSION = 1, 11  # the last Fetch version that names topics (12+ may use topic ids)
 PAGE_MAX_BYTES = 1 << 20  # one page of the browser reads at most this much of a partition
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -124,23 +124,10 @@ def topic_detail(brokers: Brokers, name: str):
 
 def offsets(brokers: Brokers, topics: list[admin.TopicView], timestamp: int,
             isolation_level: int = admin.READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
-    """ListOffsets, one request per leader named in ``topics`` (admin.list_offsets asks Metadata for
-    each partition's leader first: 1,000 round trips on a 1,000-partition page). A partition whose
-    leader moved meanwhile is left out of this page."""
-    Topic, Partition = messages.ListOffsetsRequest.ListOffsetsTopic, messages.ListOffsetsRequest.ListOffsetsPartition
-    by_leader: dict[int, dict[str, list[int]]] = {}
-    for v in topics:
-        for p in v.partitions:
-            if p.leader >= 0:
-                by_leader.setdefault(p.leader, {}).setdefault(v.name, []).append(p.partition)
-    out = {}
-    for leader, by_topic in by_leader.items():
-        request = messages.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
-            Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-                                      for p in ps]) for t, ps in by_topic.items()])
-        for t in brokers.node(leader).call(LIST_OFFSETS, 2, request).topics:
-            out.update({(t.name, p.partition_index): p.offset for p in t.partitions if p.error_code == 0})
-    return out
+    """ListOffsets, one request per leader named in ``topics`` (the leaders from the page's Metadata;
+    tools/leader_requests.py). A partition its leader would not answer for is left out of this page."""
+    leader_of = {(v.name, p.partition): p.leader for v in topics for p in v.partitions if p.leader >= 0}
+    return leader_requests.list_offsets(brokers, sorted(leader_of), timestamp, isolation_level, leader_of)[0]
 
 
 def producers(brokers: Brokers, topic: str, partition: int):
@@ -256,42 +243,15 @@ def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
 
 
 def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int) -> list[dict]:
-    """``txn_cli.find_hanging``'s judgement with one DescribeProducers per leader (not one per
-    partition) and the transactions already described for the page (not a ListTransactions per open
-    producer): a page over 1,000 partitions costs a request per broker."""
-    ongoing = {(r.producer_id, tp) for r in rows if r.state == "Ongoing" for tp in r.partitions}
-    hanging = []
-    for (topic, partition), active in _active_producers(brokers).items():
-        for producer in active:
-            if producer.current_txn_start_offset < 0:
-                continue
-            covered = (producer.producer_id, f"{topic}-{partition}") in ongoing
-            too_old = producer.last_timestamp >= 0 and now - producer.last_timestamp > hanging_after_ms
-            if not covered or too_old:
-                hanging.append({"topic": topic, "partition": partition, "producer_id": producer.producer_id,
-                                "producer_epoch": producer.producer_epoch,
-                                "start_offset": producer.current_txn_start_offset,
-                                "coordinator_epoch": producer.coordinator_epoch,
-                                "last_timestamp": producer.last_timestamp})
-    return sorted(hanging, key=lambda h: (h["topic"], h["partition"], h["producer_id"]))
-
-
-def _active_producers(brokers: Brokers) -> dict[tuple[str, int], list]:
-    """DescribeProducers for every partition of every non-internal topic, one request per leader."""
-    by_leader: dict[int, dict[str, list[int]]] = {}
-    for t in brokers.metadata(refresh=True).topics:
-        if t.error_code or t.is_internal:
-            continue
-        for p in t.partitions:
-            if p.leader_id >= 0:
-                by_leader.setdefault(p.leader_id, {}).setdefault(t.name, []).append(p.partition_index)
-    out = {}
-    TopicRequest = messages.DescribeProducersRequest.TopicRequest
-    for leader, by_topic in by_leader.items():
-        request = messages.DescribeProducersRequest(topics=[TopicRequest(name=t, partition_indexes=ps)
-                                                            for t, ps in by_topic.items()])
-        for t in brokers.node(leader).call(DESCRIBE_PRODUCERS, 0, request).topics:
-            for p in t.partitions:
-                if p.error_code == 0:  # a leader that moved meanwhile answers NOT_LEADER: skipped this time
-                    out[(t.name, p.partition_index)] = p.active_producers
-    return out
+    """``txn_cli.find_hanging``'s judgement (tools/hanging.py) with one DescribeProducers per leader and
+    the transactions already described for the page (not a ListTransactions of their own): a page over
+    1,000 partitions costs a request per broker. Partitions that could not be asked are left out."""
+    ongoing = set()
+    for r in rows:
+        if r.state == "Ongoing":
+            for tp in r.partitions:
+                topic, _, partition = tp.rpartition("-")
+                ongoing.add((r.producer_id, topic, int(partition)))
+    leader_of = leader_requests.leaders(brokers, include_internal=False)
+    active, _ = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
+    return hanging_transactions(active, ongoing, hanging_after_ms, now)

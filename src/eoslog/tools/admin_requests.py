@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import click
 
 from eoslog.protocol import messages
+from eoslog.tools import leader_requests
 from eoslog.tools.brokers import Brokers
 from eoslog.tools.common import check, closest, error_name
 
@@ -46,6 +47,7 @@ class PartitionView:
     log_start_offset: int | None = None
     high_watermark: int | None = None
     last_stable_offset: int | None = None
+    error: str | None = None  # why its leader gave no offsets (topics describe)
 
 
 @dataclass
@@ -172,40 +174,27 @@ def alter_configs(brokers: Brokers, resource_type: int, name: str, set_: dict[st
 
 # ---- offsets and records ------------------------------------------------------------------------
 
-def _by_leader(brokers: Brokers, tps):
-    grouped: dict = {}
-    for topic, partition in tps:
-        grouped.setdefault(brokers.leader(topic, partition), {}).setdefault(topic, []).append(partition)
-    return grouped
-
-
 def list_offsets(brokers: Brokers, tps: list[TopicPartition], timestamp: int | dict[TopicPartition, int],
                  isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
-    """ListOffsets at each leader: the offset for ``timestamp`` (EARLIEST, LATEST or milliseconds; one
-    per partition when a dict), -1 where no record is that new."""
-    Topic, Partition = messages.ListOffsetsRequest.ListOffsetsTopic, messages.ListOffsetsRequest.ListOffsetsPartition
-    out = {}
-    for wire, by_topic in _by_leader(brokers, tps).items():
-        request = messages.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
-            Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=(
-                timestamp[(t, p)] if isinstance(timestamp, dict) else timestamp)) for p in ps])
-            for t, ps in by_topic.items()])
-        for t in wire.call(LIST_OFFSETS, 2, request).topics:
-            for p in t.partitions:
-                check(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
-                out[(t.name, p.partition_index)] = p.offset
-    return out
+    """ListOffsets, one per leader (tools/leader_requests.py): the offset for ``timestamp`` (EARLIEST,
+    LATEST or milliseconds; one per partition when a dict), -1 where no record is that new. Any
+    partition's error fails the call, naming that partition."""
+    offsets, errors = leader_requests.list_offsets(brokers, tps, timestamp, isolation_level)
+    for t, p in sorted(errors):
+        check(errors[(t, p)], f"ListOffsets {t}-{p}")
+    return offsets
 
 
 def delete_records(brokers: Brokers, before: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, str]]:
     """DeleteRecords at each leader: (new log start offset, error name or "") per partition."""
     Topic, Partition = messages.DeleteRecordsRequest.DeleteRecordsTopic, messages.DeleteRecordsRequest.DeleteRecordsPartition
-    out = {}
-    for wire, by_topic in _by_leader(brokers, before).items():
+    grouped, errors = leader_requests.group_by_leader(before, leader_requests.leaders(brokers, {t for t, _ in before}))
+    out = {tp: (-1, error_name(code)) for tp, code in errors.items()}
+    for leader, by_topic in grouped.items():
         request = messages.DeleteRecordsRequest(timeout_ms=TIMEOUT_MS, topics=[
             Topic(name=t, partitions=[Partition(partition_index=p, offset=before[(t, p)]) for p in ps])
             for t, ps in by_topic.items()])
-        for t in wire.call(DELETE_RECORDS, 1, request).topics:
+        for t in brokers.node(leader).call(DELETE_RECORDS, 1, request).topics:
             for p in t.partitions:
                 out[(t.name, p.partition_index)] = (p.low_watermark, error_name(p.error_code) if p.error_code else "")
     return out

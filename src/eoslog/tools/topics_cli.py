@@ -4,7 +4,8 @@
     eoslog topics describe orders          # per partition: leader, replicas, ISR, log start, HW, LSO
     eoslog topics alter orders --partitions 12 --config cleanup.policy=compact --delete-config retention.ms
 
-Topic changes go to the controller, offsets to each partition's leader (tools/admin_requests.py).
+Topic changes go to the controller (tools/admin_requests.py), offsets to the partition leaders, one
+request per leader (tools/leader_requests.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import click
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools import admin_requests as admin
+from eoslog.tools import leader_requests
 from eoslog.tools.brokers import Brokers, security_option
-from eoslog.tools.common import bootstrap_option, check, emit_json, json_option, print_table
+from eoslog.tools.common import bootstrap_option, check, emit_json, error_name, json_option, print_table
 
 
 def parse_configs(values: tuple[str, ...]) -> dict[str, str]:
@@ -36,17 +38,21 @@ def _config_option(command):
 
 def describe_topics(brokers: Brokers, names: list[str] | None) -> list[admin.TopicView]:
     """Metadata plus, per partition, the log start offset, high watermark and last stable offset (three
-    ListOffsets: earliest, latest read_uncommitted, latest read_committed), and the topic's own configs."""
+    ListOffsets per leader: earliest, latest read_uncommitted, latest read_committed, the leaders taken
+    from the same Metadata), and the topic's own configs. A partition its leader would not answer for
+    keeps its offsets unset and says why in ``error``."""
     views = admin.topics(brokers, names)
-    tps = [(v.name, p.partition) for v in views for p in v.partitions if p.leader >= 0]
-    if tps:
-        start = admin.list_offsets(brokers, tps, admin.EARLIEST)
-        high = admin.list_offsets(brokers, tps, admin.LATEST, admin.READ_UNCOMMITTED)
-        stable = admin.list_offsets(brokers, tps, admin.LATEST, admin.READ_COMMITTED)
-        for view in views:
-            for p in view.partitions:
-                tp = (view.name, p.partition)
-                p.log_start_offset, p.high_watermark, p.last_stable_offset = start.get(tp), high.get(tp), stable.get(tp)
+    leader_of = {(v.name, p.partition): p.leader for v in views for p in v.partitions if p.leader >= 0}
+    asked = [(level, timestamp) for timestamp, level in ((admin.EARLIEST, admin.READ_UNCOMMITTED),
+             (admin.LATEST, admin.READ_UNCOMMITTED), (admin.LATEST, admin.READ_COMMITTED))]
+    answers = [leader_requests.list_offsets(brokers, sorted(leader_of), timestamp, level, leader_of)
+               if leader_of else ({}, {}) for level, timestamp in asked]
+    for view in views:
+        for p in view.partitions:
+            tp = (view.name, p.partition)
+            p.log_start_offset, p.high_watermark, p.last_stable_offset = (offsets.get(tp) for offsets, _ in answers)
+            failed = sorted({error_name(errors[tp]) for _, errors in answers if tp in errors})
+            p.error = ",".join(failed) or None
     for view in views:
         view.configs = {c.name: c.value for c in admin.describe_configs(brokers, admin.TOPIC, view.name)
                         if c.source == "topic"}
@@ -132,11 +138,12 @@ def describe_command(topics, bootstrap, security, as_json) -> None:
         configs = ",".join(f"{k}={v}" for k, v in sorted(view.configs.items())) or "-"
         click.echo(f"topic {view.name}: {len(view.partitions)} partitions, replication factor "
                    f"{view.replication_factor}{' (internal)' if view.internal else ''}, configs {configs}")
+        errors = any(p.error for p in view.partitions)  # the column only when a partition has one
         print_table([[p.partition, p.leader if p.leader >= 0 else "none", ",".join(map(str, p.replicas)),
                       ",".join(map(str, p.isr)), ",".join(map(str, p.offline)) or None, p.log_start_offset,
-                      p.high_watermark, p.last_stable_offset] for p in view.partitions],
+                      p.high_watermark, p.last_stable_offset] + [p.error] * errors for p in view.partitions],
                     ["PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "HIGH-WATERMARK",
-                     "LAST-STABLE"])
+                     "LAST-STABLE"] + ["ERROR"] * errors)
 
 
 @topics_group.command("alter")

@@ -23,7 +23,9 @@ import click
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
+from eoslog.tools import leader_requests
 from eoslog.tools.brokers import TRANSACTION, Brokers, KafkaWire, security_option
+from eoslog.tools.hanging import hanging_transactions
 
 __all__ = ["Brokers", "KafkaWire", "producers_group", "transactions_group"]
 
@@ -68,42 +70,33 @@ def describe_transactions(brokers: Brokers, transactional_ids):
 
 
 def describe_producers(brokers: Brokers, topic: str, partitions):
-    """Each partition asked of its leader."""
-    out = []
-    for partition in partitions:
-        request = messages.DescribeProducersRequest(topics=[messages.DescribeProducersRequest.TopicRequest(
-            name=topic, partition_indexes=[partition])])
-        out += brokers.leader(topic, partition).call(61, 0, request).topics[0].partitions
-    return out
+    """DescribeProducers answers for ``partitions`` of ``topic``, in that order, each with its own error
+    code; one request per leader (tools/leader_requests.py)."""
+    active, errors = leader_requests.describe_producers(brokers, [(topic, p) for p in partitions])
+    Result = messages.DescribeProducersResponse.PartitionResponse
+    return [Result(partition_index=p, error_code=int(errors.get((topic, p), 0)), error_message=None,
+                   active_producers=active.get((topic, p), [])) for p in partitions]
 
 
-def topic_partitions(brokers: Brokers, topic: str | None) -> dict[str, list[int]]:
-    response = brokers.metadata(None if topic is None else [topic])
-    return {t.name: sorted(p.partition_index for p in t.partitions) for t in response.topics
-            if t.error_code == 0 and not t.is_internal}
-
-
-def find_hanging(brokers: Brokers, topic: str | None, max_age_ms: int) -> list[dict]:
+def find_hanging(brokers: Brokers, topic: str | None, max_age_ms: int,
+                 errors: dict[tuple[str, int], int] | None = None) -> list[dict]:
     """Open transactions on partitions whose coordinator does not have them Ongoing over that
-    partition, or older than ``max_age_ms``."""
+    partition, or older than ``max_age_ms`` (tools/hanging.py). One Metadata, one DescribeProducers per
+    leader, and for the open producers one ListTransactions per broker and a DescribeTransactions per
+    transactional id. Partitions that could not be asked go to ``errors`` (partition -> error code)."""
     now = int(time.time() * 1000)
-    hanging = []
-    for name, partitions in topic_partitions(brokers, topic).items():
-        for result in describe_producers(brokers, name, partitions):
-            for producer in result.active_producers:
-                if producer.current_txn_start_offset < 0:
-                    continue
-                entry = {"topic": name, "partition": result.partition_index, "producer_id": producer.producer_id,
-                         "producer_epoch": producer.producer_epoch, "start_offset": producer.current_txn_start_offset,
-                         "coordinator_epoch": producer.coordinator_epoch, "last_timestamp": producer.last_timestamp}
-                ongoing = list_transactions(brokers, ["Ongoing"], [producer.producer_id])
-                described = describe_transactions(brokers, [t.transactional_id for t in ongoing]) if ongoing else []
-                covered = any(any(td.topic == name and result.partition_index in td.partitions for td in d.topics)
-                              for d in described if d.error_code == 0)
-                too_old = producer.last_timestamp >= 0 and now - producer.last_timestamp > max_age_ms
-                if not covered or too_old:
-                    hanging.append(entry)
-    return hanging
+    leader_of = leader_requests.leaders(brokers, None if topic is None else [topic], include_internal=False)
+    active, failed = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
+    if errors is not None:
+        errors.update(failed)
+    open_ids = sorted({p.producer_id for ps in active.values() for p in ps if p.current_txn_start_offset >= 0})
+    ongoing = set()
+    if open_ids:
+        listed = list_transactions(brokers, ["Ongoing"], open_ids)
+        for d in describe_transactions(brokers, [t.transactional_id for t in listed]) if listed else []:
+            if d.error_code == 0:  # listed as Ongoing; committing or aborting since then is not hanging
+                ongoing.update((d.producer_id, t.topic, p) for t in d.topics for p in t.partitions)
+    return hanging_transactions(active, ongoing, max_age_ms, now)
 
 
 def abort_transaction(brokers: Brokers, topic: str, partition: int, start_offset: int) -> None:
@@ -170,8 +163,11 @@ def describe_command(bootstrap_server, security, transactional_id) -> None:
 @click.option("--topic", default=None)
 @click.option("--max-age-ms", type=int, default=DEFAULT_MAX_AGE_MS, show_default=True)
 def find_hanging_command(bootstrap_server, security, topic, max_age_ms) -> None:
+    errors: dict[tuple[str, int], int] = {}
     with Brokers(bootstrap_server, security=security) as brokers:
-        rows = find_hanging(brokers, topic, max_age_ms)
+        rows = find_hanging(brokers, topic, max_age_ms, errors)
+    for (name, partition), code in sorted(errors.items()):
+        click.echo(f"could not ask {name}-{partition}: {ErrorCode(code).name}", err=True)
     click.echo(f"{'Partition':<30} {'ProducerId':>12} {'Epoch':>6} {'StartOffset':>12}")
     for row in rows:
         click.echo(f"{row['topic'] + '-' + str(row['partition']):<30} {row['producer_id']:>12} "

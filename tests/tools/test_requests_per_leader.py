@@ -1,0 +1,100 @@
+"""The admin tools ask each partition leader once, not each partition: `topics describe` of a
+multi-partition topic sends two Metadata and one ListOffsets per leader per (timestamp, isolation
+level), three in all on a single node, and `transactions find-hanging` one DescribeProducers; counted
+by the broker itself (its request metrics endpoint), while the answers stay per partition and match
+what a Kafka client reads.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import confluent_kafka
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from eoslog.testing.embedded import EmbeddedBroker
+from eoslog.tools.hanging import hanging_transactions
+from eoslog.tools.leader_requests import group_by_leader
+from eoslog.tools.topics_cli import topics_group
+from eoslog.tools.txn_cli import transactions_group
+
+PARTITIONS = 12
+
+
+def requests_total(broker: EmbeddedBroker, request: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.broker.metrics.bound_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "kafka_network_requestmetrics_requests_total" and s.labels.get("request") == request)
+
+
+def run(group, *args: str) -> str:
+    result = CliRunner().invoke(group, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture
+def metered(tmp_path):
+    with EmbeddedBroker(data_dir=tmp_path / "data", properties={"eoslog.metrics.listen": "127.0.0.1:0"}) as broker:
+        yield broker
+
+
+def test_describe_and_find_hanging_send_one_request_per_leader(metered):
+    bootstrap = metered.bootstrap
+    run(topics_group, "create", "wide", "--partitions", str(PARTITIONS), "-b", bootstrap)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for p in range(PARTITIONS):
+        for _ in range(p):  # partition p holds p records
+            producer.produce("wide", value=b"x", partition=p)
+    assert producer.flush(30) == 0
+    open_txn = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "per-leader"})
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    open_txn.produce("wide", value=b"open", partition=5)
+    assert open_txn.flush(30) == 0
+
+    before = requests_total(metered, "ListOffsets"), requests_total(metered, "Metadata")
+    [view] = json.loads(run(topics_group, "describe", "wide", "-b", bootstrap, "--json"))
+    assert requests_total(metered, "ListOffsets") - before[0] == 3  # earliest, latest, latest read_committed
+    # the topic's (which names the leaders) and the broker list, to connect to them: none per partition
+    assert requests_total(metered, "Metadata") - before[1] == 2
+    rows = {p["partition"]: p for p in view["partitions"]}
+    assert sorted(rows) == list(range(PARTITIONS))
+    for p, row in rows.items():
+        high = p + 1 if p == 5 else p
+        assert (row["log_start_offset"], row["high_watermark"], row["error"]) == (0, high, None), row
+        assert row["last_stable_offset"] == (5 if p == 5 else high), row  # the open transaction pins it
+
+    before = requests_total(metered, "DescribeProducers")
+    hanging = run(transactions_group, "find-hanging", "-b", bootstrap, "--max-age-ms", "0")
+    assert requests_total(metered, "DescribeProducers") - before == 1
+    assert "wide-5" in hanging  # open longer than 0 ms: reported, on its own partition only
+    assert not any(f"wide-{p} " in hanging for p in range(PARTITIONS) if p != 5)
+    open_txn.abort_transaction(30)
+
+
+# ---- the pure parts -------------------------------------------------------------------------------
+
+class Producer:
+    def __init__(self, producer_id: int, start: int, last_timestamp: int = 1_000) -> None:
+        self.producer_id, self.producer_epoch, self.coordinator_epoch = producer_id, 0, 0
+        self.current_txn_start_offset, self.last_timestamp = start, last_timestamp
+
+
+def test_partitions_are_grouped_by_leader_and_the_unaskable_kept_as_errors():
+    leader_of = {("a", 0): 1, ("a", 1): 2, ("b", 0): 1, ("b", 1): -1}
+    grouped, errors = group_by_leader([("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 0)], leader_of)
+    assert grouped == {1: {"a": [0], "b": [0]}, 2: {"a": [1]}}
+    assert errors == {("b", 1): 5, ("c", 0): 3}  # LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_transaction_hangs_when_its_coordinator_does_not_cover_the_partition_or_it_is_too_old():
+    active = {("t", 0): [Producer(7, 10), Producer(8, -1)], ("t", 1): [Producer(7, 3)],
+              ("t", 2): [Producer(9, 4, last_timestamp=100)]}
+    ongoing = {(7, "t", 0), (9, "t", 2)}
+    found = hanging_transactions(active, ongoing, max_age_ms=500, now_ms=1_200)
+    assert [(h["partition"], h["producer_id"], h["start_offset"]) for h in found] == [(1, 7, 3), (2, 9, 4)]
