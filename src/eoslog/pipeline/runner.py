@@ -76,11 +76,12 @@ def spark_session(master: str, config: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     import eoslog.spark
+    from eoslog.spark_daemon import SESSION_CONFIG
 
     builder = (SparkSession.builder.master(master).appName("eoslog-pipeline")
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in (config or {}).items():
+    for key, value in {**SESSION_CONFIG, **(config or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
