@@ -29,8 +29,11 @@ import sys
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_site")
 
 # What a SparkSession builder needs, as .config(key, value) pairs (static: read when the context starts).
-# The executor environment's PYTHONPATH reaches every Python process Spark starts, after pyspark.zip.
-SESSION_CONFIG = {"spark.python.daemon.module": __name__, "spark.executorEnv.PYTHONPATH": SITE_DIR}
+# The executor environment's PYTHONPATH reaches every Python process Spark starts, after pyspark.zip. It
+# also replaces the PYTHONPATH a standalone Worker's executors would inherit, so the driver's own follows.
+SESSION_CONFIG = {"spark.python.daemon.module": __name__,
+                  "spark.executorEnv.PYTHONPATH": os.pathsep.join(filter(None, [SITE_DIR,
+                                                                                os.environ.get("PYTHONPATH")]))}
 
 # Pure Python, no threads at import: what every UDF worker imports (pyspark.worker) and what the Python
 # Data Source workers add.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyspark
 
-from eoslog.spark_daemon import SITE_DIR, installed_package_root
+from eoslog.spark_daemon import SESSION_CONFIG, SITE_DIR, installed_package_root
 
 PACKAGE = Path(pyspark.__file__).parent
 LIB = PACKAGE / "python" / "lib"
@@ -36,6 +36,13 @@ def test_a_spark_distributions_zip_or_a_package_without_bytecode_is_left_alone(t
     assert installed_package_root([str(tmp_path / "spark-4.3.0-bin" / "python" / "lib" / "pyspark.zip")]) is None
     assert installed_package_root([str(_layout(tmp_path / "nocache", with_cache=False))]) is None
     assert installed_package_root(["/usr/lib/python3/dist-packages"]) is None
+
+
+def test_the_session_config_puts_the_site_dir_first_and_keeps_the_drivers_path():
+    entries = SESSION_CONFIG["spark.executorEnv.PYTHONPATH"].split(os.pathsep)
+    assert entries[0] == SITE_DIR
+    assert os.pathsep.join(entries[1:]) == os.environ.get("PYTHONPATH", "")
+    assert os.path.isfile(os.path.join(SITE_DIR, "sitecustomize.py"))
 
 
 def _pyspark_file(*extra_path: str) -> str:
