@@ -25,14 +25,17 @@ def spark():
     from pyspark.sql import SparkSession
 
     import eoslog.spark
+    from eoslog.spark_daemon import SESSION_CONFIG
 
     # local[2,3]: two cores, and up to 3 attempts per task so retry tests can fail a first attempt.
-    session = (SparkSession.builder.master("local[2,3]").appName("eoslog-tests")
+    builder = (SparkSession.builder.master("local[2,3]").appName("eoslog-tests")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
+               .config("spark.driver.memory", "1g"))
+    for key, value in SESSION_CONFIG.items():  # as users get it: workers import pyspark's cached bytecode
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     eoslog.spark.register(session)
     yield session

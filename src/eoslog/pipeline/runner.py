@@ -76,11 +76,16 @@ def spark_session(master: str, config: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     import eoslog.spark
+    from eoslog.spark_daemon import SESSION_CONFIG
 
     builder = (SparkSession.builder.master(master).appName("eoslog-pipeline")
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in (config or {}).items():
+    settings = {**SESSION_CONFIG, **(config or {})}
+    path_key = "spark.executorEnv.PYTHONPATH"
+    if settings[path_key] != SESSION_CONFIG[path_key]:  # the caller's own entries first, then eoslog's
+        settings[path_key] = os.pathsep.join([settings[path_key], SESSION_CONFIG[path_key]])
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
