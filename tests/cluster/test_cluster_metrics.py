@@ -4,12 +4,10 @@ controller), and exactly one active controller among the live brokers."""
 
 from __future__ import annotations
 
-import urllib.request
-
 from cluster_helpers import create_topic
-from prometheus_client.parser import text_string_to_metric_families
 
 from eoslog.testing.cluster import embedded_cluster
+from eoslog.testing.metrics import scrape
 from eoslog.testing.process import free_port
 from eoslog.testing.wait import wait_until
 
@@ -20,9 +18,7 @@ CLUSTER_ONLY = ("kafka_server_replicamanager_underreplicatedpartitions",
 
 
 def _scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name in CLUSTER_ONLY}
+    return {s.name: s.value for s in scrape(port) if s.name in CLUSTER_ONLY}
 
 
 def test_under_replicated_offline_and_controller_after_a_broker_dies(tmp_path):

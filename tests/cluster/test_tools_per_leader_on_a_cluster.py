@@ -6,15 +6,14 @@ request metrics endpoint. The offsets described are per partition, as a Kafka cl
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
 from cluster_helpers import create_topic
-from prometheus_client.parser import text_string_to_metric_families
 
 from eoslog.testing.cluster import embedded_cluster
+from eoslog.testing.metrics import requests_total
 from eoslog.testing.process import free_port
 from eoslog.testing.wait import wait_until
 from eoslog.tools.topics_cli import topics_group
@@ -22,13 +21,6 @@ from eoslog.tools.txn_cli import transactions_group
 
 pytestmark = pytest.mark.interop
 PARTITIONS = 6
-
-
-def requests_total(port: int, request: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "kafka_network_requestmetrics_requests_total" and s.labels.get("request") == request)
 
 
 def run(group, *args: str) -> str:

@@ -8,13 +8,12 @@ what a Kafka client reads.
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
-from prometheus_client.parser import text_string_to_metric_families
 
+from eoslog.testing import metrics
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.tools.hanging import hanging_transactions
 from eoslog.tools.leader_requests import group_by_leader
@@ -25,10 +24,7 @@ PARTITIONS = 12
 
 
 def requests_total(broker: EmbeddedBroker, request: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker.broker.metrics.bound_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "kafka_network_requestmetrics_requests_total" and s.labels.get("request") == request)
+    return metrics.requests_total(broker.broker.metrics.bound_port, request)
 
 
 def run(group, *args: str) -> str:
