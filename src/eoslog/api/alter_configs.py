@@ -4,11 +4,11 @@ out returns to its default, as in Kafka); a broker resource is refused as Increm
 
 from __future__ import annotations
 
+from eoslog.api.incremental_alter_configs import alter_each
 from eoslog.cluster.topic_configs import check_names
 from eoslog.protocol.errors import InvalidRequestError
 from eoslog.protocol.messages import AlterConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -29,34 +29,30 @@ def _configs(resource) -> dict[str, str]:
 
 async def _alter(context, request):
     registry = context.registry
-    results = []
-    for resource in request.resources:
-        try:
-            if resource.resource_type == BROKER:
-                from eoslog.server.broker_configs import check_alterable, check_broker_resource
 
-                broker = context.broker
-                context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
-                own = check_broker_resource(broker.config, resource.resource_name)
-                configs = _configs(resource)
-                check_alterable(broker.config, configs, broker.dynamic_configs)
-                await broker.dynamic_configs.alter(not own, lambda _current, wanted=configs: dict(wanted),
-                                                   request.validate_only)
-            elif resource.resource_type != TOPIC:
-                raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-            else:
-                context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
-                info = registry.topics.require(resource.resource_name)
-                configs = _configs(resource)
-                check_names(configs)
-                registry.check_topic_configs(configs)
-                if not request.validate_only:
-                    await registry.admin.alter_configs(info.name, configs)
-            results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
-                                  resource_name=resource.resource_name))
-        except Exception as exc:  # noqa: BLE001 - per-resource outcome, mapped in one place
-            results.append(Result(error_code=int(error_code_for(exc)), error_message=str(exc),
-                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
+    async def alter_one(resource) -> None:
+        if resource.resource_type == BROKER:
+            from eoslog.server.broker_configs import check_alterable, check_broker_resource
+
+            broker = context.broker
+            context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
+            own = check_broker_resource(broker.config, resource.resource_name)
+            configs = _configs(resource)
+            check_alterable(broker.config, configs, broker.dynamic_configs)
+            await broker.dynamic_configs.alter(not own, lambda _current, wanted=configs: dict(wanted),
+                                               request.validate_only)
+        elif resource.resource_type != TOPIC:
+            raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
+        else:
+            context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
+            info = registry.topics.require(resource.resource_name)
+            configs = _configs(resource)
+            check_names(configs)
+            registry.check_topic_configs(configs)
+            if not request.validate_only:
+                await registry.admin.alter_configs(info.name, configs)
+
+    results = await alter_each(request.resources, Result, alter_one)
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 

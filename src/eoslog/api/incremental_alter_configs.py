@@ -75,26 +75,37 @@ async def _alter_broker(context, resource, validate_only: bool) -> None:
     await broker.dynamic_configs.alter(not own, change, validate_only)
 
 
+async def alter_each(resources, result_type, alter_one) -> list:
+    """Runs ``alter_one(resource)`` for each resource and answers each with its own outcome (shared with
+    AlterConfigs): one resource's refusal never stops the others."""
+    results = []
+    for resource in resources:
+        try:
+            await alter_one(resource)
+            results.append(result_type(error_code=0, error_message=None, resource_type=resource.resource_type,
+                                       resource_name=resource.resource_name))
+        except Exception as exc:  # noqa: BLE001 - per-resource outcome, mapped in one place
+            results.append(result_type(error_code=int(error_code_for(exc)), error_message=str(exc),
+                                       resource_type=resource.resource_type, resource_name=resource.resource_name))
+    return results
+
+
 async def _alter(context, request):
     registry = context.registry
-    results = []
-    for resource in request.resources:
-        try:
-            if resource.resource_type == BROKER:
-                await _alter_broker(context, resource, request.validate_only)
-            elif resource.resource_type != TOPIC:
-                raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
-            else:
-                context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
-                info = registry.topics.require(resource.resource_name)
-                configs = apply_operations(info.configs, resource.configs)
-                if not request.validate_only:
-                    await registry.admin.alter_configs(info.name, configs)
-            results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,
-                                  resource_name=resource.resource_name))
-        except Exception as exc:  # noqa: BLE001 - per-resource outcome, mapped in one place
-            results.append(Result(error_code=int(error_code_for(exc)), error_message=str(exc),
-                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
+
+    async def alter_one(resource) -> None:
+        if resource.resource_type == BROKER:
+            await _alter_broker(context, resource, request.validate_only)
+        elif resource.resource_type != TOPIC:
+            raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
+        else:
+            context.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
+            info = registry.topics.require(resource.resource_name)
+            configs = apply_operations(info.configs, resource.configs)
+            if not request.validate_only:
+                await registry.admin.alter_configs(info.name, configs)
+
+    results = await alter_each(request.resources, Result, alter_one)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
