@@ -95,8 +95,16 @@ def test_header_versions_and_the_api_versions_exception():
 def test_spec_lookup_by_api_key_agrees_with_a_full_parse():
     """_specs_by_key reads only the top-level type and apiKey of each file; a full parse must say the same."""
     parsed = {}
-    for name in schema.spec_names() + schema.extension_spec_names():
+    for name in schema.spec_names() + schema.added_spec_names() + schema.extension_spec_names():
         spec = schema.load_spec(name)
         if spec.api_key is not None:
             parsed[(spec.kind, spec.api_key)] = name
     assert schema._specs_by_key() == parsed
+
+
+def test_added_kafka_specs_use_kafka_api_keys_and_do_not_shadow_kafka_pythons():
+    """Our specs of newer Kafka APIs take keys below eoslog's private range and never a name kafka-python has."""
+    for name in schema.added_spec_names():
+        assert name not in schema.spec_names()
+        spec = schema.load_spec(name)
+        assert spec.api_key is None or spec.api_key < 0x7E00

@@ -8,6 +8,8 @@ even its package ``__init__``, which imports kafka-python's whole client (admin,
 a fifth of ``eoslog serve``'s start-up), so the directory is found with ``find_spec("kafka")``, which locates
 a top-level package without running it. Comment lines (``//``) are stripped before ``json.loads``.
 
+Kafka APIs newer than kafka-python's copy (ConsumerGroupHeartbeat, ...) are specs we wrote in the same format in
+``eoslog.protocol.kafka_specs`` (``added_spec_names()``); a name kafka-python ships always wins.
 eoslog's private APIs (api keys from 0x7E00) are specs in the same format in our own package
 ``eoslog.protocol.extensions``; they load beside Kafka's, so the codec and ``messages`` serve them too.
 ``spec_names()`` lists Kafka's specs only (what kafka-python can cross-check), ``extension_spec_names()``
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 SPEC_PACKAGE = "kafka.protocol.schemas.resources"
+ADDED_PACKAGE = "eoslog.protocol.kafka_specs"
 EXTENSION_PACKAGE = "eoslog.protocol.extensions"
 API_VERSIONS_KEY = 18
 
@@ -253,6 +256,12 @@ def spec_names() -> tuple[str, ...]:
 
 
 @functools.cache
+def added_spec_names() -> tuple[str, ...]:
+    """Kafka API specs kafka-python's copy lacks, written by us (``eoslog.protocol.kafka_specs``), sorted."""
+    return tuple(n for n in _json_names(ADDED_PACKAGE) if n not in spec_names())
+
+
+@functools.cache
 def extension_spec_names() -> tuple[str, ...]:
     """eoslog's private API specs (``CommitTransactionGroupRequest`` ...), sorted."""
     return _json_names(EXTENSION_PACKAGE)
@@ -263,6 +272,8 @@ def load_spec(name: str) -> MessageSpec:
     """The parsed spec ``name`` (e.g. ``"ProduceRequest"``); KeyError if there is none."""
     if name in spec_names():
         package = SPEC_PACKAGE
+    elif name in added_spec_names():
+        package = ADDED_PACKAGE
     elif name in extension_spec_names():
         package = EXTENSION_PACKAGE
     else:
@@ -285,7 +296,11 @@ def _specs_by_key() -> dict[tuple[str, int], str]:
     broker's first request ~20 ms and kept ~100 unused specs in memory (tests/protocol/test_schema.py
     checks the result against a full parse)."""
     out = {}
-    for package, names in ((SPEC_PACKAGE, spec_names()), (EXTENSION_PACKAGE, extension_spec_names())):
+    for package, names in (
+        (SPEC_PACKAGE, spec_names()),
+        (ADDED_PACKAGE, added_spec_names()),
+        (EXTENSION_PACKAGE, extension_spec_names()),
+    ):
         for name in names:
             text = _COMMENT_LINE.sub("", _spec_text(package, name))
             kind, api_key = _TOP_TYPE.search(text), _TOP_API_KEY.search(text)
