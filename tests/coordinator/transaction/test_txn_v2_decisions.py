@@ -4,6 +4,7 @@ its retry, stale requests of the old epoch, epoch overflow, and the v1 value of 
 from __future__ import annotations
 
 import pytest
+from txn_harness import Harness
 
 from eoslog.coordinator.transaction import decisions as d
 from eoslog.coordinator.transaction.decisions import TxnError
@@ -21,8 +22,6 @@ from eoslog.coordinator.transaction.metadata import (
     TransactionResult,
 )
 from eoslog.coordinator.transaction.state import TransactionState as S
-
-from txn_harness import Harness
 
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 TP = TopicPartition("t", 0)
@@ -133,7 +132,7 @@ def test_epoch_overflow_moves_to_a_new_producer_id():
 def test_init_producer_id_aborting_an_ongoing_v2_transaction_bumps_once():
     """KAFKA-19367: the fence's abort is one bump, then InitProducerId's own; never two for the abort."""
     h = Harness()
-    pid, epoch = started(h)
+    _, epoch = started(h)
     fence = h.init("tx")
     assert fence.error is TxnError.CONCURRENT_TRANSACTIONS
     assert fence.write_markers.producer_epoch == epoch + 1
