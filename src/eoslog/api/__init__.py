@@ -18,7 +18,7 @@ from types import ModuleType
 APIS: dict[str, tuple[int, int, int]] = {
     "api_versions": (18, 0, 4),
     "metadata": (3, 0, 12),
-    "produce": (0, 3, 11),
+    "produce": (0, 3, 12),
     "fetch": (1, 4, 12),
     "list_offsets": (2, 1, 7),
     "create_topics": (19, 2, 7),
@@ -45,7 +45,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "add_partitions_to_txn": (24, 0, 3),
     "add_offsets_to_txn": (25, 0, 3),
     "txn_offset_commit": (28, 0, 3),
-    "end_txn": (26, 0, 3),
+    "end_txn": (26, 0, 5),
     "write_txn_markers": (27, 1, 1),
     "list_transactions": (66, 0, 2),
     "describe_transactions": (65, 0, 0),

@@ -12,7 +12,9 @@ Known tagged fields are parsed, unknown ones skipped.
 
 Encoder: ``encode(obj, out: bytearray, parts: list) -> None`` appends to ``out``; a records field may
 move ``out``'s contents to ``parts`` and append its pieces there (see ``wire.write_records``).
-Fields not in the version are skipped; tagged fields are never written (the section is one 0 byte).
+Fields not in the version are skipped. A tagged field of a scalar or array type is written when its
+value differs from the spec's default (an array: when it is not empty); struct-typed tagged fields are
+never written. With every tagged field at its default the section is one 0 byte.
 """
 
 from __future__ import annotations
@@ -343,19 +345,45 @@ def _encode_struct(w: _Writer, ind: int, fields: tuple[FieldSpec, ...], obj: str
             w.emit(ind, f"out += {w.struct_fn(fmt, 'pack')}({args})")
             run.clear()
 
+    tagged = []
     for f in fields:
-        if not f.present_in(v) or f.tagged_in(v):
-            continue  # absent in this version, or tagged: we never write tagged fields
+        if f.tagged_in(v):
+            if not f.is_struct or f.is_array:
+                tagged.append(f)
+            continue  # written after the others, when set
+        if not f.present_in(v):
+            continue
         if f.type in FIXED:
             run.append(f)
         else:
             flush()
             _encode_field(w, ind, f, f"{obj}.{f.attr}")
     flush()
-    if w.spec.is_flexible(v):
-        w.emit(ind, "out += b'\\x00'")  # the tagged-field section, always empty
+    if w.spec.is_flexible(v) and tagged:
+        _encode_tagged(w, ind, sorted(tagged, key=lambda f: f.tag), obj)
+    elif w.spec.is_flexible(v):
+        w.emit(ind, "out += b'\\x00'")  # the tagged-field section, empty
     elif not w.lines or w.lines[-1].endswith(":"):
         w.emit(ind, "pass")
+
+
+def _encode_tagged(w: _Writer, ind: int, tagged: list[FieldSpec], obj: str) -> None:
+    """The tagged-field section: count, then (tag, size, value) for each field not at its default."""
+    found, saved = w.var("_tg"), w.var("_o")
+    w.emit(ind, f"{found} = []")
+    for f in tagged:
+        value = f"{obj}.{f.attr}"
+        test = value if f.is_array else f"{value} != {w.const(f.default)}"
+        w.emit(ind, f"if {test}:")
+        w.emit(ind + 1, f"{saved} = out")
+        w.emit(ind + 1, "out = bytearray()")
+        _encode_field(w, ind + 1, f, value)
+        w.emit(ind + 1, f"{found}.append(({f.tag}, out))")
+        w.emit(ind + 1, f"out = {saved}")
+    w.emit(ind, f"out += _uvarint(len({found}))")
+    tag, data = w.var("_t"), w.var("_d")
+    w.emit(ind, f"for {tag}, {data} in {found}:")
+    w.emit(ind + 1, f"out += _uvarint({tag}) + _uvarint(len({data})) + {data}")
 
 
 def build_encoder(spec: MessageSpec, version: int, cls: type[Struct]):

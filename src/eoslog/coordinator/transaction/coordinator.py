@@ -50,6 +50,8 @@ from eoslog.coordinator.transaction.log_format import (
     recovery_actions,
 )
 from eoslog.coordinator.transaction.metadata import (
+    TRANSACTION_VERSION_1,
+    TRANSACTION_VERSION_2,
     TopicPartition,
     TransactionMetadata,
     TransactionResult,
@@ -87,6 +89,7 @@ COORDINATOR_EPOCH = 0
 END_TXN_COMPLETION_WAIT_S = 5.0
 MARKER_RETRY_BACKOFF_S = (0.05, 1.0)
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN = 22, 24, 25, 26
+END_TXN_V2_SINCE = 5  # EndTxn v5+ speaks transaction version 2 (KIP-890 part 2)
 WRITE_TXN_MARKERS_KEY, DESCRIBE_TRANSACTIONS_KEY = 27, 65
 LOAD_CHUNK = 8 * 1024 * 1024
 SKIP_COORDINATOR_LOAD = "eoslog.test.skip.coordinator.load"  # a test-only fault (server/config.py)
@@ -616,6 +619,31 @@ class TransactionCoordinator:
         code = _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_PARTITIONS, api_version)
         return {tp: code for tp in tps}
 
+    async def add_partitions_for_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                         partitions: Iterable[tuple[str, int]]) -> None:
+        """Transaction version 2 (KIP-890 part 2): a Produce v12+ adds its partitions to the producer's
+        transaction itself; the partition leader asks here before appending. Raises, with the error the
+        Produce answers, unless the partitions are now in the ongoing transaction of exactly this
+        (producer id, epoch): a delayed Produce of a finished transaction carries the old epoch and is
+        refused here, so it can never start or join the next one."""
+        tps = [TopicPartition(topic, index) for topic, index in partitions]
+        if not self.owns(transactional_id):
+            error = self._not_owned_error(transactional_id)
+        elif self.groups.is_pinned(transactional_id):
+            error = TxnError.CONCURRENT_TRANSACTIONS
+        else:
+            metadata = self.get(transactional_id) if transactional_id else None
+            decision = d.add_partitions_to_txn(metadata, transactional_id, producer_id, producer_epoch, tps,
+                                               now_ms(), transaction_version=TRANSACTION_VERSION_2)
+            error = await self._carry_out(transactional_id, metadata, decision)
+        if error is TxnError.NONE:
+            return
+        code = _PRODUCE_VERIFY_ERRORS.get(error, ErrorCode[error.value])
+        raise error_for_code(code)(
+            f"{', '.join(f'{tp.topic}-{tp.partition}' for tp in tps)} could not join the transaction of "
+            f"{transactional_id!r} "
+            f"(producer {producer_id}, epoch {producer_epoch}): {error.value}")
+
     async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                  group_id: str, api_version: int) -> ErrorCode:
         if not self.owns(transactional_id):
@@ -628,14 +656,25 @@ class TransactionCoordinator:
         return _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_OFFSETS, api_version)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
-                      api_version: int) -> ErrorCode:
+                      api_version: int) -> tuple[ErrorCode, int, int]:
+        """EndTxn: (error, producer id, epoch). v5+ is transaction version 2: the answer carries the
+        identity the producer continues with (epoch + 1); earlier versions answer (-1, -1)."""
+        code = await self._end_txn(transactional_id, producer_id, producer_epoch, committed, api_version)
+        if isinstance(code, tuple):
+            return code
+        return code, -1, -1
+
+    async def _end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
+                       api_version: int) -> ErrorCode | tuple[ErrorCode, int, int]:
         if not self.owns(transactional_id):
             return _wire(self._not_owned_error(transactional_id), API_END_TXN, api_version)
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
         result = TransactionResult.COMMIT if committed else TransactionResult.ABORT
-        decision = d.end_txn(metadata, transactional_id, producer_id, producer_epoch, result, now_ms())
+        version = TRANSACTION_VERSION_2 if api_version >= END_TXN_V2_SINCE else TRANSACTION_VERSION_1
+        decision = d.end_txn(metadata, transactional_id, producer_id, producer_epoch, result, now_ms(),
+                             transaction_version=version, allocate_producer_id=self.allocate_producer_id)
         error = await self._carry_out(transactional_id, metadata, decision)
         if error is TxnError.NONE and decision.write_markers is not None:
             completion = self._completions.get(transactional_id)
@@ -644,7 +683,10 @@ class TransactionCoordinator:
                     await asyncio.wait_for(asyncio.shield(completion), END_TXN_COMPLETION_WAIT_S)
                 except TimeoutError:
                     log.warning("EndTxn of %r answered before its markers were all written", transactional_id)
-        return _wire(error, API_END_TXN, api_version)
+        code = _wire(error, API_END_TXN, api_version)
+        if version >= TRANSACTION_VERSION_2 and code is ErrorCode.NONE:
+            return code, decision.producer_id, decision.producer_epoch
+        return code
 
     def verify_partition_in_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                                         topic: str, partition: int) -> None:
