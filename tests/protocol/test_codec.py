@@ -151,7 +151,7 @@ def test_big_records_buffer_is_not_copied_small_one_is():
     assert len(pieces) == 1
 
 
-def test_tagged_fields_are_never_written():
+def test_fetch_tagged_fields_are_never_written():
     m = messages.FetchResponse
     plain = _fetch_response(b"abc")
     tagged = _fetch_response(b"abc")
@@ -162,14 +162,26 @@ def test_tagged_fields_are_never_written():
     for version in range(12, 17):
         header = RequestHeader(1, version, 3, "c")
         assert _join(encode_response(header, tagged)) == _join(encode_response(header, plain))
-    # ApiVersions v3 has tagged fields at the top level (supported features, ...); none are written.
+
+
+def test_tagged_fields_are_written_only_when_set():
+    # ApiVersions v3 has tagged fields at the top level (features, KIP-584): at their defaults the
+    # section is empty; set, each is written as (tag, size, value) in tag order (transaction.version).
     response = messages.ApiVersionsResponse(api_keys=[messages.ApiVersionsResponse.ApiVersion(
-        api_key=0, min_version=3, max_version=10)], supported_features=[
-        messages.ApiVersionsResponse.SupportedFeatureKey(name="x", min_version=1, max_version=2)],
-        finalized_features_epoch=5)
+        api_key=0, min_version=3, max_version=10)])
     frame = _join(encode_response(RequestHeader(18, 3, 9, "c"), response))
     # size, correlation id (response header v0 for ApiVersions), error, 1 key, throttle, empty tags
     assert frame == bytes.fromhex("00000013" "00000009" "0000" "02" "0000000300 0a00" "00000000" "00".replace(" ", ""))
+    response.supported_features = [messages.ApiVersionsResponse.SupportedFeatureKey(name="x", min_version=1,
+                                                                                     max_version=2)]
+    response.finalized_features_epoch = 5
+    frame = _join(encode_response(RequestHeader(18, 3, 9, "c"), response))
+    assert frame == bytes.fromhex(
+        "00000027" "00000009" "0000" "02" "00000003000a00" "00000000"
+        "02"  # two tagged fields
+        "00" "08" "02" "0278" "0001" "0002" "00"  # tag 0 SupportedFeatures: [x 1..2]
+        "01" "08" "0000000000000005")  # tag 1 FinalizedFeaturesEpoch
+    assert codec.decode_response(18, 3, frame[4:]) == response
 
 
 def test_response_header_v1_has_an_empty_tagged_section():

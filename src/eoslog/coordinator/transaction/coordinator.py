@@ -656,7 +656,12 @@ class TransactionCoordinator:
         return _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_OFFSETS, api_version)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
-                      api_version: int) -> tuple[ErrorCode, int, int]:
+                      api_version: int) -> ErrorCode:
+        return (await self.end_txn_and_identity(transactional_id, producer_id, producer_epoch, committed,
+                                                api_version))[0]
+
+    async def end_txn_and_identity(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                   committed: bool, api_version: int) -> tuple[ErrorCode, int, int]:
         """EndTxn: (error, producer id, epoch). v5+ is transaction version 2: the answer carries the
         identity the producer continues with (epoch + 1); earlier versions answer (-1, -1)."""
         code = await self._end_txn(transactional_id, producer_id, producer_epoch, committed, api_version)
