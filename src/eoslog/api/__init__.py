@@ -42,7 +42,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "delete_groups": (42, 0, 2),
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
-    "add_partitions_to_txn": (24, 0, 3),
+    "add_partitions_to_txn": (24, 0, 5),
     "add_offsets_to_txn": (25, 0, 3),
     "txn_offset_commit": (28, 0, 3),
     "end_txn": (26, 0, 5),

@@ -1,10 +1,8 @@
 """ApiVersions (key 18): which versions of which APIs this broker serves, and (v3+) its features.
 
-Features (KIP-584, in the v3+ tagged fields): a single node finalizes ``transaction.version`` 2, so
-clients that know KIP-890 part 2 use transaction version 2 (EndTxn v5, partitions added by Produce
-v12). A cluster does not yet: a transactional Produce v12 to a partition whose coordinator is another
-broker still needs the partition added explicitly (AddPartitionsToTxn v4+ between brokers is not
-served), so it advertises no features and clients stay on transaction version 1.
+Features (KIP-584, in the v3+ tagged fields): ``transaction.version`` 2 is finalized, so clients that
+know KIP-890 part 2 use transaction version 2 (EndTxn v5, partitions added by Produce v12, through
+AddPartitionsToTxn v5 from the partition leader when the coordinator is another broker).
 
 Old librdkafka (kcat 1.7 here, librdkafka 2.0) cannot parse an ApiVersions v3 response with
 tagged fields in it, and it says who it is in the request (ClientSoftwareName / Version); such a
@@ -44,8 +42,7 @@ def handle(context, request):
         ],
         throttle_time_ms=0,
     )
-    if context.api_version >= FEATURES_SINCE and context.broker.cluster is None \
-            and not _misreads_tagged_fields(request):
+    if context.api_version >= FEATURES_SINCE and not _misreads_tagged_fields(request):
         low, high = TRANSACTION_VERSION_RANGE
         response.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
             name=TRANSACTION_VERSION_FEATURE, min_version=low, max_version=high)]

@@ -17,8 +17,9 @@ leader asks the coordinator to add it for (producer id, epoch) before appending,
 meanwhile as above, and the append then verifies in-process as for any transactional batch. A delayed
 batch of a finished transaction carries the old epoch: the coordinator refuses to add it, and the
 partition's producer state (whose epoch the bumped markers raised) refuses it too. Only where this
-broker coordinates the transactional id; elsewhere the part 1 verification above applies, which is why
-``transaction.version`` 2 is advertised only by a single node (api_versions.py).
+broker coordinates the transactional id. When another broker does, the leader asks it with
+AddPartitionsToTxn v5 (VerifyOnly false), Kafka's broker-to-coordinator form, in place of the part 1
+DescribeTransactions question, with the same hold and the same guard.
 """
 
 from __future__ import annotations
@@ -81,7 +82,11 @@ def handle(context, request):
         to_verify, verified = _needing_verification(broker, request, refused)
         if to_verify:
             release = context.connection.hold()
-            return _verify_then_append(context, request, to_verify, verified, release, refused)
+            coordinator = broker.transaction_coordinator
+            # Transaction version 2 asks the coordinator to add the partitions, version 1 to verify them.
+            ask = (coordinator.add_partitions_remotely if context.api_version >= IMPLICIT_ADD_SINCE
+                   else coordinator.verify_partitions_remotely)
+            return _verify_then_append(context, request, to_verify, verified, release, refused, ask)
         return _append(context, request, verified, refused)
     return _append(context, request, refused=refused)
 
@@ -128,16 +133,16 @@ def _guard(partition, producer_id):
     return partition.leader_epoch, state, state.get(producer_id)
 
 
-async def _verify_then_append(context, request, to_verify, verified, release, refused):
+async def _verify_then_append(context, request, to_verify, verified, release, refused, ask):
+    """``ask(transactional_id, producer_id, epoch, keys)`` is the coordinator's answer per partition:
+    None when the partition is in that producer's ongoing transaction, else the error to refuse with."""
     refused = dict(refused)
     try:
         by_producer = {}
         for key, (producer_id, producer_epoch, _) in to_verify.items():
             by_producer.setdefault((producer_id, producer_epoch), []).append(key)
-        coordinator = context.broker.transaction_coordinator
         answers = await asyncio.gather(*(
-            asyncio.wait_for(coordinator.verify_partitions_remotely(request.transactional_id, pid, epoch, keys),
-                             REMOTE_VERIFY_TIMEOUT_S)
+            asyncio.wait_for(ask(request.transactional_id, pid, epoch, keys), REMOTE_VERIFY_TIMEOUT_S)
             for (pid, epoch), keys in by_producer.items()), return_exceptions=True)
         for keys, answer in zip(by_producer.values(), answers):
             for key in keys:
