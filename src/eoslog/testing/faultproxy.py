@@ -204,6 +204,7 @@ class FaultProxy:
         self._closing = False
         self._blocked: list[re.Pattern[str]] = []
         self._held_keys: frozenset[int] = frozenset()
+        self._hold_left: int | None = None  # how many more frames to hold; None = all of them
         self._release: asyncio.Event = asyncio.Event()  # set to let the requests held so far go
 
     # ------------------------------------------------------------------ lifecycle (asyncio)
@@ -346,13 +347,16 @@ class FaultProxy:
 
         self._in_loop(apply)
 
-    def hold_requests(self, *api_keys: int) -> None:
-        """From now on hold every request frame of these API keys (see the module docstring)."""
+    def hold_requests(self, *api_keys: int, count: int | None = None) -> None:
+        """From now on hold every request frame of these API keys (see the module docstring); with
+        ``count``, only the next ``count`` of them: later ones flow again, overtaking the held ones."""
         keys = frozenset(api_keys)
 
         def apply() -> None:
             self._held_keys = keys
-            self._record("hold", None, "api keys " + ",".join(map(str, sorted(keys))))
+            self._hold_left = count
+            self._record("hold", None, "api keys " + ",".join(map(str, sorted(keys)))
+                         + ("" if count is None else f", {count} request(s)"))
 
         self._in_loop(apply)
 
@@ -495,6 +499,10 @@ class FaultProxy:
                 await self._flowing.wait()
                 if self._held_keys and len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] in self._held_keys:
                     self.counters.requests_held += 1
+                    if self._hold_left is not None:
+                        self._hold_left -= 1
+                        if self._hold_left <= 0:
+                            self._held_keys = frozenset()  # this one is the last held
                     self._record("hold", connection.id, f"api key {struct.unpack_from('>h', frame, 4)[0]}")
                     await self._release.wait()
                 if self._is_blocked(connection.client_id):
