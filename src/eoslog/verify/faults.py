@@ -103,6 +103,7 @@ class Nemesis:
         self._thread: threading.Thread | None = None
         self._broker_paused = False
         self._holding_requests = False
+        self.replay_min_hold_s = REPLAY_MIN_HOLD_S
 
     # ------------------------------------------------------------------------------------ control
 
@@ -185,7 +186,7 @@ class Nemesis:
             self.proxy.set_faults(cut_rate=0.0)
             detail = f"cut={CUT_RATE:g} for {hold:.1f} s"
         elif kind == "proxy-replay":
-            hold += REPLAY_MIN_HOLD_S
+            hold += self.replay_min_hold_s
             before = self.proxy.snapshot()["requests_held"]
             self._holding_requests = True
             self.proxy.hold_requests(*REPLAY_API_KEYS, count=1)
