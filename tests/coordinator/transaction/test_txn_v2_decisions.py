@@ -188,3 +188,73 @@ def test_v1_value_of_an_ongoing_transaction_round_trips():
     value = decode_value(encode_value(h.states["tx"].snapshot()))
     assert value.topic_partitions == frozenset({TP, TopicPartition("other", 3)})
     assert value.state is S.ONGOING and value.client_transaction_version == 2
+
+
+def _in_state(state: S) -> tuple[Harness, int, int]:
+    """An id in ``state`` with a version 2 history: (harness, producer id, the epoch of the EndTxn that
+    ended the previous transaction, i.e. the retry identity's epoch)."""
+    h = Harness()
+    h.init("tx")  # so that every epoch below has an older one: the stale identity
+    pid, epoch = started(h)
+    assert epoch >= 1
+    finish_markers(h, "tx", end2(h, "tx", pid, epoch, COMMIT if state is not S.COMPLETE_ABORT else ABORT))
+    if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        return h, pid, epoch
+    if state is S.EMPTY:
+        h.states["tx"].previous_producer_id, h.states["tx"].last_producer_epoch = pid, epoch
+        h.carry_out("tx", d.Decision(transit=h.states["tx"].prepare_keep_producer_epoch(60_000, h.now)))
+        return h, pid, epoch
+    assert add2(h, "tx", pid, epoch + 1).error is TxnError.NONE
+    if state is S.ONGOING:
+        return h, pid, epoch
+    decision = end2(h, "tx", pid, epoch + 1, COMMIT if state is S.PREPARE_COMMIT else ABORT)
+    assert decision.error is TxnError.NONE
+    return h, pid, epoch + 1
+
+
+# (state, whose EndTxn, result) -> the answer. "current": the id's producer and epoch now; "retry": the
+# identity of the EndTxn that ended the last transaction; "stale": an epoch before that.
+_V2_TABLE = {
+    (S.ONGOING, "current", COMMIT): TxnError.NONE, (S.ONGOING, "current", ABORT): TxnError.NONE,
+    (S.ONGOING, "retry", COMMIT): TxnError.PRODUCER_FENCED, (S.ONGOING, "retry", ABORT): TxnError.PRODUCER_FENCED,
+    (S.EMPTY, "current", COMMIT): TxnError.INVALID_TXN_STATE, (S.EMPTY, "current", ABORT): TxnError.NONE,
+    (S.EMPTY, "retry", COMMIT): TxnError.PRODUCER_FENCED, (S.EMPTY, "retry", ABORT): TxnError.PRODUCER_FENCED,
+    (S.COMPLETE_COMMIT, "current", COMMIT): TxnError.INVALID_TXN_STATE,
+    (S.COMPLETE_COMMIT, "current", ABORT): TxnError.NONE,
+    (S.COMPLETE_COMMIT, "retry", COMMIT): TxnError.NONE,
+    (S.COMPLETE_COMMIT, "retry", ABORT): TxnError.INVALID_PRODUCER_EPOCH,
+    (S.COMPLETE_ABORT, "current", COMMIT): TxnError.INVALID_TXN_STATE,
+    (S.COMPLETE_ABORT, "current", ABORT): TxnError.NONE,
+    (S.COMPLETE_ABORT, "retry", COMMIT): TxnError.INVALID_PRODUCER_EPOCH,
+    (S.COMPLETE_ABORT, "retry", ABORT): TxnError.NONE,
+    (S.PREPARE_COMMIT, "retry", COMMIT): TxnError.CONCURRENT_TRANSACTIONS,
+    (S.PREPARE_COMMIT, "retry", ABORT): TxnError.INVALID_PRODUCER_EPOCH,
+    (S.PREPARE_ABORT, "retry", ABORT): TxnError.CONCURRENT_TRANSACTIONS,
+    (S.PREPARE_ABORT, "retry", COMMIT): TxnError.INVALID_PRODUCER_EPOCH,
+    (S.PREPARE_COMMIT, "current", COMMIT): TxnError.CONCURRENT_TRANSACTIONS,
+    (S.PREPARE_ABORT, "current", ABORT): TxnError.CONCURRENT_TRANSACTIONS,
+}
+
+
+@pytest.mark.parametrize("state,who,result", sorted(_V2_TABLE, key=str))
+def test_end_txn_v2_every_state_and_identity(state, who, result):
+    h, pid, retry_epoch = _in_state(state)
+    metadata = h.states["tx"]
+    assert metadata.state is state
+    epoch = {"current": metadata.producer_epoch, "retry": retry_epoch}[who]
+    if state.is_prepare and who == "retry":
+        epoch = metadata.last_producer_epoch
+    before = metadata.snapshot()
+    decision = d.end_txn(metadata, "tx", pid, epoch, result, h.now, transaction_version=2,
+                         allocate_producer_id=h.allocate)
+    assert decision.error is _V2_TABLE[(state, who, result)]
+    if decision.transit is None:
+        assert metadata.snapshot() == before  # an answer without a transit changes nothing
+    else:
+        assert decision.error is TxnError.NONE and decision.transit.producer_epoch == before.producer_epoch + 1
+        metadata.abort_transition()
+    # An epoch older than both is fenced everywhere, and changes nothing.
+    stale = d.end_txn(metadata, "tx", pid, retry_epoch - 1, result, h.now, transaction_version=2,
+                      allocate_producer_id=h.allocate)
+    assert stale.error is TxnError.PRODUCER_FENCED and stale.transit is None
+    assert metadata.snapshot() == before
