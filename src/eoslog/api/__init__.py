@@ -40,6 +40,8 @@ APIS: dict[str, tuple[int, int, int]] = {
     "list_groups": (16, 0, 5),
     "describe_groups": (15, 0, 6),
     "delete_groups": (42, 0, 2),
+    "consumer_group_heartbeat": (68, 0, 1),
+    "consumer_group_describe": (69, 0, 1),
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
     "add_partitions_to_txn": (24, 0, 3),

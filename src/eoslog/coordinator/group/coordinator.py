@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from eoslog.coordinator.group.config import GroupConfig
+from eoslog.coordinator.group.consumer_coordinator import ConsumerGroupDescription, ConsumerGroups
+from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResponse
 from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
 from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
 from eoslog.coordinator.group.log_format import (
@@ -80,6 +82,8 @@ class GroupCoordinator:
                  member_id_factory: Callable[[str], str] = _default_member_id) -> None:
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups; a group id is in at most one of the two dictionaries.
+        self.consumer = ConsumerGroups(self.config)
         self.offsets = OffsetStore()
         self._member_id_factory = member_id_factory
         self._tokens = itertools.count(1)
@@ -174,6 +178,10 @@ class GroupCoordinator:
                                          <= self.config.max_session_timeout_ms):
             error = Errors.INVALID_SESSION_TIMEOUT
         group = self.groups.get(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            # The group runs the consumer protocol; classic members joining it (Kafka 4.0's mixed groups)
+            # are not supported yet, and the classic protocol's answer to "not your protocol" is this.
+            error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error is Errors.NONE and group is None and member_id:
             error = Errors.UNKNOWN_MEMBER_ID
         if error is not Errors.NONE:
@@ -229,6 +237,27 @@ class GroupCoordinator:
         fx = Effects()
         return self._finish(fx, Result(group.leave_group(members, now_ms, fx)))
 
+    def consumer_group_heartbeat(self, group_id: str, request: ConsumerHeartbeat, *, topics: dict[str, int],
+                                 now_ms: int) -> Result:
+        """ConsumerGroupHeartbeat (KIP-848). ``topics``: the broker's non-internal topics and their
+        partition counts, for regex subscriptions and the assignors."""
+        error = self._check(group_id)
+        classic = self.groups.get(group_id)
+        if error is Errors.NONE and classic is not None:
+            if classic.state in (S.EMPTY, S.DEAD) and classic.is_empty():
+                del self.groups[group_id]  # an empty classic group (offsets only) becomes a consumer group
+            else:
+                error = Errors.GROUP_ID_NOT_FOUND
+        if error is not Errors.NONE:
+            message = f"group {group_id} is not a consumer group" if error is Errors.GROUP_ID_NOT_FOUND else None
+            return Result(ConsumerHeartbeatResponse(error, message, request.member_id or None))
+        created = group_id not in self.consumer.groups
+        response = self.consumer.heartbeat(group_id, request, topics, now_ms)
+        group = self.consumer.groups.get(group_id)
+        if created and group is not None and group.is_empty() and group.group_epoch == 0:
+            del self.consumer.groups[group_id]  # a refused first heartbeat leaves nothing behind
+        return Result(response)
+
     def _drop_if_unused(self, group: ClassicGroup) -> None:
         # A group created by a refused first JoinGroup holds nothing worth keeping.
         if group.state is S.EMPTY and group.is_empty() and group.generation_id == 0 \
@@ -245,6 +274,14 @@ class GroupCoordinator:
         use group management (allowed only while the group has no members)."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id, allow_empty_id=True)
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if error is Errors.NONE:
+                error = consumer_group.validate_offset_commit(member_id, generation_id)
+            if error is not Errors.NONE:
+                return Result(_commit_error(error, offsets))
+            expire = now_ms + retention_ms if retention_ms >= 0 else None
+            return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id, NO_PRODUCER_ID, -1)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None and generation_id >= 0:
             error = Errors.ILLEGAL_GENERATION  # the group is gone, or the commit is from a stale member
@@ -267,7 +304,10 @@ class GroupCoordinator:
         marker (:meth:`complete_txn`). v3+ carry the member's generation for KIP-447 fencing."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id)
-        if error is Errors.NONE:
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is Errors.NONE and consumer_group is not None:
+            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True)
+        elif error is Errors.NONE:
             group = self._get_or_create(group_id, now_ms)
             error = group.validate_offset_commit(member_id, generation_id, group_instance_id, True)
         if error is not Errors.NONE:
@@ -311,7 +351,7 @@ class GroupCoordinator:
         wanted = None if partitions is None else set(partitions)
         group_ids = [g for g in self.offsets.groups() if wanted is None or self.partition_for(g) in wanted]
         for group_id in self.offsets.complete_txn(producer_id, commit, group_ids):
-            if commit:
+            if commit and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)
         return Result()
 
@@ -469,11 +509,14 @@ class GroupCoordinator:
             deadline = group.next_deadline()
             if deadline is not None and deadline <= now_ms:
                 group.tick(now_ms, fx)
+        self.consumer.tick(now_ms)
         return self._finish(fx, Result())
 
     def next_deadline(self) -> int | None:
-        return min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
-                   default=None)
+        classic = min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
+                      default=None)
+        consumer = self.consumer.next_deadline()
+        return min((d for d in (classic, consumer) if d is not None), default=None)
 
     # ------------------------------------------------------------------------------------------------
     # Views
@@ -481,9 +524,22 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> GroupDescription:
         error = self._check(group_id, allow_empty_id=True)
         group = self.groups.get(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            # Kafka 4.x: DescribeGroups describes classic groups only; ConsumerGroupDescribe the others.
+            return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, S.DEAD.kafka_name, "", "")
         if error is not Errors.NONE or group is None:
             return GroupDescription(group_id, error, S.DEAD.kafka_name, "", "")
         return group.describe()
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+        error = self._check(group_id)
+        if error is not Errors.NONE:
+            return ConsumerGroupDescription(group_id, error)
+        classic = self.groups.get(group_id)
+        if classic is not None and classic.state is not S.DEAD:
+            return ConsumerGroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND,
+                                            f"group {group_id} is not a consumer group")
+        return self.consumer.describe(group_id)
 
     def list_groups(self, states: Iterable[str] | None = None,
                     types: Iterable[str] | None = None) -> list[GroupListing]:
@@ -496,11 +552,19 @@ class GroupCoordinator:
                 continue
             if wanted_states is not None and group.state.kafka_name.lower() not in wanted_states:
                 continue
-            # Every group here is a classic group; "types" filters on the group type, not protocol type.
+            # "types" filters on the group type (classic, consumer), not on the protocol type.
             if wanted_types is not None and "classic" not in wanted_types:
                 continue
             out.append(GroupListing(group_id, group.protocol_type or "", group.state.kafka_name))
-        return out
+        for group_id, cgroup in self.consumer.groups.items():
+            if self.partition_for(group_id) in self._loading or cgroup.state.kafka_name == "Dead":
+                continue
+            if wanted_states is not None and cgroup.state.kafka_name.lower() not in wanted_states:
+                continue
+            if wanted_types is not None and "consumer" not in wanted_types:
+                continue
+            out.append(GroupListing(group_id, CONSUMER_PROTOCOL_TYPE, cgroup.state.kafka_name, "consumer"))
+        return sorted(out, key=lambda g: g.group_id)
 
     # ------------------------------------------------------------------------------------------------
     # Loading
@@ -518,8 +582,10 @@ class GroupCoordinator:
         """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
         loads them from the replicated log); their requests answer NOT_COORDINATOR from now on."""
         group_ids = [g for g in set(self.groups) | self.offsets.groups() if self.partition_for(g) == partition]
+        group_ids += [g for g in self.consumer.groups if self.partition_for(g) == partition and g not in group_ids]
         for group_id in group_ids:
             self.groups.pop(group_id, None)
+            self.consumer.groups.pop(group_id, None)
         self.offsets.unload(group_ids)
         self._loading.discard(partition)
         if self._owned is not None:

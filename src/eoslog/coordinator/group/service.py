@@ -92,6 +92,9 @@ class GroupService:
             max_session_timeout_ms=config.group_max_session_timeout_ms,
             offsets_retention_ms=config.offsets_retention_minutes * 60_000,
             offsets_topic_num_partitions=num_partitions,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.group_consumer_assignors,
         ))
         self._futures: dict[int, asyncio.Future] = {}
         self._queues: dict[int, deque[_Appended]] = {}
