@@ -74,11 +74,14 @@ class ConsumerGroups:
         response = group.heartbeat(request, topics, now_ms, self._new_member_id)
         return response
 
-    def tick(self, now_ms: int) -> None:
+    def tick(self, now_ms: int) -> list[str]:
+        """Expires sessions and revocation timeouts; returns the ids of the groups that changed."""
+        changed = []
         for group in self.groups.values():
             deadline = group.next_deadline()
-            if deadline is not None and deadline <= now_ms:
-                group.tick(now_ms)
+            if deadline is not None and deadline <= now_ms and group.tick(now_ms):
+                changed.append(group.group_id)
+        return changed
 
     def next_deadline(self) -> int | None:
         return min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None), default=None)

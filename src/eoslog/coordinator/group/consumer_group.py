@@ -108,7 +108,7 @@ class ConsumerGroup:
             out |= self.subscribed_topics(member, topics)
         return out
 
-    def _update_state(self) -> None:
+    def refresh_state(self) -> None:
         if not self.members:
             new = G.EMPTY
         elif self.group_epoch > self.assignment_epoch:
@@ -162,7 +162,7 @@ class ConsumerGroup:
             self._compute_target(topics)
         self._reconcile(member, req.owned, now_ms)
         member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
-        self._update_state()
+        self.refresh_state()
         return ConsumerHeartbeatResponse(Errors.NONE, None, member.member_id, member.member_epoch,
                                          self.config.consumer_heartbeat_interval_ms, dict(member.assigned))
 
@@ -274,7 +274,7 @@ class ConsumerGroup:
             member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
         else:
             self.remove_member(member.member_id)
-        self._update_state()
+        self.refresh_state()
         return ConsumerHeartbeatResponse(Errors.NONE, None, req.member_id, req.member_epoch, 0, None)
 
     def remove_member(self, member_id: str) -> None:
@@ -282,7 +282,7 @@ class ConsumerGroup:
         self._set_assignment(member, MemberState.STABLE, member.member_epoch, member.previous_member_epoch, {}, {})
         self.target.pop(member_id, None)
         self.group_epoch += 1
-        self._update_state()
+        self.refresh_state()
 
     def next_deadline(self) -> int | None:
         deadlines = [m.session_deadline_ms for m in self.members.values()]

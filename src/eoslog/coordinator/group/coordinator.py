@@ -26,6 +26,7 @@ from typing import NamedTuple
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.consumer_coordinator import ConsumerGroupDescription, ConsumerGroups
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResponse
+from eoslog.coordinator.group.consumer_log_format import Records, group_records, rebuild
 from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
 from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
 from eoslog.coordinator.group.log_format import (
@@ -84,6 +85,10 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; a group id is in at most one of the two dictionaries.
         self.consumer = ConsumerGroups(self.config)
+        # Per consumer group, its records as last appended (diffed against for the next write) and as
+        # last made durable (what a failed write rolls the group back to).
+        self._consumer_written: dict[str, Records] = {}
+        self._consumer_durable: dict[str, Records] = {}
         self.offsets = OffsetStore()
         self._member_id_factory = member_id_factory
         self._tokens = itertools.count(1)
@@ -251,12 +256,53 @@ class GroupCoordinator:
         if error is not Errors.NONE:
             message = f"group {group_id} is not a consumer group" if error is Errors.GROUP_ID_NOT_FOUND else None
             return Result(ConsumerHeartbeatResponse(error, message, request.member_id or None))
+        converted = classic is not None
         created = group_id not in self.consumer.groups
         response = self.consumer.heartbeat(group_id, request, topics, now_ms)
         group = self.consumer.groups.get(group_id)
         if created and group is not None and group.is_empty() and group.group_epoch == 0:
             del self.consumer.groups[group_id]  # a refused first heartbeat leaves nothing behind
-        return Result(response)
+        extra = ((encode_group_metadata_key(GroupMetadataKey(group_id)), None),) if converted else ()
+        pending = Pending(self._new_token(), "consumer_group_heartbeat", group_id, request.member_id)
+
+        def on_done(error: Errors | None, fx: Effects) -> None:
+            answer = response if error is None else ConsumerHeartbeatResponse(error, None, request.member_id or None)
+            fx.completed.append(Completion(pending.token, pending.api, group_id, request.member_id, answer))
+
+        write = self._persist_consumer_group(group_id, on_done, extra)
+        # The answer waits until the change is durable: a client never acts on an epoch or assignment
+        # that a coordinator restart could forget.
+        return Result(response) if write is None else Result(pending=pending, writes=[write])
+
+    def _persist_consumer_group(self, group_id: str, on_done: Callable[[Errors | None, Effects], None] | None = None,
+                                extra: tuple[tuple[bytes, bytes | None], ...] = ()) -> Write | None:
+        """The records that changed since the group's last write (tombstones for what is gone), or None.
+        State is applied in memory first (like Kafka's timeline-based runtime); a failed append rolls the
+        group back to its last durable records."""
+        group = self.consumer.groups.get(group_id)
+        records = group_records(group) if group is not None else {}
+        before = self._consumer_written.get(group_id, {})
+        diff = tuple((k, v) for k, v in records.items() if before.get(k) != v) + \
+            tuple((k, None) for k in before if k not in records) + extra
+        if not diff:
+            return None
+        self._consumer_written[group_id] = records
+
+        def done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
+            if error is None:
+                if self._consumer_written.get(group_id) is records:
+                    self._consumer_durable[group_id] = records
+            else:
+                durable = self._consumer_durable.get(group_id, {})
+                self._consumer_written[group_id] = durable
+                if durable:
+                    self.consumer.groups[group_id] = rebuild(group_id, durable, self.config, now)
+                else:
+                    self.consumer.groups.pop(group_id, None)
+            if on_done is not None:
+                on_done(error, fx)
+
+        return self._write(group_id, diff, done)
 
     def _drop_if_unused(self, group: ClassicGroup) -> None:
         # A group created by a refused first JoinGroup holds nothing worth keeping.
@@ -509,8 +555,12 @@ class GroupCoordinator:
             deadline = group.next_deadline()
             if deadline is not None and deadline <= now_ms:
                 group.tick(now_ms, fx)
-        self.consumer.tick(now_ms)
-        return self._finish(fx, Result())
+        result = Result()
+        for group_id in self.consumer.tick(now_ms):
+            write = self._persist_consumer_group(group_id)
+            if write is not None:
+                result.writes.append(write)
+        return self._finish(fx, result)
 
     def next_deadline(self) -> int | None:
         classic = min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
@@ -586,6 +636,8 @@ class GroupCoordinator:
         for group_id in group_ids:
             self.groups.pop(group_id, None)
             self.consumer.groups.pop(group_id, None)
+            self._consumer_written.pop(group_id, None)
+            self._consumer_durable.pop(group_id, None)
         self.offsets.unload(group_ids)
         self._loading.discard(partition)
         if self._owned is not None:
@@ -599,9 +651,12 @@ class GroupCoordinator:
             self.groups[group_id] = ClassicGroup.from_record(
                 group_id, value, self.config, now_ms, new_token=self._new_token,
                 new_member_id=self._member_id_factory)
+        for group_id, records in loaded.consumer_groups.items():
+            self.consumer.groups[group_id] = rebuild(group_id, records, self.config, now_ms)
+            self._consumer_written[group_id] = self._consumer_durable[group_id] = records
         self.offsets.load(loaded)
         for group_id in self.offsets.groups():
-            if self.partition_for(group_id) == partition:
+            if self.partition_for(group_id) == partition and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)  # a group known only by its offsets
         self._loading.discard(partition)
 
