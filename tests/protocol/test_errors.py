@@ -29,7 +29,7 @@ def test_numbers_are_kafkas():
 def test_codes_are_contiguous_and_unique():
     values = [int(c) for c in ErrorCode]
     assert len(values) == len(set(values))
-    assert sorted(values) == list(range(-1, 129))
+    assert sorted(values) == list(range(-1, 128))
 
 
 def test_agrees_with_kafka_python_numbers_and_retriable_flags():

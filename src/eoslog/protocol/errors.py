@@ -164,7 +164,6 @@ class ErrorCode(IntEnum):
     INVALID_VOTER_KEY = 125, False, "The voter key does not match the receiving replica."
     DUPLICATE_VOTER = 126, False, "The voter is already in the voter set."
     VOTER_NOT_FOUND = 127, False, "The voter is not in the voter set."
-    INVALID_REGULAR_EXPRESSION = 128, False, "The regular expression is not valid."
 
 
 class KafkaError(Exception):

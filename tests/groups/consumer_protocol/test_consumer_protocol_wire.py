@@ -151,7 +151,7 @@ def test_regex_with_no_match_joins_with_nothing(conn):
     assert response.error_code == 0 and response.member_epoch >= 1
     assert response.assignment.topic_partitions == []
     bad = heartbeat(conn, "edge-regex", uuid.uuid4().hex, 0, subscribed_topic_regex="(unclosed")
-    assert bad.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert bad.error_code == ErrorCode.INVALID_REQUEST
 
 
 def test_unknown_assignor_is_refused(conn):

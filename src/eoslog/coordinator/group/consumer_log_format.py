@@ -178,5 +178,6 @@ def rebuild(group_id: str, records: Records, config: GroupConfig, now_ms: int) -
         for t, ps in list(member.assigned.items()) + list(member.pending_revocation.items()):
             for p in ps:
                 group.owners[(t, p)] = member.member_id
+                member.partition_epochs[(t, p)] = member.member_epoch
     group.refresh_state()
     return group

@@ -57,6 +57,11 @@ class ConsumerMember:
     # Set while UNREVOKED_PARTITIONS: by then the member must have revoked, or it is removed (its
     # partitions then go to others), as Kafka does with the rebalance timeout.
     revocation_deadline_ms: int | None = None
+    # (topic, partition) -> the member epoch at which it got the partition it holds (assigned or pending
+    # revocation): a commit from an older epoch is accepted for a partition held since then (KIP-1251's
+    # rule), so a commit racing the member's own epoch bump does not fail. Not persisted: after a load
+    # every partition counts as got at the loaded epoch, which only refuses more.
+    partition_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,12 +80,14 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment, own
     revocation), or None."""
     unchanged = Reconciled(member.state, member.member_epoch, member.previous_member_epoch, member.assigned,
                            member.pending_revocation)
+    current = tps(member.assigned)
     if member.state is M.UNREVOKED_PARTITIONS:
         if owned is None or tps(owned) & tps(member.pending_revocation):
-            return unchanged  # still owns something it must give up: no progress, no new epoch
+            # Not revoked yet: the client still owns them, so they count as its own. Against the same
+            # target this answers the same again; a newer target may give some back or take more.
+            current |= tps(member.pending_revocation)
     elif member.state is M.STABLE and member.member_epoch == target_epoch:
         return unchanged
-    current = tps(member.assigned)
     wanted = tps(target)
     keep = current & wanted
     revoke = current - wanted

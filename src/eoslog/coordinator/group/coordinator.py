@@ -323,7 +323,8 @@ class GroupCoordinator:
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
             if error is Errors.NONE:
-                error = consumer_group.validate_offset_commit(member_id, generation_id)
+                error = consumer_group.validate_offset_commit(member_id, generation_id,
+                                                              partitions=[(c.topic, c.partition) for c in offsets])
             if error is not Errors.NONE:
                 return Result(_commit_error(error, offsets))
             expire = now_ms + retention_ms if retention_ms >= 0 else None
@@ -352,7 +353,8 @@ class GroupCoordinator:
         error = self._check(group_id)
         consumer_group = self.consumer.groups.get(group_id)
         if error is Errors.NONE and consumer_group is not None:
-            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True)
+            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True,
+                                                          partitions=[(c.topic, c.partition) for c in offsets])
         elif error is Errors.NONE:
             group = self._get_or_create(group_id, now_ms)
             error = group.validate_offset_commit(member_id, generation_id, group_instance_id, True)
