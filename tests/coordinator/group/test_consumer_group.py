@@ -215,6 +215,11 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     txn = ch.answer(ch.run(ch.c.txn_commit_offsets("cg", 5, 0, commit, member_id="a",
                                                    generation_id=a.member_epoch + 1, now_ms=ch.now)))
     assert txn.partitions[0].error is Errors.STALE_MEMBER_EPOCH
+    fetched = ch.c.fetch_offsets("cg", [("t", 0)], member_id="a", member_epoch=a.member_epoch).response
+    assert fetched.error is Errors.NONE and fetched.partitions[0].offset == 10
+    assert ch.c.fetch_offsets("cg", None, member_id="a", member_epoch=a.member_epoch + 1
+                              ).response.error is Errors.STALE_MEMBER_EPOCH
+    assert ch.c.fetch_offsets("cg", None, member_id="x", member_epoch=1).response.error is Errors.UNKNOWN_MEMBER_ID
     ch.hb("a", -1)
     assert commit_error() is Errors.NONE
 
@@ -286,3 +291,25 @@ def test_member_ids_are_generated_for_v0(ch):
     ch.c.consumer._new_member_id = lambda: f"gen-{next(ids)}"
     r = ch.hb("", 0, subscribed_topic_names=("t",))
     assert r.member_id == "gen-0"
+
+
+def test_delete_an_empty_consumer_group(ch, make_harness):
+    a = ch.hb("a", 0, subscribed_topic_names=("t",))
+    ch.answer(ch.run(ch.c.commit_offsets("cg", [PartitionCommit("t", 0, 3)], member_id="a",
+                                         generation_id=a.member_epoch, now_ms=ch.now)))
+    deleted = ch.answer(ch.run(ch.c.delete_groups(["cg"], now_ms=ch.now)))
+    assert deleted.groups[0].error is Errors.NON_EMPTY_GROUP
+    ch.hb("a", -1)
+    ch.auto_write = False
+    pending = ch.run(ch.c.delete_groups(["cg"], now_ms=ch.now))
+    assert ch.hb("b", 0, subscribed_topic_names=("t",)).error is Errors.COORDINATOR_NOT_AVAILABLE
+    assert ch.c.consumer_group_describe("cg").error is Errors.GROUP_ID_NOT_FOUND
+    ch.release_writes()
+    assert ch.answer(pending).groups[0].error is Errors.NONE
+    assert "cg" not in ch.c.consumer.groups
+    assert ch.c.fetch_offsets("cg", [("t", 0)]).response.partitions[0].offset == -1
+    # Nothing comes back from the log either.
+    other = make_harness()
+    partition = ch.c.partition_for("cg")
+    other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
+    assert "cg" not in other.c.consumer.groups and "cg" not in other.c.groups

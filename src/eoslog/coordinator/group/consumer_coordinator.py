@@ -71,6 +71,10 @@ class ConsumerGroups:
                                                  request.member_id or None)
             group = ConsumerGroup(group_id, self.config)
             self.groups[group_id] = group
+        elif group.state is ConsumerGroupState.DEAD:
+            # Being deleted: the client looks the coordinator up again and retries, by then on a new group.
+            return ConsumerHeartbeatResponse(Errors.COORDINATOR_NOT_AVAILABLE, f"group {group_id} is being deleted",
+                                             request.member_id or None)
         response = group.heartbeat(request, topics, now_ms, self._new_member_id)
         return response
 

@@ -108,6 +108,11 @@ class ConsumerGroup:
             out |= self.subscribed_topics(member, topics)
         return out
 
+    def mark_dead(self) -> None:
+        """DeleteGroups of this (empty) group; undone by :meth:`refresh_state` if its tombstones fail."""
+        check_group_transition(self.group_id, self.state, G.DEAD)
+        self.state = G.DEAD
+
     def refresh_state(self) -> None:
         if not self.members:
             new = G.EMPTY
@@ -305,6 +310,15 @@ class ConsumerGroup:
 
     # ---- offsets -------------------------------------------------------------------------------
 
+    def validate_offset_fetch(self, member_id: str, member_epoch: int) -> Errors:
+        member = self.members.get(member_id)
+        if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
+            return Errors.UNKNOWN_MEMBER_ID
+        # Kafka 4.x wants the current epoch; the previous one too here, for a fetch sent just before the
+        # heartbeat answer that moved the member on (reading offsets cannot break fencing).
+        ok = member_epoch in (member.member_epoch, member.previous_member_epoch)
+        return Errors.NONE if ok else Errors.STALE_MEMBER_EPOCH
+
     def validate_offset_commit(self, member_id: str, member_epoch: int, transactional: bool = False,
                                partitions: Iterable[tuple[str, int]] = ()) -> Errors:
         """OffsetCommit v9+ / TxnOffsetCommit v3+ from a consumer-protocol member: the member epoch is the
@@ -313,6 +327,8 @@ class ConsumerGroup:
         the member's own epoch bump is then accepted, one from before it lost a partition is not. A
         commit without a member (epoch -1, no id) is an admin tool's, allowed only while the group is
         empty -- or a transactional one from a pre-KIP-447 producer, accepted as the classic group does."""
+        if self.state is G.DEAD:
+            return Errors.COORDINATOR_NOT_AVAILABLE  # its tombstones are on their way
         if member_epoch < 0 and not member_id:
             return Errors.NONE if transactional or not self.members else Errors.UNKNOWN_MEMBER_ID
         member = self.members.get(member_id)

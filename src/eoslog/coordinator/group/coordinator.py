@@ -27,6 +27,7 @@ from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.consumer_coordinator import ConsumerGroupDescription, ConsumerGroups
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResponse
 from eoslog.coordinator.group.consumer_log_format import Records, group_records, rebuild
+from eoslog.coordinator.group.consumer_state import ConsumerGroupState as CS
 from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
 from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
 from eoslog.coordinator.group.log_format import (
@@ -408,10 +409,14 @@ class GroupCoordinator:
         return self.offsets.has_pending_txn_offsets(group_id, topic_partitions)
 
     def fetch_offsets(self, group_id: str, topic_partitions: Iterable[tuple[str, int]] | None = None, *,
-                      require_stable: bool = False) -> Result:
+                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1) -> Result:
         """OffsetFetch; ``topic_partitions=None`` fetches all. With ``require_stable`` (KIP-447) a
-        partition with a commit not yet decided answers UNSTABLE_OFFSET_COMMIT."""
+        partition with a commit not yet decided answers UNSTABLE_OFFSET_COMMIT. v9's member of a consumer
+        group must exist at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), as in Kafka 4.x."""
         error = self._check(group_id, allow_empty_id=True)
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is Errors.NONE and consumer_group is not None and member_id and member_epoch >= 0:
+            error = consumer_group.validate_offset_fetch(member_id, member_epoch)
         if error is not Errors.NONE:
             return Result(OffsetFetchResponse(error))
         tps = None if topic_partitions is None else [TopicPartition(t, p) for t, p in topic_partitions]
@@ -474,6 +479,14 @@ class GroupCoordinator:
 
         for group_id in order:
             error = self._check(group_id, allow_empty_id=True)
+            consumer_group = self.consumer.groups.get(group_id)
+            if error is Errors.NONE and consumer_group is not None and consumer_group.state is not CS.DEAD:
+                if not consumer_group.is_empty():
+                    answers[group_id] = Errors.NON_EMPTY_GROUP
+                    continue
+                answers[group_id] = None
+                result.writes.append(self._prepare_consumer_group_removal(group_id, finish, answers))
+                continue
             group = self.groups.get(group_id)
             if error is Errors.NONE and (group is None or group.state is S.DEAD):
                 error = Errors.GROUP_ID_NOT_FOUND
@@ -511,6 +524,29 @@ class GroupCoordinator:
             if answers is not None and finish is not None:
                 answers[group_id] = error or Errors.NONE
                 finish(fx)
+
+        return self._write(group_id, records, on_done)
+
+    def _prepare_consumer_group_removal(self, group_id: str, finish: Callable[[Effects], None],
+                                        answers: dict[str, Errors | None]) -> Write:
+        """DeleteGroups of an empty consumer group: Dead (described as gone, refusing joins) until the
+        tombstones of its records and offsets are durable; a failed write brings it back as Empty."""
+        group = self.consumer.groups[group_id]
+        group.mark_dead()
+        tombstones = tuple((k, None) for k in self._consumer_written.get(group_id, {}))
+        records = self.offsets.deletion_records(group_id, None) + tombstones
+
+        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
+            if error is None:
+                self.offsets.apply_delete(group_id, None)
+                if self.consumer.groups.get(group_id) is group:
+                    del self.consumer.groups[group_id]
+                self._consumer_written.pop(group_id, None)
+                self._consumer_durable.pop(group_id, None)
+            else:
+                group.refresh_state()  # back to Empty
+            answers[group_id] = error or Errors.NONE
+            finish(fx)
 
         return self._write(group_id, records, on_done)
 

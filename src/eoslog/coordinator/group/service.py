@@ -165,9 +165,11 @@ class GroupService:
         self._process(result)
         return result.response if future is None else future
 
-    def fetch_offsets(self, group_id: str, topic_partitions=None, *, require_stable: bool = False) -> Any:
+    def fetch_offsets(self, group_id: str, topic_partitions=None, *, require_stable: bool = False,
+                      member_id: str | None = None, member_epoch: int = -1) -> Any:
         """OffsetFetch (no clock, no writes)."""
-        return self.coordinator.fetch_offsets(group_id, topic_partitions, require_stable=require_stable).response
+        return self.coordinator.fetch_offsets(group_id, topic_partitions, require_stable=require_stable,
+                                              member_id=member_id, member_epoch=member_epoch).response
 
     def on_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` is durable on ``__consumer_offsets``-``partition``."""
