@@ -250,3 +250,21 @@ def test_revocation_before_assignment_and_describe(conn):
         assert [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions] == \
             [(tp.topic_name, tp.partitions) for tp in m.target_assignment.topic_partitions]
     assert group.authorized_operations != -(2**31)
+
+
+def test_groups_cli_shows_the_group_type(broker, conn):
+    from click.testing import CliRunner
+
+    from eoslog.tools.groups_cli import groups_group
+
+    member_id, joined = join(conn, "edge-cli", topics=("orders",))
+    assert joined.error_code == 0
+    runner = CliRunner()
+    listed = runner.invoke(groups_group, ["list", "-b", broker.bootstrap])
+    assert listed.exit_code == 0, listed.output
+    [row] = [line.split() for line in listed.output.splitlines() if line.startswith("edge-cli ")]
+    assert row == ["edge-cli", "consumer", "Stable", "consumer"]
+    described = runner.invoke(groups_group, ["describe", "edge-cli", "-b", broker.bootstrap])
+    assert described.exit_code == 0, described.output
+    assert "group edge-cli (consumer): Stable, protocol consumer/uniform, 1 members" in described.output
+    assert member_id in described.output and "orders:0,1" in described.output
