@@ -17,10 +17,9 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
+from eoslog.testing.process import BrokerProcess
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
 from tests.transactions.txn_clients import READERS, create_topics
-
-from eoslog.testing.process import BrokerProcess
 
 COUNT = 20_000
 INPUT_PARTITIONS = 4
@@ -60,7 +59,7 @@ def test_copier_exactly_once_with_the_consumer_protocol(tmp_path):
         bs = broker.bootstrap
         create_topics(bs, {"copy-in": INPUT_PARTITIONS, "copy-out": OUTPUT_PARTITIONS})
         seed(bs, "copy-in")
-        logs = open(tmp_path / "copiers.log", "w")
+        logs = open(tmp_path / "copiers.log", "w")  # noqa: SIM115 - shared by every copier started below
 
         def start(n: int) -> subprocess.Popen:
             return subprocess.Popen(
