@@ -313,3 +313,33 @@ def test_delete_an_empty_consumer_group(ch, make_harness):
     partition = ch.c.partition_for("cg")
     other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
     assert "cg" not in other.c.consumer.groups and "cg" not in other.c.groups
+
+
+def test_upgrade_and_downgrade_through_an_empty_group(ch, make_harness):
+    """classic -> consumer when the classic group is empty (offsets only), consumer -> classic when the
+    last consumer-protocol member has left; the committed offsets carry over both ways."""
+    leader = ch.stable_group(1, group="mig")[0]
+    generation = ch.group("mig").generation_id
+    ch.answer(ch.run(ch.c.commit_offsets("mig", [PartitionCommit("t", 0, 5)], member_id=leader,
+                                         generation_id=generation, now_ms=ch.now)))
+    assert ch.hb("a", 0, group="mig", subscribed_topic_names=("t",)).error is Errors.GROUP_ID_NOT_FOUND
+    ch.leave((leader, None), group="mig")
+    joined = ch.hb("a", 0, group="mig", subscribed_topic_names=("t",))
+    assert joined.error is Errors.NONE and "mig" not in ch.c.groups
+    assert ch.c.fetch_offsets("mig", [("t", 0)]).response.partitions[0].offset == 5
+    ch.answer(ch.run(ch.c.commit_offsets("mig", [PartitionCommit("t", 0, 9)], member_id="a",
+                                         generation_id=joined.member_epoch, now_ms=ch.now)))
+    assert ch.join("", "mig").response.error is Errors.INCONSISTENT_GROUP_PROTOCOL  # a member is still there
+    ch.hb("a", -1, group="mig")
+    first = ch.join("", "mig")
+    assert first.response.error is Errors.MEMBER_ID_REQUIRED
+    assert "mig" not in ch.c.consumer.groups and ch.group("mig") is not None
+    member_id = first.response.member_id
+    assert ch.answer(ch.join(member_id, "mig")).error is Errors.NONE
+    assert ch.c.fetch_offsets("mig", [("t", 0)]).response.partitions[0].offset == 9
+    # The log says the same: a classic group with the offsets, no consumer group.
+    other = make_harness()
+    partition = ch.c.partition_for("mig")
+    other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
+    assert "mig" not in other.c.consumer.groups and "mig" in other.c.groups
+    assert other.c.fetch_offsets("mig", [("t", 0)]).response.partitions[0].offset == 9

@@ -184,14 +184,25 @@ class GroupCoordinator(ConsumerGroupApis):
                                          <= self.config.max_session_timeout_ms):
             error = Errors.INVALID_SESSION_TIMEOUT
         group = self.groups.get(group_id)
-        if error is Errors.NONE and group_id in self.consumer.groups:
-            # The group runs the consumer protocol; classic members joining it (Kafka 4.0's mixed groups)
-            # are not supported yet, and the classic protocol's answer to "not your protocol" is this.
-            error = Errors.INCONSISTENT_GROUP_PROTOCOL
+        downgrading = False
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is Errors.NONE and consumer_group is not None:
+            if consumer_group.is_empty() and consumer_group.state is not CS.DEAD:
+                # The last consumer-protocol member left: the group becomes a classic one (Kafka 4.0's
+                # downgrade), its offsets stay, its consumer records get tombstones.
+                downgrading = True
+            else:
+                # Classic members inside a consumer group (Kafka 4.0's mixed groups) are not supported
+                # yet; the classic protocol's answer to "not your protocol" is this.
+                error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error is Errors.NONE and group is None and member_id:
             error = Errors.UNKNOWN_MEMBER_ID
         if error is not Errors.NONE:
             return Result(JoinGroupResponse(error, member_id=member_id))
+        downgrade = None
+        if downgrading:
+            del self.consumer.groups[group_id]
+            downgrade = self._persist_consumer_group(group_id)
         group = self._get_or_create(group_id, now_ms)
         request = JoinGroupRequest(
             member_id, group_instance_id, client_id, client_host, session_timeout_ms,
@@ -201,6 +212,8 @@ class GroupCoordinator(ConsumerGroupApis):
         fx = Effects()
         result = self._answer(group.join_group(request, now_ms, fx))
         self._drop_if_unused(group)
+        if downgrade is not None:
+            result.writes.insert(0, downgrade)  # before any classic record of the group
         return self._finish(fx, result)
 
     def sync_group(self, group_id: str, member_id: str, generation_id: int,

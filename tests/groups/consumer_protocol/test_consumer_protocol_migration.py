@@ -1,0 +1,72 @@
+"""A group moves from the classic protocol to the consumer protocol (KIP-848) and back, with confluent-kafka
+consumers while messages flow: classic members consume, then leave; consumer-protocol members take the
+group over (it is Empty, so it becomes a consumer group) and resume from the committed offsets; they
+leave and classic members take it back. Commit-after-process: every message processed, none that was
+committed processed again."""
+
+from __future__ import annotations
+
+from eoslog.testing.wait import wait_until
+from eoslog.tools.groups_cli import BrokerConnection, list_groups
+from tests.groups.conftest import create_topic
+from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
+
+PARTITIONS = 4
+
+
+def group_type_and_state(bootstrap: str, group: str):
+    with BrokerConnection(bootstrap) as conn:
+        listed = {g.group_id: (g.group_type, g.state) for g in list_groups(conn)}
+    return listed.get(group)
+
+
+def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp_path):
+    count = 9_000
+    bootstrap = consumer_broker.bootstrap
+    topic, group = "migrate", "migrating"
+    create_topic(bootstrap, topic, PARTITIONS)
+    members: list[ConsumerProcess] = []
+
+    def start_phase(phase: int, assignor: str) -> list[ConsumerProcess]:
+        started = [ConsumerProcess(tmp_path, f"p{phase}m{i}", "confluent", bootstrap, group, topic, assignor)
+                   for i in range(2)]
+        members.extend(started)
+        return started
+
+    def processed() -> int:
+        return len(read_history(members).values())
+
+    producer = PacedProducer(bootstrap, topic, count, PARTITIONS, rate=3000)
+    try:
+        classic = start_phase(0, "range")
+        producer.start()
+        wait_until(lambda: processed() >= 2000, 30, "2,000 messages with classic members")
+        assert group_type_and_state(bootstrap, group)[0] == "classic"
+        for member in classic:
+            member.terminate()
+        wait_until(lambda: group_type_and_state(bootstrap, group) == ("classic", "Empty"), 10, "an empty classic group")
+
+        consumers = start_phase(1, "consumer")
+        wait_until(lambda: processed() >= 5000, 30, "5,000 messages with consumer-protocol members")
+        assert group_type_and_state(bootstrap, group)[0] == "consumer"
+        for member in consumers:
+            member.terminate()
+        wait_until(lambda: group_type_and_state(bootstrap, group) == ("consumer", "Empty"), 10,
+                   "an empty consumer group")
+
+        start_phase(2, "range")
+        producer.join(30)
+        assert not producer.errors and producer.delivered == count
+        wait_until(lambda: processed() >= count, 30, "every message processed")
+        assert group_type_and_state(bootstrap, group)[0] == "classic"
+        for member in members:
+            if member.process.poll() is None:
+                member.terminate()
+    finally:
+        for member in members:
+            member.cleanup()
+    verdict = check_at_least_once(read_history(members), count, members)
+    print(f"migration: {verdict}")
+    assert verdict.duplicates == 0  # clean hand-overs: nothing processed twice
+    for phase in range(3):  # each protocol's members really consumed their share
+        assert sum(m.processed() for m in members if m.name.startswith(f"p{phase}")) > 0, f"phase {phase}"
