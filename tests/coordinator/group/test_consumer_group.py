@@ -343,3 +343,64 @@ def test_upgrade_and_downgrade_through_an_empty_group(ch, make_harness):
     other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
     assert "mig" not in other.c.consumer.groups and "mig" in other.c.groups
     assert other.c.fetch_offsets("mig", [("t", 0)]).response.partitions[0].offset == 9
+
+
+def subscription(topics, owned=None) -> bytes:
+    from eoslog.protocol import codec, messages
+
+    cls = messages.ConsumerProtocolSubscription
+    value = cls(topics=list(topics), user_data=None, owned_partitions=[
+        cls.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in (owned or {}).items()],
+        generation_id=-1, rack_id=None)
+    return (1).to_bytes(2, "big") + codec.encode_data(value, 1)
+
+
+def test_classic_members_carry_on_inside_a_consumer_group(ch, make_harness):
+    """Kafka 4.0's online upgrade: a consumer-protocol member joins a Stable classic group; the classic
+    members rejoin when told, and partitions move only once released."""
+    from eoslog.coordinator.group.consumer_classic import decode_assignment, encode_assignment
+
+    protocols = (("range", subscription(["t"])),)
+    m1 = ch.join("", "mix", protocols=protocols, require_known=False).response.member_id
+    m2_first = ch.join("", "mix", protocols=protocols, require_known=False)
+    m2 = m2_first.response.member_id if m2_first.response is not None else m2_first.pending.member_id
+    ch.join(m1, "mix", protocols=protocols)
+    group = ch.group("mix")
+    generation = group.generation_id
+    for member in (m1, m2):
+        if member != group.leader_id:
+            ch.sync(member, generation, group="mix")
+    ch.sync(group.leader_id, generation, {m1: encode_assignment({"t": frozenset({0, 1, 2})}),
+                                          m2: encode_assignment({"t": frozenset({3, 4, 5})})}, group="mix")
+    assert ch.group("mix").state.name == "STABLE"
+
+    c = ch.hb("c", 0, group="mix", subscribed_topic_names=("t",))
+    assert c.error is Errors.NONE and "mix" not in ch.c.groups and parts(c) == set()  # nothing free yet
+    assert ch.heartbeat(m1, generation, group="mix").error is Errors.REBALANCE_IN_PROGRESS
+    assert ch.heartbeat(m1, generation + 7, group="mix").error is Errors.ILLEGAL_GENERATION
+    kept = {}
+    for member in (m1, m2):  # eager clients: everything revoked before the JoinGroup
+        joined = ch.answer(ch.join(member, "mix", protocols=protocols))
+        assert joined.error is Errors.NONE and joined.generation_id == c.member_epoch and joined.leader == ""
+        synced = ch.answer(ch.sync(member, joined.generation_id, group="mix"))
+        kept[member] = decode_assignment(synced.assignment).get("t", frozenset())
+        assert ch.heartbeat(member, joined.generation_id, group="mix").error is Errors.NONE
+    got = parts(ch.hb("c", c.member_epoch, group="mix", owned={}))
+    assert got and not got & (kept[m1] | kept[m2]) and got | kept[m1] | kept[m2] == set(range(6))
+    # A classic member's commit is fenced by generation, the classic way.
+    commit = [PartitionCommit("t", min(kept[m1]), 1)]
+    ok = ch.answer(ch.run(ch.c.commit_offsets("mix", commit, member_id=m1, generation_id=c.member_epoch,
+                                              now_ms=ch.now)))
+    assert ok.partitions[0].error is Errors.NONE
+    stale = ch.answer(ch.run(ch.c.commit_offsets("mix", commit, member_id=m1, generation_id=generation,
+                                                 now_ms=ch.now)))
+    assert stale.partitions[0].error is Errors.ILLEGAL_GENERATION
+    # After a restart the classic members are still classic members of the consumer group.
+    other = make_harness(consumer_session_timeout_ms=SESSION)
+    partition = ch.c.partition_for("mix")
+    other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
+    assert other.c.heartbeat("mix", m1, c.member_epoch, now_ms=ch.now).response.error is Errors.NONE
+    # A classic LeaveGroup removes the member and its partitions go to the others.
+    left = ch.answer(ch.run(ch.c.leave_group("mix", [(m2, None)], now_ms=ch.now)))
+    assert left.members[0].error is Errors.NONE
+    assert set(ch.c.consumer.groups["mix"].members) == {m1, "c"}

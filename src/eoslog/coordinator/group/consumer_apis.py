@@ -8,12 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from eoslog.coordinator.group.consumer_classic import (
+    classic_heartbeat,
+    classic_join,
+    classic_sync,
+    convertible,
+    from_classic_group,
+)
 from eoslog.coordinator.group.consumer_coordinator import ConsumerGroupDescription
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResponse
 from eoslog.coordinator.group.consumer_log_format import Records, group_records, rebuild
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.log_format import GroupMetadataKey, encode_group_metadata_key
-from eoslog.coordinator.group.results import Completion, Effects, Pending, Result, Write
+from eoslog.coordinator.group.results import (
+    Completion,
+    Effects,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    MemberLeaveResult,
+    Pending,
+    Result,
+    Write,
+)
 from eoslog.coordinator.group.state import GroupState
 
 S = GroupState
@@ -32,6 +48,10 @@ class ConsumerGroupApis:
         if error is Errors.NONE and classic is not None:
             if classic.state in (S.EMPTY, S.DEAD) and classic.is_empty():
                 del self.groups[group_id]  # an empty classic group (offsets only) becomes a consumer group
+            elif request.member_epoch == 0 and convertible(classic):
+                # Kafka 4.0's online upgrade: the classic members carry on inside the consumer group.
+                self.consumer.groups[group_id] = from_classic_group(classic, self.config, now_ms)
+                del self.groups[group_id]
             else:
                 error = Errors.GROUP_ID_NOT_FOUND
         if error is not Errors.NONE:
@@ -54,6 +74,53 @@ class ConsumerGroupApis:
         # The answer waits until the change is durable: a client never acts on an epoch or assignment
         # that a coordinator restart could forget.
         return Result(response) if write is None else Result(pending=pending, writes=[write])
+
+    def _answer_when_durable(self, group_id: str, api: str, member_id: str, response, on_error) -> Result:
+        """``response`` once the group's changed records are durable; ``on_error(error)`` if they fail."""
+        pending = Pending(self._new_token(), api, group_id, member_id)
+
+        def on_done(error: Errors | None, fx: Effects) -> None:
+            answer = response if error is None else on_error(error)
+            fx.completed.append(Completion(pending.token, api, group_id, member_id, answer))
+
+        write = self._persist_consumer_group(group_id, on_done)
+        return Result(response) if write is None else Result(pending=pending, writes=[write])
+
+    # ---- classic members inside a consumer group (consumer_classic.py) ----------------------------
+
+    def _classic_join_consumer_group(self, group_id: str, member_id: str, *, protocols, session_timeout_ms: int,
+                                     rebalance_timeout_ms: int, group_instance_id: str | None, client_id: str,
+                                     client_host: str, topics: dict[str, int] | None, now_ms: int) -> Result:
+        group = self.consumer.groups[group_id]
+        response = classic_join(group, member_id, protocols=tuple(protocols), session_timeout_ms=session_timeout_ms,
+                                rebalance_timeout_ms=rebalance_timeout_ms, group_instance_id=group_instance_id,
+                                client_id=client_id, client_host=client_host,
+                                topics=topics if topics is not None else dict(group.subscription_metadata),
+                                now_ms=now_ms, new_member_id=lambda: self._member_id_factory(client_id))
+        return self._answer_when_durable(group_id, "join_group", response.member_id, response,
+                                         lambda error: JoinGroupResponse(error, member_id=member_id))
+
+    def _classic_sync_consumer_group(self, group_id: str, member_id: str, generation_id: int, now_ms: int) -> Result:
+        return Result(classic_sync(self.consumer.groups[group_id], member_id, generation_id, now_ms))
+
+    def _classic_heartbeat_consumer_group(self, group_id: str, member_id: str, generation_id: int,
+                                          now_ms: int) -> Result:
+        return Result(classic_heartbeat(self.consumer.groups[group_id], member_id, generation_id, now_ms))
+
+    def _classic_leave_consumer_group(self, group_id: str, members, now_ms: int) -> Result:
+        group = self.consumer.groups[group_id]
+        results = []
+        for member_id, instance_id in members:
+            if instance_id is not None and not member_id:
+                member_id = next((m.member_id for m in group.members.values() if m.instance_id == instance_id), "")
+            if member_id in group.members:
+                group.remove_member(member_id)
+                results.append(MemberLeaveResult(member_id, instance_id, Errors.NONE))
+            else:
+                results.append(MemberLeaveResult(member_id, instance_id, Errors.UNKNOWN_MEMBER_ID))
+        response = LeaveGroupResponse(Errors.NONE, tuple(results))
+        return self._answer_when_durable(group_id, "leave_group", "", response,
+                                         lambda error: LeaveGroupResponse(error))
 
     def _persist_consumer_group(self, group_id: str, on_done: Callable[[Errors | None, Effects], None] | None = None,
                                 extra: tuple[tuple[bytes, bytes | None], ...] = ()) -> Write | None:

@@ -160,15 +160,8 @@ class ConsumerGroup:
                 return self._error(Errors.FENCED_MEMBER_EPOCH, req,
                                    f"epoch {req.member_epoch}; the member is at {member.member_epoch}")
         bump |= self._update_member(member, req)
-        metadata = {t: topics[t] for t in sorted(self.all_subscribed_topics(topics)) if t in topics}
-        if metadata != self.subscription_metadata:
-            self.subscription_metadata = metadata
-            bump = True
-        if bump:
-            self.group_epoch += 1
-        if self.group_epoch > self.assignment_epoch:
-            self._compute_target(topics)
-        self._reconcile(member, req.owned, now_ms)
+        self.advance(topics, bump)
+        self.reconcile_member(member, req.owned, now_ms)
         member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
         self.refresh_state()
         return ConsumerHeartbeatResponse(Errors.NONE, None, member.member_id, member.member_epoch,
@@ -214,7 +207,7 @@ class ConsumerGroup:
         # A known member joining again (it was fenced, or restarted with its id): it owns what it says,
         # everything else it held is released now.
         owned = tps(req.owned or {})
-        self._set_assignment(member, MemberState.STABLE, 0, 0,
+        self.set_assignment(member, MemberState.STABLE, 0, 0,
                              {t: frozenset(p for p in ps if (t, p) in owned) for t, ps in member.assigned.items()}, {})
         return member, False
 
@@ -241,16 +234,28 @@ class ConsumerGroup:
             member.client_host = req.client_host
         return changed
 
+    def advance(self, topics: Mapping[str, int], bump: bool) -> None:
+        """A new group epoch if ``bump`` or a subscribed topic changed size; the target for it if not
+        computed yet."""
+        metadata = {t: topics[t] for t in sorted(self.all_subscribed_topics(topics)) if t in topics}
+        if metadata != self.subscription_metadata:
+            self.subscription_metadata = metadata
+            bump = True
+        if bump:
+            self.group_epoch += 1
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target(topics)
+
     def _compute_target(self, topics: Mapping[str, int]) -> None:
         live = {m.member_id: self.subscribed_topics(m, topics) for m in self.members.values()}
         assignor = ASSIGNORS[self.preferred_assignor()]
         self.target = assignor(live, self.subscription_metadata, self.target)
         self.assignment_epoch = self.group_epoch
 
-    def _reconcile(self, member: ConsumerMember, owned: Assignment | None, now_ms: int) -> None:
+    def reconcile_member(self, member: ConsumerMember, owned: Assignment | None, now_ms: int) -> None:
         result = reconcile(member, self.assignment_epoch, self.target.get(member.member_id, {}), owned,
                            self.owners.get)
-        self._set_assignment(member, result.state, result.member_epoch, result.previous_member_epoch,
+        self.set_assignment(member, result.state, result.member_epoch, result.previous_member_epoch,
                              result.assigned, result.pending_revocation)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.revocation_deadline_ms is None:
@@ -258,7 +263,7 @@ class ConsumerGroup:
         else:
             member.revocation_deadline_ms = None
 
-    def _set_assignment(self, member: ConsumerMember, state: MemberState, epoch: int, previous: int,
+    def set_assignment(self, member: ConsumerMember, state: MemberState, epoch: int, previous: int,
                         assigned: Assignment, pending: Assignment) -> None:
         for tp in tps(member.assigned) | tps(member.pending_revocation):
             if self.owners.get(tp) == member.member_id:
@@ -289,7 +294,7 @@ class ConsumerGroup:
 
     def remove_member(self, member_id: str) -> None:
         member = self.members.pop(member_id)
-        self._set_assignment(member, MemberState.STABLE, member.member_epoch, member.previous_member_epoch, {}, {})
+        self.set_assignment(member, MemberState.STABLE, member.member_epoch, member.previous_member_epoch, {}, {})
         self.target.pop(member_id, None)
         self.group_epoch += 1
         self.refresh_state()
@@ -336,6 +341,8 @@ class ConsumerGroup:
             return Errors.UNKNOWN_MEMBER_ID
         if member_epoch == member.member_epoch:
             return Errors.NONE
+        if member.classic is not None:
+            return Errors.ILLEGAL_GENERATION  # a classic member's generation, checked as the classic way
         if 0 < member_epoch < member.member_epoch:
             epochs = member.partition_epochs
             if all(tp in epochs and epochs[tp] <= member_epoch for tp in partitions):

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from eoslog.coordinator.group.assignors import Assignment
 from eoslog.coordinator.group.config import GroupConfig
+from eoslog.coordinator.group.consumer_classic import ClassicMetadata
 from eoslog.coordinator.group.consumer_group import ConsumerGroup
 from eoslog.coordinator.group.consumer_member import ConsumerMember
 from eoslog.coordinator.group.consumer_state import MemberState
@@ -36,6 +37,7 @@ TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
 VALUE_VERSION = 0
+CLASSIC_MEMBER_VALUE_VERSION = 1  # ConsumerGroupMemberMetadata of a classic-protocol member
 
 Records = dict[bytes, bytes]  # key -> value of one group, as last written
 
@@ -91,7 +93,7 @@ def group_records(group: ConsumerGroup) -> Records:
         key(TARGET_ASSIGNMENT_METADATA, g): _value(lambda w: w.int32(group.assignment_epoch)),
     }
     for m in group.members.values():
-        out[key(MEMBER_METADATA, g, m.member_id)] = _value(lambda w, m=m: _member(w, m))
+        out[key(MEMBER_METADATA, g, m.member_id)] = _member_value(m)
         out[key(TARGET_ASSIGNMENT_MEMBER, g, m.member_id)] = _value(
             lambda w, m=m: _assignment(w, group.target.get(m.member_id, {})))
         out[key(CURRENT_MEMBER_ASSIGNMENT, g, m.member_id)] = _value(lambda w, m=m: _current(w, m))
@@ -103,6 +105,21 @@ def _counts(w: _Writer, counts: Mapping[str, int]) -> None:
     for topic in sorted(counts):
         w.string(topic)
         w.int32(counts[topic])
+
+
+def _member_value(m: ConsumerMember) -> bytes:
+    """Version 0 for a consumer-protocol member; version 1 adds a classic member's session timeout and
+    protocols (Kafka's ClassicMemberMetadata), so it stays a classic member after a restart."""
+    w = _Writer()
+    w.int16(VALUE_VERSION if m.classic is None else CLASSIC_MEMBER_VALUE_VERSION)
+    _member(w, m)
+    if m.classic is not None:
+        w.int32(m.classic.session_timeout_ms)
+        w.int32(len(m.classic.protocols))
+        for name, metadata in m.classic.protocols:
+            w.string(name)
+            w.bytes_(metadata)
+    return w.getvalue()
 
 
 def _member(w: _Writer, m: ConsumerMember) -> None:
@@ -126,12 +143,16 @@ def _current(w: _Writer, m: ConsumerMember) -> None:
     _assignment(w, m.pending_revocation)
 
 
-def _reader(buf: bytes, what: str) -> _Reader:
+def _reader(buf: bytes, what: str, versions: tuple[int, ...] = (VALUE_VERSION,)) -> _Reader:
+    return _versioned_reader(buf, what, versions)[0]
+
+
+def _versioned_reader(buf: bytes, what: str, versions: tuple[int, ...]) -> tuple[_Reader, int]:
     r = _Reader(buf, what)
     version = r.int16()
-    if version != VALUE_VERSION:
+    if version not in versions:
         raise CorruptGroupRecordError(f"{what} value version {version} is not supported")
-    return r
+    return r, version
 
 
 def rebuild(group_id: str, records: Records, config: GroupConfig, now_ms: int) -> ConsumerGroup:
@@ -153,12 +174,17 @@ def rebuild(group_id: str, records: Records, config: GroupConfig, now_ms: int) -
             r = _reader(raw_value, "ConsumerGroupTargetAssignmentMetadata")
             group.assignment_epoch = r.int32()
         elif version == MEMBER_METADATA:
-            r = _reader(raw_value, "ConsumerGroupMemberMetadata")
+            r, value_version = _versioned_reader(raw_value, "ConsumerGroupMemberMetadata",
+                                                 (VALUE_VERSION, CLASSIC_MEMBER_VALUE_VERSION))
             member.instance_id, member.rack_id = r.nullable_string(), r.nullable_string()
             member.client_id, member.client_host = r.string(), r.string()
             member.subscribed_topic_names = tuple(r.string() for _ in range(r.int32()))
             member.subscribed_topic_regex, member.server_assignor = r.nullable_string(), r.nullable_string()
             member.rebalance_timeout_ms = r.int32()
+            if value_version == CLASSIC_MEMBER_VALUE_VERSION:
+                session_timeout_ms = r.int32()
+                protocols = tuple((r.string(), r.bytes_()) for _ in range(r.int32()))
+                member.classic = ClassicMetadata(session_timeout_ms, protocols)
         elif version == TARGET_ASSIGNMENT_MEMBER:
             r = _reader(raw_value, "ConsumerGroupTargetAssignmentMember")
             group.target[member_id] = _read_assignment(r)
@@ -171,7 +197,8 @@ def rebuild(group_id: str, records: Records, config: GroupConfig, now_ms: int) -
             raise CorruptGroupRecordError(f"key version {version} is not a consumer group record")
         r.done()
     for member in members.values():
-        member.session_deadline_ms = now_ms + config.consumer_session_timeout_ms
+        session = member.classic.session_timeout_ms if member.classic else config.consumer_session_timeout_ms
+        member.session_deadline_ms = now_ms + session
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
         group.members[member.member_id] = member

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from eoslog.coordinator.group.assignors import Assignment
 from eoslog.coordinator.group.consumer_state import MemberState, check_member_transition
@@ -62,6 +63,8 @@ class ConsumerMember:
     # rule), so a commit racing the member's own epoch bump does not fail. Not persisted: after a load
     # every partition counts as got at the loaded epoch, which only refuses more.
     partition_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+    # A classic-protocol member in a consumer group (consumer_classic.ClassicMetadata), else None.
+    classic: Any = None
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,9 @@ class GroupCoordinator(ConsumerGroupApis):
                    session_timeout_ms: int, rebalance_timeout_ms: int = -1,
                    group_instance_id: str | None = None, client_id: str = "", client_host: str = "",
                    require_known_member_id: bool = True, supports_skip_assignment: bool = False,
-                   now_ms: int) -> Result:
+                   topics: dict[str, int] | None = None, now_ms: int) -> Result:
+        """``topics`` (non-internal topics and their partition counts) serve a classic member joining a
+        consumer group, whose assignment the coordinator computes."""
         error = self._check(group_id)
         if error is Errors.NONE and not (self.config.min_session_timeout_ms <= session_timeout_ms
                                          <= self.config.max_session_timeout_ms):
@@ -191,9 +193,14 @@ class GroupCoordinator(ConsumerGroupApis):
                 # The last consumer-protocol member left: the group becomes a classic one (Kafka 4.0's
                 # downgrade), its offsets stay, its consumer records get tombstones.
                 downgrading = True
+            elif protocol_type == CONSUMER_PROTOCOL_TYPE and error is Errors.NONE:
+                # A classic member of a consumer group (Kafka 4.0's mixed groups): answered at once.
+                return self._classic_join_consumer_group(
+                    group_id, member_id, protocols=protocols, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,
+                    group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
+                    topics=topics, now_ms=now_ms)
             else:
-                # Classic members inside a consumer group (Kafka 4.0's mixed groups) are not supported
-                # yet; the classic protocol's answer to "not your protocol" is this.
                 error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error is Errors.NONE and group is None and member_id:
             error = Errors.UNKNOWN_MEMBER_ID
@@ -221,6 +228,8 @@ class GroupCoordinator(ConsumerGroupApis):
                    group_instance_id: str | None = None, protocol_type: str | None = None,
                    protocol_name: str | None = None, now_ms: int) -> Result:
         error = self._check(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            return self._classic_sync_consumer_group(group_id, member_id, generation_id, now_ms)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None:
             error = Errors.UNKNOWN_MEMBER_ID
@@ -235,6 +244,8 @@ class GroupCoordinator(ConsumerGroupApis):
     def heartbeat(self, group_id: str, member_id: str, generation_id: int, *,
                   group_instance_id: str | None = None, now_ms: int) -> Result:
         error = self._check(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            return self._classic_heartbeat_consumer_group(group_id, member_id, generation_id, now_ms)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None:
             error = Errors.UNKNOWN_MEMBER_ID
@@ -249,6 +260,8 @@ class GroupCoordinator(ConsumerGroupApis):
         error = self._check(group_id)
         if error is not Errors.NONE:
             return Result(LeaveGroupResponse(error))
+        if group_id in self.consumer.groups:
+            return self._classic_leave_consumer_group(group_id, members, now_ms)
         group = self.groups.get(group_id)
         if group is None:
             return Result(LeaveGroupResponse(Errors.NONE, tuple(
