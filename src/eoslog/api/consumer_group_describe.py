@@ -18,7 +18,6 @@ Member = ConsumerGroupDescribeResponse.Member
 Assignment = ConsumerGroupDescribeResponse.Assignment
 TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
 UNKNOWN_OPERATIONS = -(2**31)
-CONSUMER_MEMBER_TYPE = 1  # v1 MemberType: every member here speaks the consumer protocol
 
 
 def _assignment(partitions, ids) -> Assignment:
@@ -48,7 +47,7 @@ def handle(context, request):
                             subscribed_topic_regex=m.subscribed_topic_regex,
                             assignment=_assignment(m.assignment, ids),
                             target_assignment=_assignment(m.target_assignment, ids),
-                            member_type=CONSUMER_MEMBER_TYPE)
+                            member_type=m.member_type)
                      for m in d.members],
             authorized_operations=context.authorized_operations(ResourceType.GROUP, group_id)
             if request.include_authorized_operations else UNKNOWN_OPERATIONS))

@@ -376,6 +376,8 @@ def test_classic_members_carry_on_inside_a_consumer_group(ch, make_harness):
 
     c = ch.hb("c", 0, group="mix", subscribed_topic_names=("t",))
     assert c.error is Errors.NONE and "mix" not in ch.c.groups and parts(c) == set()  # nothing free yet
+    types = {m.member_id: m.member_type for m in ch.c.consumer_group_describe("mix").members}
+    assert types == {m1: 0, m2: 0, "c": 1}
     assert ch.heartbeat(m1, generation, group="mix").error is Errors.REBALANCE_IN_PROGRESS
     assert ch.heartbeat(m1, generation + 7, group="mix").error is Errors.ILLEGAL_GENERATION
     kept = {}

@@ -36,6 +36,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    member_type: int = 1  # ConsumerGroupDescribe v1: 0 a classic-protocol member, 1 a consumer-protocol one
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class ConsumerGroups:
         members = tuple(
             DescribedConsumerMember(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                                     m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
-                                    dict(m.assigned), dict(group.target.get(m.member_id, {})))
+                                    dict(m.assigned), dict(group.target.get(m.member_id, {})),
+                                    0 if m.classic is not None else 1)
             for m in group.members.values() if m.member_epoch != STATIC_LEAVE_EPOCH)
         return ConsumerGroupDescription(group_id, Errors.NONE, None, group.state.kafka_name, group.group_epoch,
                                         group.assignment_epoch, group.preferred_assignor(), members)
