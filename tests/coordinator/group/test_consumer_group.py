@@ -406,3 +406,15 @@ def test_classic_members_carry_on_inside_a_consumer_group(ch, make_harness):
     left = ch.answer(ch.run(ch.c.leave_group("mix", [(m2, None)], now_ms=ch.now)))
     assert left.members[0].error is Errors.NONE
     assert set(ch.c.consumer.groups["mix"].members) == {m1, "c"}
+    # The last consumer-protocol member leaves: a classic group again (Kafka 4.0's downgrade), in a
+    # rebalance that the remaining classic member completes the classic way.
+    assert ch.hb("c", ch.c.consumer.groups["mix"].members["c"].member_epoch, group="mix").error is Errors.NONE
+    ch.hb("c", -1, group="mix")
+    assert "mix" not in ch.c.consumer.groups and ch.group("mix").state.name == "PREPARING_REBALANCE"
+    assert ch.heartbeat(m1, c.member_epoch, group="mix").error is Errors.REBALANCE_IN_PROGRESS
+    rejoined = ch.answer(ch.join(m1, "mix", protocols=protocols))
+    assert rejoined.error is Errors.NONE and rejoined.leader == m1
+    ch.sync(m1, rejoined.generation_id, {m1: encode_assignment({"t": frozenset(range(6))})}, group="mix")
+    assert ch.group("mix").state.name == "STABLE"
+    assert ch.c.list_groups(types=["classic"])[0].group_id == "mix"
+    assert ch.c.fetch_offsets("mix", [("t", min(kept[m1]))]).response.partitions[0].offset == 1

@@ -7,6 +7,8 @@ Commit-after-process: every message processed, none that was committed processed
 
 from __future__ import annotations
 
+import pytest
+
 from eoslog.testing.wait import wait_until
 from eoslog.tools.groups_cli import BrokerConnection, describe_group, list_groups
 from tests.groups.conftest import create_topic
@@ -73,10 +75,14 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         assert sum(m.processed() for m in members if m.name.startswith(f"p{phase}")) > 0, f"phase {phase}"
 
 
-def test_mixed_group_classic_members_then_consumer_protocol_members(consumer_broker, tmp_path):
+@pytest.mark.parametrize("leaving", ["classic", "consumer"])
+def test_mixed_group_classic_members_then_consumer_protocol_members(consumer_broker, tmp_path, leaving):
+    """Consumer-protocol members join a live classic group (it becomes a consumer group, the classic members
+    carry on inside it); then one side leaves: the classic members (a consumer group remains) or the
+    consumer-protocol ones (a classic group again, Kafka 4.0's downgrade)."""
     count = 9_000
     bootstrap = consumer_broker.bootstrap
-    topic, group = "mixed", "mixing"
+    topic, group = f"mixed-{leaving}", f"mixing-{leaving}"
     create_topic(bootstrap, topic, PARTITIONS)
     members: list[ConsumerProcess] = []
 
@@ -107,17 +113,20 @@ def test_mixed_group_classic_members_then_consumer_protocol_members(consumer_bro
         # partitions once the classic ones gave them up.
         wait_until(lambda: group_type_and_state(bootstrap, group)[0] == "consumer", 15, "the upgrade")
         wait_until(lambda: processed_by("new") >= 500, 30, "the new members consuming")
-        before = processed_by("classic")
-        classic[0].terminate()
-        classic[1].terminate()
+        for member in classic if leaving == "classic" else new:
+            member.terminate()
+        remaining = new if leaving == "classic" else classic
+        expected_type = "consumer" if leaving == "classic" else "classic"
+        wait_until(lambda: group_type_and_state(bootstrap, group)[0] == expected_type, 15, f"a {expected_type} group")
         producer.join(30)
         assert not producer.errors and producer.delivered == count
         wait_until(lambda: len(read_history(members).values()) >= count, 30, "every message processed")
-        assert before > 0 and all(m.processed() > 0 for m in new)
-        for member in new:
+        assert all(m.processed() > 0 for m in new)
+        assert group_type_and_state(bootstrap, group) == (expected_type, "Stable")
+        for member in remaining:
             member.terminate()
     finally:
         for member in members:
             member.cleanup()
     verdict = check_at_least_once(read_history(members), count, members)
-    print(f"mixed group: {verdict}")
+    print(f"mixed group, {leaving} members leaving: {verdict}")

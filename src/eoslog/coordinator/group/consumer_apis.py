@@ -14,11 +14,13 @@ from eoslog.coordinator.group.consumer_classic import (
     classic_sync,
     convertible,
     from_classic_group,
+    to_classic_record,
 )
 from eoslog.coordinator.group.consumer_coordinator import ConsumerGroupDescription
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResponse
 from eoslog.coordinator.group.consumer_log_format import Records, group_records, rebuild
 from eoslog.coordinator.group.errors import Errors
+from eoslog.coordinator.group.group import ClassicGroup
 from eoslog.coordinator.group.log_format import GroupMetadataKey, encode_group_metadata_key
 from eoslog.coordinator.group.results import (
     Completion,
@@ -73,7 +75,33 @@ class ConsumerGroupApis:
         write = self._persist_consumer_group(group_id, on_done, extra)
         # The answer waits until the change is durable: a client never acts on an epoch or assignment
         # that a coordinator restart could forget.
-        return Result(response) if write is None else Result(pending=pending, writes=[write])
+        result = Result(response) if write is None else Result(pending=pending, writes=[write])
+        downgrade = self._maybe_downgrade(group_id, now_ms)
+        if downgrade is not None:
+            result.writes.extend(downgrade.writes)
+            result.completed.extend(downgrade.completed)
+        return result
+
+    def _maybe_downgrade(self, group_id: str, now_ms: int) -> Result | None:
+        """Kafka 4.0's downgrade: the last consumer-protocol member left a group whose other members are
+        classic ones, so it becomes a classic group again, in a rebalance (every member rejoins, eager
+        clients revoking first). Its consumer records get tombstones; the classic record follows when
+        the rebalance completes."""
+        group = self.consumer.groups.get(group_id)
+        value = to_classic_record(group) if group is not None else None
+        if value is None:
+            return None
+        classic = ClassicGroup.from_record(group_id, value, self.config, now_ms, new_token=self._new_token,
+                                           new_member_id=self._member_id_factory)
+        del self.consumer.groups[group_id]
+        self.groups[group_id] = classic
+        fx = Effects()
+        classic.rebalance(now_ms, fx)
+        result = Result()
+        write = self._persist_consumer_group(group_id)
+        if write is not None:
+            result.writes.append(write)
+        return self._finish(fx, result)
 
     def _answer_when_durable(self, group_id: str, api: str, member_id: str, response, on_error) -> Result:
         """``response`` once the group's changed records are durable; ``on_error(error)`` if they fail."""
@@ -143,7 +171,9 @@ class ConsumerGroupApis:
             else:
                 durable = self._consumer_durable.get(group_id, {})
                 self._consumer_written[group_id] = durable
-                if durable:
+                if group_id in self.groups:
+                    pass  # converted to a classic group meanwhile: that one is the group now
+                elif durable:
                     self.consumer.groups[group_id] = rebuild(group_id, durable, self.config, now)
                 else:
                     self.consumer.groups.pop(group_id, None)

@@ -28,6 +28,7 @@ from eoslog.coordinator.group.consumer_group import ConsumerGroup
 from eoslog.coordinator.group.consumer_member import ConsumerMember
 from eoslog.coordinator.group.consumer_state import MemberState
 from eoslog.coordinator.group.errors import Errors
+from eoslog.coordinator.group.log_format import GroupMetadataValue, MemberRecord
 from eoslog.coordinator.group.results import HeartbeatResponse, JoinGroupResponse, SyncGroupResponse
 from eoslog.protocol import codec, messages
 
@@ -99,6 +100,25 @@ def from_classic_group(classic, config: GroupConfig, now_ms: int) -> ConsumerGro
         group.set_assignment(member, MemberState.STABLE, classic.generation_id, classic.generation_id, assigned, {})
     group.refresh_state()
     return group
+
+
+def to_classic_record(group: ConsumerGroup) -> GroupMetadataValue | None:
+    """The classic group record of a consumer group whose members are all classic ones (Kafka 4.0's
+    downgrade once the last consumer-protocol member left), or None when they share no protocol."""
+    members = list(group.members.values())
+    if not members or any(m.classic is None for m in members):
+        return None
+    common = set.intersection(*({name for name, _ in m.classic.protocols} for m in members))
+    protocol = next((name for name, _ in members[0].classic.protocols if name in common), None)
+    if protocol is None:
+        return None
+    records = tuple(MemberRecord(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                 m.classic.session_timeout_ms, dict(m.classic.protocols)[protocol],
+                                 encode_assignment(m.assigned)) for m in members)
+    # The members' generation: the newest member epoch, so their next heartbeat is REBALANCE_IN_PROGRESS
+    # (a rejoin keeping their partitions until then), not ILLEGAL_GENERATION (partitions lost).
+    generation = max(m.member_epoch for m in members)
+    return GroupMetadataValue(CONSUMER_PROTOCOL_TYPE, generation, protocol, members[0].member_id, -1, records)
 
 
 def classic_join(group: ConsumerGroup, member_id: str, *, protocols: Protocols, session_timeout_ms: int,

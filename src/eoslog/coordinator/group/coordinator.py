@@ -539,6 +539,9 @@ class GroupCoordinator(ConsumerGroupApis):
             write = self._persist_consumer_group(group_id)
             if write is not None:
                 result.writes.append(write)
+            downgrade = self._maybe_downgrade(group_id, now_ms)
+            if downgrade is not None:
+                result.extend(downgrade)
         return self._finish(fx, result)
 
     def next_deadline(self) -> int | None:
