@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.protocol import RecordsList
 from eoslog.protocol.errors import ErrorCode, NotLeaderOrFollowerError, TopicAuthorizationFailedError
 from eoslog.protocol.messages import FetchResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 1
 MIN_VERSION = 4

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -28,7 +29,6 @@ from eoslog.protocol.errors import (
 from eoslog.protocol.messages import ProduceResponse
 from eoslog.records.header import iter_headers
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 0
 MIN_VERSION = 3
