@@ -574,6 +574,46 @@ def test_list_transactions_shows_only_describable_ids(broker, certs, admin):
     producer.abort_transaction(TIMEOUT)
 
 
+def test_list_transaction_groups_shows_only_describable_groups_and_members(broker, certs, admin):
+    create_topic(admin, "listed-txg-out")
+    producers, members = [], []
+    for transactional_id in ("listed-txg-0-0", "listed-txg-0-1"):
+        producer = confluent_kafka.Producer({**config(broker, certs, "admin"), "transactional.id": transactional_id})
+        producer.init_transactions(TIMEOUT)
+        producer.begin_transaction()
+        producer.produce("listed-txg-out", b"x")
+        producer.flush(TIMEOUT)  # left open: the group commits it
+        producers.append(producer)
+    root = tls_wire(broker, certs, "admin")
+    try:
+        for transactional_id in ("listed-txg-0-0", "listed-txg-0-1"):
+            (state,) = root.call(65, 0, M.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+                                 ).transaction_states
+            members.append(M.CommitTransactionGroupRequest.GroupMember(
+                transactional_id=transactional_id, producer_id=state.producer_id, producer_epoch=state.producer_epoch))
+        committed = root.call(0x7E00, 0, M.CommitTransactionGroupRequest(group_name="listed-txg", sequence=0,
+                                                                         abort_prefix=None, transactions=members))
+        assert committed.error_code == 0
+    finally:
+        root.close()
+
+    def listed(who):
+        wire = tls_wire(broker, certs, who)
+        try:
+            response = wire.call(0x7E03, 0, M.ListTransactionGroupsRequest(states_filter=[]))
+        finally:
+            wire.close()
+        assert response.error_code == 0
+        return {g.group_name: [m.transactional_id for m in g.members] for g in response.groups}
+
+    assert listed("admin")["listed-txg"] == ["listed-txg-0-0", "listed-txg-0-1"]
+    assert "listed-txg" not in listed("bob")
+    grant(admin, acl("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "listed-txg"),
+          acl("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "listed-txg-0-1"))
+    # the group, and of its members only the one bob may describe
+    assert listed("bob")["listed-txg"] == ["listed-txg-0-1"]
+
+
 # ---- the eoslog acls command ---------------------------------------------------------------------------
 
 def test_eoslog_acls_command_adds_lists_and_removes(broker, certs, admin, tmp_path):

@@ -64,6 +64,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "commit_transaction_group": (0x7E00, 0, 0),
     "describe_transaction_groups": (0x7E01, 0, 0),
     "abort_transactions_by_prefix": (0x7E02, 0, 0),
+    "list_transaction_groups": (0x7E03, 0, 0),
 }
 
 

@@ -15,7 +15,8 @@ from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import InvalidRequest
 from eoslog.protocol.wire import Malformed
 
-KEYS = {0x7E00: "CommitTransactionGroup", 0x7E01: "DescribeTransactionGroups", 0x7E02: "AbortTransactionsByPrefix"}
+KEYS = {0x7E00: "CommitTransactionGroup", 0x7E01: "DescribeTransactionGroups", 0x7E02: "AbortTransactionsByPrefix",
+        0x7E03: "ListTransactionGroups"}
 text = st.text(max_size=30)
 i64 = st.integers(-(2**63), 2**63 - 1)
 i32 = st.integers(-(2**31), 2**31 - 1)
