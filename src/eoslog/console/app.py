@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from eoslog.console import actions, views
+from eoslog.console import actions, transaction_group_routes, views
 from eoslog.console.history import Series, sparkline
 from eoslog.console.records_view import text
 
@@ -212,6 +212,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         Route("/transactions", transactions),
         Route("/transactions/abort", abort, methods=["POST"]),
         Route("/transactions/abort-partition", abort_partition, methods=["POST"]),
+        *transaction_group_routes.routes(call, render, hanging_after_ms),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
