@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from eoslog.console import actions, transaction_group_routes, views
+from eoslog.console.authorization import NotAuthorized, PageNotAuthorized, refusal
 from eoslog.console.history import Series, sparkline
 from eoslog.console.records_view import text
 
@@ -80,11 +81,15 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters.update(datetime=_datetime, duration=_duration, text=text)
     templates.env.globals.update(allow_writes=allow_writes, refresh_s=REFRESH_S, bootstrap=session.bootstrap)
+    templates.env.tests["not_authorized"] = lambda value: isinstance(value, NotAuthorized)
+    principal = session.security.username if session.security is not None else None
 
     async def call(function, *args):
         try:
             return await run_in_threadpool(session.run, function, *args)
         except click.ClickException as exc:
+            if (error := refusal(exc)) is not None:
+                raise PageNotAuthorized(exc.format_message(), error) from exc
             raise HTTPException(502, exc.format_message()) from exc
         except (OSError, ConnectionError) as exc:
             raise HTTPException(502, f"the cluster at {session.bootstrap} did not answer: {exc}") from exc
@@ -199,6 +204,14 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
                                                                   "detail": exc.detail},
                                           status_code=exc.status_code)
 
+    async def not_authorized(request: Request, exc: PageNotAuthorized):
+        """A note, not an error page: the principal may not see what this page shows (authorization.py)."""
+        if request.headers.get("hx-request"):
+            return PlainTextResponse(f"not authorized: {exc.detail}")
+        return templates.TemplateResponse(request, "not_authorized.html", {"page": None, "detail": exc.detail,
+                                                                           "error": exc.error,
+                                                                           "principal": principal})
+
     routes = [
         Route("/", overview),
         Route("/overview/throughput", throughput),
@@ -215,6 +228,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         *transaction_group_routes.routes(call, render, hanging_after_ms),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,
+                                                       PageNotAuthorized: not_authorized})
     app.state.session = session
     return app

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import click
 
+from eoslog.console.authorization import or_not_authorized, refused
 from eoslog.console.records_view import RecordPage, mark_records
 from eoslog.protocol import messages
 from eoslog.records.batch import decode_batches
@@ -119,7 +120,8 @@ def topic_detail(brokers: Brokers, name: str):
     for p in view.partitions:
         tp = (name, p.partition)
         p.log_start_offset, p.high_watermark, p.last_stable_offset = start.get(tp), high.get(tp), stable.get(tp)
-    return view, admin.describe_configs(brokers, admin.TOPIC, name)
+    return view, or_not_authorized(f"describe the configs of topic {name}", admin.describe_configs, brokers,
+                                   admin.TOPIC, name)
 
 
 def offsets(brokers: Brokers, topics: list[admin.TopicView], timestamp: int,
@@ -132,6 +134,7 @@ def offsets(brokers: Brokers, topics: list[admin.TopicView], timestamp: int,
 
 def producers(brokers: Brokers, topic: str, partition: int):
     """DescribeProducers at the partition's leader: the producers whose state the partition keeps."""
+    brokers.leader(topic, partition)  # names a refusal (Metadata) where DescribeProducers would say unknown
     [result] = txn_cli.describe_producers(brokers, topic, [partition])
     check(result.error_code, f"DescribeProducers {topic}-{partition}")
     return sorted(result.active_producers, key=lambda p: (p.current_txn_start_offset < 0, p.producer_id))
@@ -171,6 +174,7 @@ def browse(brokers: Brokers, topic: str, partition: int, from_offset: int, limit
     read_committed for the aborted transactions (a broker lists them only at that level), and for the
     read_uncommitted view a second one at that level for the records past the last stable offset."""
     tp = (topic, partition)
+    brokers.leader(topic, partition)  # names a refusal (Metadata) where ListOffsets would say unknown
     start = admin.list_offsets(brokers, [tp], admin.EARLIEST)[tp]
     high = admin.list_offsets(brokers, [tp], admin.LATEST)[tp]
     offset = min(max(from_offset, start), high)
@@ -189,6 +193,7 @@ def browse(brokers: Brokers, topic: str, partition: int, from_offset: int, limit
 def offset_for_timestamp(brokers: Brokers, topic: str, partition: int, timestamp_ms: int) -> int:
     """The first offset whose timestamp is at least ``timestamp_ms``; the log end when none is."""
     tp = (topic, partition)
+    brokers.leader(topic, partition)  # as in browse: a refusal by name
     found = admin.list_offsets(brokers, [tp], timestamp_ms)[tp]
     return found if found >= 0 else admin.list_offsets(brokers, [tp], admin.LATEST)[tp]
 
@@ -222,6 +227,8 @@ class Transactions:
     rows: list[TransactionRow]
     hanging_partitions: list[dict]  # entries as txn_cli.find_hanging makes them
     hanging_after_ms: int
+    # partitions whose producers the principal may not describe (DescribeProducers needs Read on the topic)
+    not_authorized: list[tuple[str, int]] = field(default_factory=list)
 
 
 def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
@@ -239,13 +246,17 @@ def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
                                    [f"{t.topic}-{p}" for t in d.topics for p in sorted(t.partitions)],
                                    duration is not None and duration > hanging_after_ms))
     rows.sort(key=lambda r: (not r.hanging, r.duration_ms is None, -(r.duration_ms or 0), r.transactional_id))
-    return Transactions(rows, hanging_partitions(brokers, rows, hanging_after_ms, now), hanging_after_ms)
+    not_authorized: list[tuple[str, int]] = []
+    return Transactions(rows, hanging_partitions(brokers, rows, hanging_after_ms, now, not_authorized),
+                        hanging_after_ms, not_authorized)
 
 
-def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int) -> list[dict]:
+def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int,
+                       not_authorized: list | None = None) -> list[dict]:
     """``txn_cli.find_hanging``'s judgement (tools/hanging.py) with one DescribeProducers per leader and
     the transactions already described for the page (not a ListTransactions of their own): a page over
-    1,000 partitions costs a request per broker. Partitions that could not be asked are left out."""
+    1,000 partitions costs a request per broker. Partitions that could not be asked are left out; those
+    refused for lack of rights are added to ``not_authorized``."""
     ongoing = set()
     for r in rows:
         if r.state == "Ongoing":
@@ -253,5 +264,7 @@ def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_aft
                 topic, _, partition = tp.rpartition("-")
                 ongoing.add((r.producer_id, topic, int(partition)))
     leader_of = leader_requests.leaders(brokers, include_internal=False)
-    active, _ = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
+    active, errors = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
+    if not_authorized is not None:
+        not_authorized += refused(errors)
     return hanging_transactions(active, ongoing, hanging_after_ms, now)
