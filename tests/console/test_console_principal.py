@@ -77,6 +77,11 @@ def cluster(tmp_path_factory):
             consumer = confluent_kafka.Consumer({**login, "group.id": group, "enable.auto.commit": False})
             consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 1)], asynchronous=False)
             consumer.close()
+        # a member of ga consuming both topics: its assignment names b
+        member_of_ga = confluent_kafka.Consumer({**login, "group.id": "ga", "enable.auto.commit": False})
+        member_of_ga.subscribe(["a", "b"])
+        wait_until(lambda: member_of_ga.poll(0.1) is None and len(member_of_ga.assignment()) == 2, 20,
+                   "the member of ga is assigned a-0 and b-0")
         # a transaction left open on b, and a transaction group committed by the admin
         opened = confluent_kafka.Producer({**login, "transactional.id": "txb"})
         opened.init_transactions(10)
@@ -97,6 +102,7 @@ def cluster(tmp_path_factory):
             assert committed.error_code == 0
         yield broker.bootstrap, files
         opened.abort_transaction(10)
+        member_of_ga.close()
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +146,8 @@ def test_the_admin_sees_everything(consoles, browser) -> None:  # noqa: F811
     assert {"a", "b"} <= set(listed(browser, "#topics tr[data-topic]", "data-topic"))
     visit(browser, url + "/groups")
     assert {"ga", "gb"} <= set(listed(browser, "#groups tr[data-group]", "data-group"))
+    visit(browser, url + "/groups/ga")
+    assert listed(browser, "#partitions tr[data-tp]", "data-tp") == ["a-0", "b-0"]
     visit(browser, url + "/transactions")
     assert {"txb", "eoslog-sink-s-q-0-0"} <= set(listed(browser, "#transactions tr[data-transactional-id]",
                                                         "data-transactional-id"))
@@ -172,7 +180,9 @@ def test_alice_sees_only_what_she_may_describe(consoles, browser) -> None:  # no
     click(browser, "Consumer groups")
     assert listed(browser, "#groups tr[data-group]", "data-group") == ["ga"]
     click(browser, "ga")
-    assert [tp for tp in listed(browser, "#partitions tr[data-tp]", "data-tp")] == ["a-0"]
+    assert listed(browser, "#partitions tr[data-tp]", "data-tp") == ["a-0"]
+    [assignment] = cells(browser, "#members td:nth-child(5)")
+    assert assignment == "a: 0"  # the member consumes b too
 
     click(browser, "Transactions")
     assert cells(browser, "#transactions td") == ["no transactional ids"]

@@ -205,7 +205,22 @@ def groups(brokers: Brokers):
 
 
 def group(brokers: Brokers, group_id: str):
-    return groups_cli.describe_group(brokers, group_id)
+    view = groups_cli.describe_group(brokers, group_id)
+    return _describable_topics_only(brokers, view)
+
+
+def _describable_topics_only(brokers: Brokers, view):
+    """Members' assignments are the group's own bytes and name every topic they consume: the ones the
+    principal may not describe (absent from Metadata, or refused there) are left out of the page, as
+    OffsetFetch already leaves out their committed offsets."""
+    topics = sorted({t for m in view.members for t in m.assignment} | {p.topic for p in view.partitions})
+    if not topics:
+        return view
+    visible = {t.name for t in brokers.metadata(topics).topics if t.error_code == 0}
+    for member in view.members:
+        member.assignment = {t: ps for t, ps in member.assignment.items() if t in visible}
+    view.partitions = [p for p in view.partitions if p.topic in visible]
+    return view
 
 
 # ---- transactions ---------------------------------------------------------------------------------
