@@ -3,15 +3,16 @@ user needs to tell whether a query's exactly-once output is progressing or stuck
 
 A group is listed with eoslog's private ListTransactionGroups (0x7E03, asked of every broker); a broker
 whose ApiVersions lacks it (Kafka, an older eoslog) does not have the extension, and the page says so.
-The members of the last commit come with the group; their state now, and the transactions of the next
-batch still open under the group's prefix (the sink's abort prefix, ``{group}-``), come from the standard
-ListTransactions / DescribeTransactions. Everything is filtered by what the principal may describe.
+The members of the last commit come with the group; their state now (DescribeTransactions), and the
+transactions of the next batch still open under the group's prefix (the sink's abort prefix, ``{group}-``;
+ListTransactions of the Ongoing ones), come from the standard APIs. Everything is filtered by what the principal may describe.
 
 :func:`progress` is the page's judgement, without I/O.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -116,30 +117,27 @@ def _listed(brokers: Brokers) -> list[Group]:
     return [groups[name] for name in sorted(groups)]
 
 
-def _judge(groups: list[Group], transactions: list, hanging_ids: set[str], hanging_after_ms: int) -> None:
-    """Fills each group's member states, open transactions and status from one ListTransactions."""
+def _judge(groups: list[Group], ongoing: list, hanging_ids: set[str], hanging_after_ms: int) -> None:
+    """Fills each group's open transactions and status from a ListTransactions of the Ongoing ones."""
     now = int(time.time() * 1000)
-    state_of = {t.transactional_id: t for t in transactions}
     for group in groups:
-        for member in group.members:
-            listed = state_of.get(member.transactional_id)
-            member.state = listed.transaction_state if listed is not None else None
         member_ids = {m.transactional_id for m in group.members}
         group.open = [OpenTransaction(t.transactional_id, t.producer_id, -1, hanging=t.transactional_id in hanging_ids)
-                      for t in transactions
-                      if t.transaction_state == "Ongoing" and t.transactional_id.startswith(group.prefix)
-                      and t.transactional_id not in member_ids]
+                      for t in ongoing
+                      if t.transactional_id.startswith(group.prefix) and t.transactional_id not in member_ids]
         group.status, group.stuck = progress(group, now, hanging_after_ms)
 
 
 def transaction_groups(brokers: Brokers, hanging_after_ms: int) -> Groups:
     """Every group with its status: one ApiVersions, then per broker one ListTransactionGroups and two
-    ListTransactions (all ids, and the Ongoing ones open longer than the threshold)."""
+    ListTransactions of Ongoing transactions (all, and those open longer than the threshold). Only open
+    transactions are listed: the sink names each batch's transactions anew, so the completed ones pile
+    up until transactional.id.expiration.ms (7 days by default) and a listing of all would grow with them."""
     if not supported(brokers):
         return Groups(False, [])
     groups = _listed(brokers)
     if groups:
-        _judge(groups, txn_cli.list_transactions(brokers),
+        _judge(groups, txn_cli.list_transactions(brokers, ["Ongoing"]),
                {t.transactional_id for t in txn_cli.list_transactions(brokers, ["Ongoing"],
                                                                      min_duration_ms=hanging_after_ms)},
                hanging_after_ms)
@@ -169,12 +167,14 @@ def transaction_group(brokers: Brokers, group_name: str, hanging_after_ms: int) 
         return Groups(True, [])
     [group] = groups
     now = int(time.time() * 1000)
-    _judge(groups, txn_cli.list_transactions(brokers), set(), hanging_after_ms)
+    # the open transactions under the group's prefix only (ListTransactions v2's transactional id pattern)
+    _judge(groups, txn_cli.list_transactions(brokers, ["Ongoing"], pattern=re.escape(group.prefix) + ".*"), set(),
+           hanging_after_ms)
     described = _describe(brokers, group_name, [m.transactional_id for m in group.members]
                           + [t.transactional_id for t in group.open])
     for member in group.members:
         d = described.get(member.transactional_id)
-        member.state = d.transaction_state if d is not None else member.state
+        member.state = d.transaction_state if d is not None else None
     for t in group.open:
         d = described.get(t.transactional_id)
         if d is None:
