@@ -11,7 +11,8 @@ turn round after round, and prints the median and 90th percentile per page. It a
 of finding hanging transactions in this process, alternating: `txn_cli.find_hanging` (a DescribeProducers
 per partition) and the console's `views.hanging_partitions` (one per leader), and the two ways of listing
 offsets, `admin.list_offsets` (a Metadata per partition to find its leader) and `views.offsets` (the
-leaders from the page's one Metadata), and prints their ratios. (Since the tools-many-partitions
+leaders from the page's one Metadata), and the two ways of describing every transactional id (a
+DescribeTransactions per id, or one per broker for the ids it lists), and prints their ratios. (Since the tools-many-partitions
 change both sides of each pair go through tools/leader_requests.py, so the ratios are near 1 now;
 bench/tools_bench.py keeps the former per-partition way for comparison.)
 
@@ -152,6 +153,17 @@ def main() -> None:
                 per_leader.append(time.perf_counter() - started)
                 found = [(h["topic"], h["partition"]) for h in page.hanging_partitions]
                 assert [(h["topic"], h["partition"]) for h in old] == found and ("t1", 0) in found
+            per_id, per_broker = [], []
+            for _ in range(max(3, args.rounds // 2)):
+                started = time.perf_counter()
+                listed = txn_cli.list_transactions(brokers)
+                old = txn_cli.describe_transactions(brokers, [t.transactional_id for t in listed])
+                per_id.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                described = views.described_transactions(brokers)
+                per_broker.append(time.perf_counter() - started)
+                assert sorted((d.transactional_id, d.transaction_state) for d in old) == \
+                    sorted((d.transactional_id, d.transaction_state) for d in described)
             per_metadata, per_offsets = [], []
             for _ in range(max(3, args.rounds // 2)):
                 topics = admin.topics(brokers)
@@ -166,6 +178,10 @@ def main() -> None:
         a, b = statistics.median(per_partition), statistics.median(per_leader)
         print(f"hanging transactions: find_hanging {a * 1000:.1f} ms, the console's transactions view "
               f"(with ListTransactions and DescribeTransactions) {b * 1000:.1f} ms, ratio {a / b:.1f}x")
+        a, b = statistics.median(per_id), statistics.median(per_broker)
+        print(f"describing {len(described)} transactional ids: ListTransactions + a DescribeTransactions per id "
+              f"{a * 1000:.1f} ms, views.described_transactions (both per broker) {b * 1000:.1f} ms, "
+              f"ratio {a / b:.1f}x")
         a, b = statistics.median(per_metadata), statistics.median(per_offsets)
         print(f"high watermarks of {total} partitions: admin.list_offsets {a * 1000:.1f} ms, "
               f"views.offsets {b * 1000:.1f} ms, ratio {a / b:.1f}x")
