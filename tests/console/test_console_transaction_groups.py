@@ -111,10 +111,14 @@ def test_the_pages_follow_a_query_through_its_batches(sink, console, browser) ->
         browser, f'#transaction-groups tr[data-group="{GROUP}"]')["status"]
     shot(browser, "transaction-groups")
 
-    # the driver commits batch 1: the page shows it committed, its member, and nothing open
-    [(_, producer_id, epoch)] = commit(sink, 1, [f"{PREFIX}1-0"])
+    # the driver commits batch 1: the open group page follows without a reload (it polls), showing
+    # batch 1 committed, its member, and nothing open
     browser.get(console + f"/transaction-groups/{GROUP}")
-    assert cells(browser, "#group td.sequence") == ["1"]
+    assert cells(browser, "#group td.sequence") == ["0"] and cells(browser, "#open tr.hanging td.duration")
+    browser.execute_script("window.notReloaded = true")
+    [(_, producer_id, epoch)] = commit(sink, 1, [f"{PREFIX}1-0"])
+    wait_until(lambda: cells(browser, "#group td.sequence") == ["1"], 10, "the page shows batch 1 committed")
+    assert browser.execute_script("return window.notReloaded") is True
     assert cells(browser, "#members td.producer") == [f"{producer_id} / {epoch}"]
     assert cells(browser, "#members td.state") == ["CompleteCommit"]
     assert cells(browser, "#open td") == ["none"]
