@@ -91,6 +91,39 @@ def test_abort_round_trips(prefix, code, aborted):
     _response_round_trip(0x7E02, messages.AbortTransactionsByPrefixResponse(error_code=code, aborted=aborted))
 
 
+ListedGroup = messages.ListTransactionGroupsResponse.ListedGroup
+ListedMember = ListedGroup.ListedMember
+listed_groups = st.lists(st.builds(
+    ListedGroup, group_name=text, state=st.sampled_from(["PrepareCommit", "CompleteCommit"]),
+    decision_in_flight=st.booleans(), last_committed_sequence=i64, last_commit_timestamp_ms=i64,
+    members=st.lists(st.builds(ListedMember, transactional_id=text, producer_id=i64, producer_epoch=i16),
+                     max_size=3)), max_size=3)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(text, max_size=3), i16, st.lists(text, max_size=2), listed_groups)
+def test_list_round_trips(states, code, unknown, groups):
+    _, decoded = _request_round_trip(0x7E03, messages.ListTransactionGroupsRequest(states_filter=states))
+    assert decoded.states_filter == states
+    _response_round_trip(0x7E03, messages.ListTransactionGroupsResponse(
+        throttle_time_ms=0, error_code=code, unknown_state_filters=unknown, groups=groups))
+
+
+def test_list_response_bytes_as_documented():
+    """docs/spark.md's layout: INT32 throttle, INT16 error, ARRAY(STRING) unknown states, ARRAY of (STRING
+    group, STRING state, BOOL in flight, INT64 sequence, INT64 timestamp, ARRAY of (STRING id, INT64
+    producer id, INT16 epoch))."""
+    body = _response_round_trip(0x7E03, messages.ListTransactionGroupsResponse(
+        throttle_time_ms=0, error_code=0, unknown_state_filters=["x"], groups=[ListedGroup(
+            group_name="g", state="CompleteCommit", decision_in_flight=False, last_committed_sequence=3,
+            last_commit_timestamp_ms=1000, members=[ListedMember(transactional_id="t", producer_id=9,
+                                                                 producer_epoch=2)])]))
+    assert body == (struct.pack(">ihi", 0, 0, 1) + struct.pack(">h", 1) + b"x" + struct.pack(">i", 1)
+                    + struct.pack(">h", 1) + b"g" + struct.pack(">h", 14) + b"CompleteCommit" + b"\x00"
+                    + struct.pack(">qq", 3, 1000) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t"
+                    + struct.pack(">qh", 9, 2))
+
+
 def test_commit_request_bytes_as_documented():
     """docs/spark.md's layout: STRING group, INT64 sequence, NULLABLE_STRING prefix, ARRAY of (STRING id,
     INT64 producer id, INT16 epoch); after request header v1."""
