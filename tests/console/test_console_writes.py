@@ -226,3 +226,35 @@ def test_a_broker_with_only_secured_listeners_needs_the_console_client_config(tm
     assert console_listener(listeners, "SASL_SSL").name == "SASL_SSL"
     with pytest.raises(ConfigError, match="security.protocol=SASL_PLAINTEXT"):
         console_listener(listeners, "SASL_PLAINTEXT")
+
+
+def test_the_broker_serves_its_console_through_a_secured_listener(tmp_path) -> None:
+    """Only a SASL_SSL listener: the console logs in with the client properties it is given."""
+    from click.testing import CliRunner
+
+    from eoslog.testing.certs import make_certs
+    from eoslog.tools.topics_cli import topics_group
+    from eoslog.tools.users_cli import users_group
+
+    certs = make_certs(tmp_path / "certs", ())
+    data_dir = tmp_path / "data"
+    added = CliRunner().invoke(users_group, ["add", "ops", "--data-dir", str(data_dir), "--password-file", "-"],
+                               input="ops-secret\n")
+    assert added.exit_code == 0, added.output
+    client = tmp_path / "client.properties"
+    client.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                      'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                      'username="ops" password="ops-secret";\n'
+                      f"ssl.truststore.location={certs.ca}\n")
+    port, console_port = free_port(), free_port()
+    properties = {"listeners": f"SASL_SSL://127.0.0.1:{port}",
+                  "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                  "ssl.keystore.location": str(certs.broker),
+                  "eoslog.console.listen": f"127.0.0.1:{console_port}",
+                  "eoslog.console.command.config": str(client)}
+    with EmbeddedBroker(data_dir=data_dir, properties=properties):
+        created = CliRunner().invoke(topics_group, ["create", "guarded", "--partitions", "2", "-b",
+                                                    f"127.0.0.1:{port}", "--command-config", str(client)])
+        assert created.exit_code == 0, created.output
+        status, body = _get(f"http://127.0.0.1:{console_port}/topics/guarded")
+        assert status == 200 and body.count("data-partition=") == 2
