@@ -51,3 +51,9 @@ def test_the_least_recently_sampled_groups_are_forgotten_beyond_the_bound() -> N
     big = {("t", p): 0 for p in range(10)}
     history.add("d", 0.0, big)  # over the bound alone: kept, every other group forgotten
     assert list(history.groups) == ["d"]
+
+
+def test_sparkline_leaves_out_the_points_inside_a_level_run() -> None:
+    points = sparkline([3, 3, 3, 5, 5, 5], width=52, height=12, pad=1, decimals=0).split()
+    assert points == ["1,5", "21,5", "31,1", "51,1"]  # the run's ends are kept, so the step stays where it was
+    assert sparkline([0] * 60, decimals=0).split() == ["2,38", "238,38"]

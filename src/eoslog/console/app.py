@@ -157,7 +157,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         sampled = lag_history.add(group.group_id, time.monotonic(),
                                   {(p.topic, p.partition): p.lag for p in group.partitions})
         return {"lag_points": sparkline(sampled.total.values()),
-                "partition_points": {tp: sparkline(sampled.values(tp), width=120, height=20, pad=1)
+                "partition_points": {tp: sparkline(sampled.values(tp), width=120, height=20, pad=1, decimals=0)
                                      for tp in sampled.partitions}}
 
     async def topics(request: Request):

@@ -39,15 +39,20 @@ class Series:
         return [max(b - a, 0) / (tb - ta) for (ta, a), (tb, b) in pairwise(self.samples)]
 
 
-def sparkline(values: list[float], width: int = 240, height: int = 40, pad: int = 2) -> str:
+def sparkline(values: list[float], width: int = 240, height: int = 40, pad: int = 2, decimals: int = 1) -> str:
     """The ``points`` of an SVG polyline for ``values``, left to right, the largest at the top; a flat
-    line at the bottom for all zeros, empty for fewer than two values."""
+    line at the bottom for all zeros, empty for fewer than two values. A point between two of the same
+    value is left out (the line through it is the same): a steady lag, the common case, is two points,
+    which keeps a group page of 1,000 partition charts small."""
     if len(values) < 2:
         return ""
     top = max(values) or 1
     step = (width - 2 * pad) / (len(values) - 1)
     usable = height - 2 * pad
-    return " ".join(f"{pad + i * step:.1f},{pad + usable - usable * v / top:.1f}" for i, v in enumerate(values))
+    last = len(values) - 1
+    return " ".join(f"{pad + i * step:.{decimals}f},{pad + usable - usable * v / top:.{decimals}f}"
+                    for i, v in enumerate(values)
+                    if i in (0, last) or not values[i - 1] == v == values[i + 1])
 
 
 class GroupLag:
