@@ -37,6 +37,9 @@ HERE = Path(__file__).parent
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 REFRESH_S = 2  # how often the live fragments poll
+# A reset's notice names this many partitions: it travels in the redirect's URL, which HTTP servers cap
+# (uvicorn's h11 at 16 KiB of request line and headers), and the page's table shows the rest anyway.
+NOTICE_PARTITIONS = 20
 
 
 def _datetime(ms: int | None) -> str:
@@ -218,8 +221,9 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         if refusal is not None:
             return RedirectResponse(f"{back}?{urlencode({'error': refusal})}", status_code=303)
         moved = ", ".join(f"{r.topic}-{r.partition} {'-' if r.current_offset is None else r.current_offset}"
-                          f" → {r.new_offset}" for r in resets)
-        notice = f"committed new offsets for {len(resets)} partition(s): {moved}"
+                          f" → {r.new_offset}" for r in resets[:NOTICE_PARTITIONS])
+        more = f" and {len(resets) - NOTICE_PARTITIONS} more" if len(resets) > NOTICE_PARTITIONS else ""
+        notice = f"committed new offsets for {len(resets)} partition(s): {moved}{more}"
         return RedirectResponse(f"{back}?{urlencode({'notice': notice})}", status_code=303)
 
     # What may follow a group id in its URL, by method: the page, its polled fragment, its write action.
