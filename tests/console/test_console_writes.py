@@ -173,6 +173,22 @@ def test_deleting_records_moves_the_log_start_and_the_browser_starts_there(clust
     assert "Log start 4," in body
 
 
+def test_a_page_of_another_site_cannot_write(cluster, console) -> None:
+    """A form another site's page submits here carries that site's Origin: refused, nothing deleted."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(console + "/topics/purge/partitions/0/delete-records", data=b"offset=-1",
+                                     headers={"Origin": "http://attacker.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 403 and "attacker.example" in refused.value.read().decode()
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster, "group.id": "check"})
+    low, _ = consumer.get_watermark_offsets(confluent_kafka.TopicPartition("purge", 0), 10)
+    consumer.close()
+    assert low < 10
+
+
 def test_the_broker_serves_its_own_console(tmp_path) -> None:
     port = free_port()
     with BrokerProcess(tmp_path / "data", properties={"eoslog.console.listen": f"127.0.0.1:{port}"}) as broker:

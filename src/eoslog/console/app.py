@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import parse_qs, quote, unquote, urlencode
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import click
 from starlette.applications import Starlette
@@ -212,7 +212,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         return render(request, "_group_partitions.html", group=view, **lag_charts(view))
 
     async def reset_offsets(request: Request, group_id: str):
-        _writes_allowed()
+        _writes_allowed(request)
         form = await _form(request)
         target = _reset_target(form.get("to", ""), form.get("value", ""))
         topic = form.get("topic") or None
@@ -256,13 +256,20 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         body = (await request.body()).decode("utf-8", "replace")
         return {k: v[0] for k, v in parse_qs(body).items()}
 
-    def _writes_allowed() -> None:
+    def _writes_allowed(request: Request) -> None:
         if not allow_writes:
             raise HTTPException(403, "this console is read-only; start it with --allow-writes to abort "
                                      "transactions, reset offsets or delete records")
+        # A page of another site can make the browser POST a form here (no preflight for forms): the
+        # browser then names that site in Origin. Only the console's own pages may write; a client
+        # without a browser sends no Origin and is let through (it could send anything anyway).
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, f"a write action from a page of {origin} is refused: only the console's "
+                                     "own pages may write")
 
     async def abort(request: Request):
-        _writes_allowed()
+        _writes_allowed(request)
         transactional_id = (await _form(request)).get("transactional_id", "")
         if not transactional_id:
             raise HTTPException(400, "transactional_id is required")
@@ -271,7 +278,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         return RedirectResponse(f"/transactions?{urlencode({'notice': notice})}", status_code=303)
 
     async def abort_partition(request: Request):
-        _writes_allowed()
+        _writes_allowed(request)
         form = await _form(request)
         try:
             topic, partition, start = form["topic"], int(form["partition"]), int(form["start_offset"])
@@ -282,7 +289,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         return RedirectResponse(f"/transactions?{urlencode({'notice': notice})}", status_code=303)
 
     async def delete_records(request: Request):
-        _writes_allowed()
+        _writes_allowed(request)
         name, partition = request.path_params["name"], request.path_params["partition"]
         try:
             before = int((await _form(request)).get("offset", "").strip())
