@@ -207,6 +207,8 @@ def test_the_broker_serves_its_own_console(tmp_path) -> None:
         assert status == 200 and '<td id="total-lag">2</td>' in body
         status, body = _get(console + GROUP_PATH)
         assert status == 200 and "reset-offsets" not in body  # read-only: no form
+        status, body = _get(console + "/topics/served/partitions/0/records")
+        assert status == 200 and body.count("data-offset=") == 3 and "delete-records" not in body
         # read-only by default: every write answers 403, whatever it asks
         for path, form in [(GROUP_PATH + "/reset-offsets", {"to": "earliest"}),
                            ("/topics/served/partitions/0/delete-records", {"offset": "2"}),
