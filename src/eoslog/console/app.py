@@ -139,7 +139,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
 
     def outcome(request: Request) -> dict[str, str | None]:
         """The notice or refusal a write action redirected with."""
-        return {"notice": request.query_params.get("notice"), "refusal": request.query_params.get("error")}
+        return {"notice": request.query_params.get("notice"), "write_refusal": request.query_params.get("error")}
 
     # Charts the console draws from what it sampled since it started (history.py)
     written = Series()
@@ -216,10 +216,10 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         form = await _form(request)
         target = _reset_target(form.get("to", ""), form.get("value", ""))
         topic = form.get("topic") or None
-        resets, refusal = await attempt(actions.reset_offsets, group_id, target, topic)
+        resets, refused = await attempt(actions.reset_offsets, group_id, target, topic)
         back = f"/groups/{segment(group_id)}"
-        if refusal is not None:
-            return RedirectResponse(f"{back}?{urlencode({'error': refusal})}", status_code=303)
+        if refused is not None:
+            return RedirectResponse(f"{back}?{urlencode({'error': refused})}", status_code=303)
         moved = ", ".join(f"{r.topic}-{r.partition} {'-' if r.current_offset is None else r.current_offset}"
                           f" → {r.new_offset}" for r in resets[:NOTICE_PARTITIONS])
         more = f" and {len(resets) - NOTICE_PARTITIONS} more" if len(resets) > NOTICE_PARTITIONS else ""
@@ -295,10 +295,10 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
             before = int((await _form(request)).get("offset", "").strip())
         except ValueError:
             raise HTTPException(400, "offset must be an integer (-1: the high watermark)") from None
-        log_start, refusal = await attempt(actions.delete_records, name, partition, before)
+        log_start, refused = await attempt(actions.delete_records, name, partition, before)
         back = f"/topics/{segment(name)}/partitions/{partition}/records"
-        if refusal is not None:
-            return RedirectResponse(f"{back}?{urlencode({'error': refusal})}", status_code=303)
+        if refused is not None:
+            return RedirectResponse(f"{back}?{urlencode({'error': refused})}", status_code=303)
         notice = f"deleted the records before offset {log_start}: the log now starts there"
         return RedirectResponse(f"{back}?{urlencode({'offset': log_start, 'notice': notice})}", status_code=303)
 
