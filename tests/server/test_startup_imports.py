@@ -21,6 +21,11 @@ NOT_ON_SERVE_PATH = (
     "eoslog.api.join_group",
     "prometheus_client",     # only with --metrics-listen / eoslog.metrics.listen (server/metrics.py)
     "eoslog.server.metrics",
+    "starlette",             # the web console: only with --console-listen / eoslog.console.listen
+    "uvicorn",
+    "jinja2",
+    "eoslog.console",
+    "eoslog.server.console",
 )
 
 
