@@ -20,7 +20,7 @@ Fetch response, versions 4-16:
                              aborted_transactions: nullable [producer_id: int64, first_offset: int64],
                              [v11+ preferred_read_replica: int32], records: nullable records]]
     (v12+: compact forms and tagged sections; the tagged fields -- diverging_epoch, current_leader,
-    snapshot_id, node_endpoints -- are never written)
+    snapshot_id, v16+ node_endpoints -- are written when not default, as by the generated codec)
 """
 
 from __future__ import annotations
@@ -292,10 +292,67 @@ def _fetch_classic(version: int):
     return encode
 
 
+# The defaults of PartitionData's tagged fields. A partition holding these very objects (the Fetch handler
+# shares them: api/fetch.py) skips the comparisons and gets the one-byte empty section.
+_FR = messages.FetchResponse
+NO_DIVERGING_EPOCH = _FR.EpochEndOffset()
+NO_CURRENT_LEADER = _FR.LeaderIdAndEpoch()
+NO_SNAPSHOT_ID = _FR.SnapshotId()
+_pack_iq = struct.Struct(">iq").pack
+_pack_ii = struct.Struct(">ii").pack
+_pack_qi = struct.Struct(">qi").pack
+_pack_i = struct.Struct(">i").pack
+
+
+def _partition_tags(p) -> bytes:
+    """PartitionData's tagged section: diverging_epoch (0), current_leader (1), snapshot_id (2)."""
+    found = []
+    if p.diverging_epoch != NO_DIVERGING_EPOCH:
+        found.append((0, _pack_iq(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)))
+    if p.current_leader != NO_CURRENT_LEADER:
+        found.append((1, _pack_ii(p.current_leader.leader_id, p.current_leader.leader_epoch)))
+    if p.snapshot_id != NO_SNAPSHOT_ID:
+        found.append((2, _pack_qi(p.snapshot_id.end_offset, p.snapshot_id.epoch)))
+    return _tag_section(found, b"\x00")
+
+
+def _tag_section(found: list[tuple[int, bytes]], suffix: bytes) -> bytes:
+    """``found`` holds (tag, struct body without its own empty section, which ``suffix`` adds)."""
+    out = bytearray(_compact_length(len(found)))
+    for tag, body in found:
+        out += _compact_length(tag)
+        out += _compact_length(len(body) + len(suffix))
+        out += body
+        out += suffix
+    return bytes(out)
+
+
+def _node_endpoints_tags(endpoints) -> bytes:
+    """The response's tagged section in v16+: node_endpoints (0) when there are any."""
+    if not endpoints:
+        return b"\x00"
+    body = bytearray(_compact_length(len(endpoints) + 1))
+    for e in endpoints:
+        host = e.host.encode()
+        body += _pack_i(e.node_id)
+        body += _compact_length(len(host) + 1)
+        body += host
+        body += _pack_i(e.port)
+        if e.rack is None:
+            body += b"\x00"
+        else:
+            rack = e.rack.encode()
+            body += _compact_length(len(rack) + 1)
+            body += rack
+        body += b"\x00"
+    return _tag_section([(0, bytes(body))], b"")
+
+
 def _fetch_flexible(version: int):
     """v12-v16: compact forms, an empty tagged section after every struct. The fast partition case
     packs the fixed fields, the null aborted-transactions byte (0), the preferred read replica ..."""
     with_topic_id = version >= 13
+    with_node_endpoints = version >= 16
     top = struct.Struct(">ihi").pack
     fixed = struct.Struct(">ihqqq").pack
     # ... plus the records length as a one- or two-byte uvarint (records under 16 KiB), all in one pack.
@@ -330,7 +387,8 @@ def _fetch_flexible(version: int):
                         out += fast2(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                                      p.log_start_offset, 0, p.preferred_read_replica, (n & 0x7F) | 0x80, n >> 7)
                     out += records
-                    out += b"\x00"
+                    out += b"\x00" if p.current_leader is NO_CURRENT_LEADER and p.diverging_epoch is \
+                        NO_DIVERGING_EPOCH and p.snapshot_id is NO_SNAPSHOT_ID else _partition_tags(p)
                     continue
                 out += fixed(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                              p.log_start_offset)
@@ -344,9 +402,10 @@ def _fetch_flexible(version: int):
                         out += b"\x00"
                 out += pack_i(p.preferred_read_replica)
                 write_records(out, parts, records, True)
-                out += b"\x00"
+                out += b"\x00" if p.current_leader is NO_CURRENT_LEADER and p.diverging_epoch is \
+                    NO_DIVERGING_EPOCH and p.snapshot_id is NO_SNAPSHOT_ID else _partition_tags(p)
             out += b"\x00"
-        out += b"\x00"
+        out += _node_endpoints_tags(o.node_endpoints) if with_node_endpoints else b"\x00"
 
     return encode
 
