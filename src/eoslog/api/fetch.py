@@ -16,8 +16,8 @@ import asyncio
 import functools
 import time
 
-from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.api import leader_hints
+from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.protocol import RecordsList, specialised
 from eoslog.protocol.errors import (
     ErrorCode,

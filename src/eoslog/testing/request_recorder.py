@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Self
 
-from eoslog.protocol import codec, messages
+from eoslog.protocol import codec
 from eoslog.protocol.messages import Struct
 
 
@@ -34,19 +35,15 @@ def set_fields(obj: Struct, prefix: str = "") -> set[str]:
     for name in obj.FIELDS:
         value = getattr(obj, name)
         path = prefix + name
-        if isinstance(value, list):
-            for item in value:
-                if isinstance(item, Struct):
-                    out |= set_fields(item, path + ".")
-                elif item is not None:
-                    out.add(path)
-            if value and not any(isinstance(item, Struct) for item in value):
-                out.add(path)
-        elif isinstance(value, Struct):
+        if isinstance(value, Struct):
             out |= set_fields(value, path + ".")
-        elif value is not None and not isinstance(value, memoryview) and value != getattr(default, name):
-            out.add(path)
-        elif isinstance(value, memoryview) and value.nbytes:
+        elif isinstance(value, list) and value and isinstance(value[0], Struct):
+            for item in value:
+                out |= set_fields(item, path + ".")
+        elif isinstance(value, memoryview):
+            if value.nbytes:
+                out.add(path)
+        elif value != getattr(default, name):
             out.add(path)
     return out
 
@@ -56,8 +53,9 @@ class RequestRecorder:
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._original = None
+        self._decode = codec.decode_request
 
-    def __enter__(self) -> RequestRecorder:
+    def __enter__(self) -> Self:
         self._original = original = codec.decode_request
 
         def recording(frame):
@@ -88,7 +86,9 @@ class RequestRecorder:
         """(api key, version) -> every field set to a non-default value in at least one such request."""
         out: dict[tuple[int, int], set[str]] = defaultdict(set)
         for r in self._matching(client_id_prefix):
-            out[(r.api_key, r.api_version)] |= set_fields(r.request)
+            # Decoded again from the bytes: a handler may have filled in fields (Fetch v13+ topic names).
+            _, request = self._decode(r.frame)
+            out[(r.api_key, r.api_version)] |= set_fields(request)
         return dict(out)
 
     def first(self, api_key: int, client_id_prefix: str = "") -> Recorded | None:
@@ -106,5 +106,3 @@ def api_name(api_key: int) -> str:
     spec = schema.request_spec(api_key)
     return spec.name.removesuffix("Request") if spec is not None else str(api_key)
 
-
-__all__ = ["Recorded", "RequestRecorder", "api_name", "messages", "set_fields"]
