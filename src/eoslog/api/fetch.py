@@ -7,7 +7,7 @@ full fetch and never create fetch sessions (session id 0), which KIP-227 allows.
 v13+ name topics by topic id (KIP-516): ids are resolved to names on arrival, an unknown id is answered
 UNKNOWN_TOPIC_ID for its partitions, and the response names topics by the ids asked for. v15+ carry the
 follower's id in ReplicaState. v16+ refused partitions name their current leader (KIP-951,
-api/leader_hints.py).
+api/_leader_hints.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import asyncio
 import functools
 import time
 
-from eoslog.api import leader_hints
+from eoslog.api import _leader_hints as leader_hints
 from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.protocol import RecordsList, specialised
 from eoslog.protocol.errors import (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
-from eoslog.api import leader_hints
+from eoslog.api import _leader_hints as leader_hints
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -53,7 +53,7 @@ def _partition_response(index: int, code: int, base_offset: int = -1, log_append
 
 
 def handle(context, request):
-    # KIP-951 (v10+): refused partitions name their current leader (api/leader_hints.py).
+    # KIP-951 (v10+): refused partitions name their current leader (api/_leader_hints.py).
     return leader_hints.add_to_produce(context, _handle(context, request))
 
 
