@@ -185,7 +185,7 @@ def topic_ids(broker) -> dict[str, uuid.UUID]:
     return {t.name: t.topic_id for t in response.topics}
 
 
-@pytest.mark.parametrize("version", [13, 16])
+@pytest.mark.parametrize("version", [13, 16, 18])
 def test_fetch_by_topic_id(broker, version):
     ids = topic_ids(broker)
     unknown = uuid.uuid4()
@@ -212,7 +212,7 @@ def test_advertised_versions_of_the_audited_apis(broker):
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert advertised == api.supported_versions()
     assert {key: advertised[key] for key in (0, 1, 2, 3, 75)} == {
-        0: (3, 11), 1: (4, 16), 2: (1, 10), 3: (0, 13), 75: (0, 0)}
+        0: (3, 11), 1: (4, 18), 2: (1, 10), 3: (0, 13), 75: (0, 0)}
     # KIP-714 telemetry: Kafka 4.x advertises it only with a client-telemetry plugin; we have none.
     assert 71 not in advertised and 72 not in advertised
     assert response.supported_features == [] and response.finalized_features_epoch == -1

@@ -24,7 +24,7 @@ DECODE_FAILURES = (wire.Malformed, struct.error, IndexError, UnicodeDecodeError)
 
 def test_the_served_versions_are_covered():
     assert PRODUCE_VERSIONS == list(range(3, 13))
-    assert FETCH_VERSIONS == list(range(4, 17))
+    assert FETCH_VERSIONS == list(range(4, 19))
 
 
 def _outcome(decode, body: memoryview):
@@ -131,4 +131,4 @@ def test_public_api_uses_the_specialised_paths():
     assert codec._build_decoder("request", 0, 13).decode is not specialised.decode_produce_flexible
     assert codec._build_encoder("response", 1, 12).encode is specialised.ENCODERS[("response", 1, 12)]
     with pytest.raises(ValueError):
-        specialised.fetch_encoder(17)
+        specialised.fetch_encoder(19)

@@ -7,7 +7,8 @@ full fetch and never create fetch sessions (session id 0), which KIP-227 allows.
 v13+ name topics by topic id (KIP-516): ids are resolved to names on arrival, an unknown id is answered
 UNKNOWN_TOPIC_ID for its partitions, and the response names topics by the ids asked for. v15+ carry the
 follower's id in ReplicaState. v16+ refused partitions name their current leader (KIP-951,
-api/_leader_hints.py).
+api/_leader_hints.py). v17 and v18 add only tagged request fields for KRaft followers (a replica's
+directory id, its high watermark), which consumers never set and we do not need.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from eoslog.server.errors import error_code_for
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 18
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData

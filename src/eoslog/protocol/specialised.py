@@ -12,7 +12,7 @@ Produce request, versions 3-12 (v13 replaces the topic name with a topic id):
     topic_data: [name: string, partition_data: [index: int32, records: nullable records]]
     (v9+: compact strings/arrays/records and an empty tagged-field section after each struct)
 
-Fetch response, versions 4-16:
+Fetch response, versions 4-18 (17 and 18 change only the request):
     throttle_time_ms: int32, [v7+ error_code: int16, session_id: int32],
     responses: [topic: string (v13+ topic_id: uuid),
                 partitions: [partition_index: int32, error_code: int16, high_watermark: int64,
@@ -226,8 +226,8 @@ def _compact_length(n: int) -> bytes:
 
 
 def fetch_encoder(version: int):
-    """The FetchResponse body encoder for ``version`` (4-16): ``encode(response, out, parts)``."""
-    if not 4 <= version <= 16:
+    """The FetchResponse body encoder for ``version`` (4-18): ``encode(response, out, parts)``."""
+    if not 4 <= version <= 18:
         raise ValueError(f"no specialised FetchResponse encoder for version {version}")
     return _fetch_flexible(version) if version >= 12 else _fetch_classic(version)
 
@@ -349,7 +349,7 @@ def _node_endpoints_tags(endpoints) -> bytes:
 
 
 def _fetch_flexible(version: int):
-    """v12-v16: compact forms, an empty tagged section after every struct. The fast partition case
+    """v12-v18: compact forms, an empty tagged section after every struct. The fast partition case
     packs the fixed fields, the null aborted-transactions byte (0), the preferred read replica ..."""
     with_topic_id = version >= 13
     with_node_endpoints = version >= 16
@@ -412,5 +412,5 @@ def _fetch_flexible(version: int):
 
 DECODERS = {("request", 0, v): decode_produce_classic for v in range(3, 9)}
 DECODERS.update({("request", 0, v): decode_produce_flexible for v in range(9, 13)})
-ENCODERS = {("response", 1, v): fetch_encoder(v) for v in range(4, 17)}
+ENCODERS = {("response", 1, v): fetch_encoder(v) for v in range(4, 19)}
 
