@@ -130,3 +130,19 @@ def test_fetch_v16_with_a_stale_epoch_is_fenced_and_names_the_leader(moved):
     assert partition.error_code == FENCED
     assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (new, epoch)
     assert [e.node_id for e in response.node_endpoints] == [new]
+
+
+def test_describe_topic_partitions_on_the_cluster(moved):
+    """DescribeTopicPartitions answers from the cluster view, as Metadata does: leader, epoch, replicas, ISR."""
+    cluster, old, new, epoch = moved
+    d = messages.DescribeTopicPartitionsRequest
+    wire = KafkaWire(cluster.broker(old).bootstrap)
+    try:
+        response = wire.call(75, 0, d(topics=[d.TopicRequest(name="hints")]))
+    finally:
+        wire.close()
+    (topic,) = response.topics
+    assert (topic.name, topic.error_code, topic.topic_id) == ("hints", 0, topic_id_of(cluster))
+    (partition,) = topic.partitions
+    assert (partition.leader_id, partition.leader_epoch) == (new, epoch)
+    assert sorted(partition.replica_nodes) == sorted(partition.isr_nodes) == sorted([old, new])
