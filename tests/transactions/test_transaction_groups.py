@@ -314,10 +314,14 @@ def test_broker_killed_after_the_commit_point_rolls_forward(tmp_path, monkeypatc
 
 
 def test_the_spark_sink_client_against_the_broker(txn_broker, wire):
-    """eoslog.spark.txn_group_client (hand-written codec, ApiVersions + FindCoordinator first) drives the
+    """eoslog.spark.txn_group_client (the generated codec, ApiVersions + FindCoordinator first) drives the
     three APIs on the real broker."""
-    from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError, broker_supports_txn_groups
-    from eoslog.spark.txn_group_protocol import TxnMember
+    from eoslog.spark.txn_group_client import (
+        TxnGroupClient,
+        TxnGroupError,
+        TxnMember,
+        broker_supports_txn_groups,
+    )
 
     bootstrap = txn_broker.bootstrap
     create_topics(bootstrap, {"gs-out": 1})

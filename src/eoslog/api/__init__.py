@@ -1,5 +1,5 @@
-"""One module per Kafka API. Each module defines API_KEY, MIN_VERSION, MAX_VERSION and
-``handle(context, request)`` returning a response object, an awaitable of one, or None (no response);
+"""One module per Kafka API, plus errors.py (the one place where exceptions become wire error codes).
+Each handler module defines API_KEY, MIN_VERSION, MAX_VERSION and ``handle(context, request)`` returning a response object, an awaitable of one, or None (no response);
 optionally ``error_response(context, request, error_code)`` for whole-request failures.
 
 We advertise exactly the versions whose semantics are implemented (see shared/research/clients.md).

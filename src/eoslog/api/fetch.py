@@ -18,6 +18,7 @@ import functools
 import time
 
 from eoslog.api import _leader_hints as leader_hints
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.protocol import RecordsList, specialised
 from eoslog.protocol.errors import (
@@ -28,7 +29,6 @@ from eoslog.protocol.errors import (
 )
 from eoslog.protocol.messages import FetchResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 1
 MIN_VERSION = 4

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.errors import TopicAuthorizationFailedError
 from eoslog.protocol.messages import ListOffsetsResponse
 from eoslog.records.batch import decode_batch
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 2
 MIN_VERSION = 1

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from functools import lru_cache
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
 from eoslog.protocol.wire import FrozenArray
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 3
 MIN_VERSION = 0

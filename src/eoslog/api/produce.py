@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from eoslog.api import _leader_hints as leader_hints
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -29,7 +30,6 @@ from eoslog.protocol.errors import (
 from eoslog.protocol.messages import ProduceResponse
 from eoslog.records.header import iter_headers
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 0
 MIN_VERSION = 3
