@@ -448,6 +448,8 @@ WIRE_MATRIX = [
             M.IncrementalAlterConfigsRequest.AlterableConfig(name="num.partitions", config_operation=0, value="2")])])),
     ("ListOffsets", 2, 7, TOPIC_REFUSED, lambda: M.ListOffsetsRequest(replica_id=-1, topics=[M.ListOffsetsRequest.ListOffsetsTopic(
         name="matrix", partitions=[M.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])),
+    ("DescribeTopicPartitions", 75, 0, TOPIC_REFUSED, lambda: M.DescribeTopicPartitionsRequest(topics=[
+        M.DescribeTopicPartitionsRequest.TopicRequest(name="matrix")])),
     ("DescribeProducers", 61, 0, TOPIC_REFUSED, lambda: M.DescribeProducersRequest(topics=[
         M.DescribeProducersRequest.TopicRequest(name="matrix", partition_indexes=[0])])),
     ("FindCoordinator group", 10, 4, GROUP_REFUSED,
