@@ -122,6 +122,7 @@ _OTHER_PROPERTIES = frozenset({
     "log.cleaner.enable", "log.cleaner.process", "log.dirs", "log.dir", "listeners", "advertised.listeners",
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
+    "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
     "group.consumer.assignors",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
@@ -315,6 +316,13 @@ class BrokerConfig:
     # eoslog.metrics.listen / --metrics-listen (server/metrics.py, docs/operations.md): the Prometheus
     # endpoint's (host, port); None: off, and prometheus_client is never imported.
     metrics_listen: tuple[str, int] | None = None
+    # eoslog.console.listen / --console-listen (server/console.py, docs/console.md): the web console served
+    # by the broker; None: off, and nothing of eoslog.console (Starlette, uvicorn, Jinja2) is imported.
+    console_listen: tuple[str, int] | None = None
+    console_allow_writes: bool = False  # eoslog.console.allow.writes / --console-allow-writes
+    # eoslog.console.command.config / --console-command-config: the client properties the console uses to
+    # reach this broker through a secured listener (none: through the first PLAINTEXT listener).
+    console_command_config: str | None = None
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -489,6 +497,12 @@ class BrokerConfig:
             self.cluster_id = value
         elif name == "eoslog.metrics.listen":
             self.metrics_listen = parse_host_port(value.strip(), name) if value.strip() else None
+        elif name == "eoslog.console.listen":
+            self.console_listen = parse_host_port(value.strip(), name) if value.strip() else None
+        elif name == "eoslog.console.allow.writes":
+            self.console_allow_writes = _bool(name, value)
+        elif name == "eoslog.console.command.config":
+            self.console_command_config = value.strip() or None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:
