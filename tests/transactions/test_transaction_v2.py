@@ -251,3 +251,29 @@ def test_version_1_clients_keep_their_epoch(txn_broker, topic):
         wire.close()
     assert epochs[0] == epochs[1]
     assert committed(txn_broker.bootstrap, topic) == [b"v1", b"v2"]
+
+
+def test_add_partitions_to_txn_v5_verifies_or_adds_for_a_partition_leader(txn_broker, topic, producer):
+    """The brokers' form (KIP-890): one request, several transactions, each VerifyOnly (part 1) or an
+    add (part 2: what a leader sends for a Produce v12 whose coordinator is elsewhere)."""
+    Transaction = messages.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    Topic = messages.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+    def ask(verify_only: bool, epoch: int) -> list[tuple[str, str, int, int]]:
+        response = producer.wire.call(24, 5, messages.AddPartitionsToTxnRequest(transactions=[Transaction(
+            transactional_id=producer.transactional_id, producer_id=producer.producer_id, producer_epoch=epoch,
+            verify_only=verify_only, topics=[Topic(name=topic, partitions=[0])])]))
+        assert response.error_code == 0
+        return [(r.transactional_id, t.name, p.partition_index, p.partition_error_code)
+                for r in response.results_by_transaction for t in r.topic_results for p in t.results_by_partition]
+
+    tid, epoch = producer.transactional_id, producer.producer_epoch
+    assert ask(True, epoch) == [(tid, topic, 0, ErrorCode.INVALID_TXN_STATE)]  # not in a transaction
+    assert producer.describe().transaction_state == "Empty"  # and verifying added nothing
+    assert ask(False, epoch) == [(tid, topic, 0, ErrorCode.NONE)]
+    assert ask(True, epoch) == [(tid, topic, 0, ErrorCode.NONE)]
+    assert producer.describe().transaction_state == "Ongoing"
+    assert ask(False, epoch + 1) == [(tid, topic, 0, ErrorCode.PRODUCER_FENCED)]
+    assert producer.produce(topic, b"in") == 0  # already added: the Produce needs no add of its own
+    assert producer.end(commit=True)[0] == 0
+    assert committed(txn_broker.bootstrap, topic) == [b"in"]
