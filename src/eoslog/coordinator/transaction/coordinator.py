@@ -184,6 +184,10 @@ class TransactionCoordinator:
 
     def _load(self, index: int) -> int:
         partition = self.registry.partition(TRANSACTION_STATE, index)
+        # The coordinator epoch is the partition's leader epoch when this broker began to coordinate it,
+        # at start-up as on a later takeover: markers carry it, and a partition refuses markers from an
+        # epoch older than one it has seen (a restarted broker that still leads must not write as epoch 0).
+        self._coordinator_epochs[index] = max(partition.leader_epoch, COORDINATOR_EPOCH)
         records = list(_read_records(partition))
         self._states[index] = load_state(records)
         self.groups.load(records)
@@ -240,9 +244,9 @@ class TransactionCoordinator:
         if self._owned is not None:
             self._owned.add(index)
         self._ensure_state_topic()
-        partition = self.registry.partition(TRANSACTION_STATE, index)
-        self._coordinator_epochs[index] = max(partition.leader_epoch, COORDINATOR_EPOCH)
         if self.broker.config.test_faults.get(SKIP_COORDINATOR_LOAD):
+            self._coordinator_epochs[index] = max(self.registry.partition(TRANSACTION_STATE, index).leader_epoch,
+                                                  COORDINATOR_EPOCH)
             self._states[index] = {}
             log.warning("test fault: %s-%d served without loading it", TRANSACTION_STATE, index)
             return
