@@ -170,9 +170,19 @@ class GroupCommit:
 
     async def flush(self, log: Log) -> None:
         """Returns once everything appended to ``log`` before this call is fsync'ed."""
+        waiter = self.request(log)
+        if waiter is not None:
+            await asyncio.shield(waiter)
+
+    def request(self, log: Log) -> asyncio.Future | None:
+        """``flush`` without a coroutine, for callers that chain a callback instead of awaiting (a
+        partition's acks=all path: one task less per partition per round). Returns None when everything
+        appended is already durable, else a future, shared with other waiters (never cancel it), that is
+        done once an fsync or round covering the log end offset at this call has succeeded (its exception
+        otherwise)."""
         target = log.log_end_offset
         if log.recovery_point >= target:
-            return
+            return None
         state = self._states.get(log)
         if state is None:
             state = self._states[log] = _LogState(self._threads[self._next_thread % len(self._threads)])
@@ -184,8 +194,7 @@ class GroupCommit:
                     state.on_directory_filesystem = False  # the per-file path reports what is wrong
         state.waiters += 1
         if state.on_directory_filesystem and self._syncfs_fd is not None:
-            await asyncio.shield(self._join_round(log, target))
-            return
+            return self._join_round(log, target)
         if state.in_flight is None:
             waiter = asyncio.get_running_loop().create_future()
             self._start(log, state, waiter)
@@ -195,7 +204,7 @@ class GroupCommit:
             if state.next_done is None:
                 state.next_done = asyncio.get_running_loop().create_future()
             waiter = state.next_done
-        await asyncio.shield(waiter)
+        return waiter
 
     # ---- one syncfs round for the directory -------------------------------------------------------------
 
