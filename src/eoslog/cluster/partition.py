@@ -20,6 +20,7 @@ Contract
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -383,7 +384,7 @@ class Partition:
                 return
             if pending is not None:
                 self._flush_pending = pending
-                pending.add_done_callback(lambda done: self._flush_done(done, target))
+                pending.add_done_callback(lambda done, target=target: self._flush_done(done, target))
                 return
             self._durable(min(target, self.log.log_end_offset))
 
@@ -491,10 +492,8 @@ class Partition:
 
     async def close(self) -> None:
         while self._flush_pending is not None:
-            try:
+            with contextlib.suppress(Exception):  # a failed flush is already logged
                 await asyncio.shield(self._flush_pending)
-            except Exception:  # noqa: BLE001 - already logged
-                pass
             await asyncio.sleep(0)  # let _flush_done run (it may request the next round)
         try:
             # A clean shutdown leaves a snapshot at the log end: the next start replays nothing.
