@@ -99,6 +99,14 @@ def main() -> None:
               help="Join the cluster coordinated by this ZooKeeper (zookeeper.connect); without it, a single node.")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (eoslog.metrics.listen; off by default).")
+@click.option("--console-listen", default=None, metavar="HOST:PORT",
+              help="Serve the web console at http://HOST:PORT/ (eoslog.console.listen; off by default; needs "
+                   "eoslog[console]).")
+@click.option("--console-allow-writes", is_flag=True,
+              help="Offer the console's write actions (eoslog.console.allow.writes; read-only by default).")
+@click.option("--console-command-config", default=None, metavar="FILE",
+              help="Client properties for the console to reach this broker through a secured listener "
+                   "(eoslog.console.command.config; default: the first PLAINTEXT listener).")
 @click.option("--log-level", "log_levels", multiple=True, default=("info",), show_default=True,
               metavar="[LOGGER=]LEVEL", shell_complete=_complete_log_level,
               help="debug, info, warning or error; LOGGER=LEVEL sets one component, e.g. eoslog.cluster=debug "
@@ -106,7 +114,8 @@ def main() -> None:
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line (ts, level, logger, message, extra fields).")
 def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, broker_id, zookeeper,
-          metrics_listen, log_levels, log_format) -> None:
+          metrics_listen, console_listen, console_allow_writes, console_command_config, log_levels,
+          log_format) -> None:
     """Run a broker in the foreground until SIGTERM or SIGINT: a single node, or with --zookeeper a
     member of a replicated cluster (docs/cluster.md)."""
     _configure_logging(log_levels, log_format)
@@ -131,6 +140,12 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
             config.originals["listeners"] = listen  # the primary listener's address (BrokerConfig.listeners)
         if metrics_listen is not None:
             config.set_property("eoslog.metrics.listen", metrics_listen)
+        if console_listen is not None:
+            config.set_property("eoslog.console.listen", console_listen)
+        if console_allow_writes:
+            config.set_property("eoslog.console.allow.writes", "true")
+        if console_command_config is not None:
+            config.set_property("eoslog.console.command.config", console_command_config)
         if advertised_listener is not None:
             config.advertised_host, config.advertised_port = parse_host_port(advertised_listener, "--advertised-listener")
         from eoslog.server.run import run

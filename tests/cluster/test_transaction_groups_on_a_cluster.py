@@ -16,8 +16,7 @@ from cluster_helpers import consume_all, create_topic
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.spark.task_writer import colocated_transactional_id
-from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError
-from eoslog.spark.txn_group_protocol import TxnMember
+from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError, TxnMember
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
 from eoslog.tools.brokers import Brokers
 from eoslog.tools.txn_cli import describe_transactions

@@ -3,7 +3,9 @@
     python consumer_child.py CLIENT BOOTSTRAP GROUP TOPIC ASSIGNOR OUT_FILE [SESSION_MS [COMMIT_DELAY_MS]]
 
 CLIENT is confluent, kafka-python or aiokafka; ASSIGNOR is the protocol name (range, roundrobin,
-cooperative-sticky). Commit-after-process: each batch is first recorded in OUT_FILE ("P partition
+cooperative-sticky), or for confluent ``consumer`` / ``consumer:ASSIGNOR``: the consumer group protocol
+(KIP-848, ``group.protocol=consumer``) with the server-side assignor ASSIGNOR (``group.remote.assignor``);
+the session then comes from the broker's group.consumer.* settings. Commit-after-process: each batch is first recorded in OUT_FILE ("P partition
 offset value", flushed), then its offsets are committed synchronously ("C partition next_offset" on
 success, "F partition next_offset" when the commit fails). COMMIT_DELAY_MS stretches the window between
 processing and committing (slow processing), so a SIGKILL leaves an uncommitted tail. SIGTERM closes
@@ -53,12 +55,18 @@ def committed(commits: dict[int, int], ok: bool) -> None:
 def run_confluent() -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({
+    config = {
         "bootstrap.servers": BOOTSTRAP, "group.id": GROUP, "client.id": f"confluent-{OUT.rsplit('/', 1)[-1]}",
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        "partition.assignment.strategy": ASSIGNOR, "session.timeout.ms": SESSION_MS,
-        "heartbeat.interval.ms": HEARTBEAT_MS,
-    })
+    }
+    if ASSIGNOR.startswith("consumer"):
+        config["group.protocol"] = "consumer"
+        if ":" in ASSIGNOR:
+            config["group.remote.assignor"] = ASSIGNOR.split(":", 1)[1]
+    else:
+        config.update({"partition.assignment.strategy": ASSIGNOR, "session.timeout.ms": SESSION_MS,
+                       "heartbeat.interval.ms": HEARTBEAT_MS})
+    consumer = Consumer(config)
     consumer.subscribe([TOPIC])
     out.write("S\n")
     out.flush()

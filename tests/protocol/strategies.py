@@ -1,7 +1,7 @@
 """Hypothesis strategies that build message objects valid for one (spec, version).
 
-Fields absent from the version, and tagged fields (which we never encode), keep their defaults, so a
-decoded object compares equal to the one encoded.
+Fields absent from the version keep their defaults, so a decoded object compares equal to the one
+encoded. Tagged fields get values too: the encoder writes those that differ from their defaults.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ def _value(f: FieldSpec, version: int, structs: dict[str, type]) -> st.SearchStr
 
 def struct_strategy(cls: type, fields: tuple[FieldSpec, ...], version: int,
                     structs: dict[str, type]) -> st.SearchStrategy:
-    kwargs = {f.attr: _value(f, version, structs) for f in fields
-              if f.present_in(version) and not f.tagged_in(version)}
+    kwargs = {f.attr: _value(f, version, structs) for f in fields if f.present_in(version)}
     return st.builds(cls, **kwargs)
 
 

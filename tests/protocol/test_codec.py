@@ -1,4 +1,4 @@
-"""The public codec API: headers, errors, frames made of pieces, no tagged fields on the wire."""
+"""The public codec API: headers, errors, frames made of pieces, tagged fields only when not default."""
 
 from __future__ import annotations
 
@@ -151,25 +151,47 @@ def test_big_records_buffer_is_not_copied_small_one_is():
     assert len(pieces) == 1
 
 
-def test_tagged_fields_are_never_written():
+def test_default_tagged_fields_are_not_written():
     m = messages.FetchResponse
     plain = _fetch_response(b"abc")
-    tagged = _fetch_response(b"abc")
-    partition = tagged.responses[0].partitions[0]
-    partition.diverging_epoch = m.EpochEndOffset(epoch=3, end_offset=99)
-    partition.current_leader = m.LeaderIdAndEpoch(leader_id=1, leader_epoch=2)
-    tagged.node_endpoints = [m.NodeEndpoint(node_id=1, host="h", port=1)]
+    defaults = _fetch_response(b"abc")
+    partition = defaults.responses[0].partitions[0]
+    partition.diverging_epoch = m.EpochEndOffset()  # equal to the defaults, not the same objects
+    partition.current_leader = m.LeaderIdAndEpoch()
+    defaults.node_endpoints = []
     for version in range(12, 17):
         header = RequestHeader(1, version, 3, "c")
-        assert _join(encode_response(header, tagged)) == _join(encode_response(header, plain))
-    # ApiVersions v3 has tagged fields at the top level (supported features, ...); none are written.
+        assert _join(encode_response(header, defaults)) == _join(encode_response(header, plain))
+        assert _join(encode_response(header, plain)).endswith(b"abc\x00\x00\x00")  # three empty sections
+    # ApiVersions v3 has tagged fields at the top level (supported features, ...): our handler sets none,
+    # so none are written -- librdkafka before 2.2 (kcat here) cannot skip them.
     response = messages.ApiVersionsResponse(api_keys=[messages.ApiVersionsResponse.ApiVersion(
-        api_key=0, min_version=3, max_version=10)], supported_features=[
-        messages.ApiVersionsResponse.SupportedFeatureKey(name="x", min_version=1, max_version=2)],
-        finalized_features_epoch=5)
+        api_key=0, min_version=3, max_version=10)])
     frame = _join(encode_response(RequestHeader(18, 3, 9, "c"), response))
     # size, correlation id (response header v0 for ApiVersions), error, 1 key, throttle, empty tags
     assert frame == bytes.fromhex("00000013" "00000009" "0000" "02" "0000000300 0a00" "00000000" "00".replace(" ", ""))
+
+
+def test_tagged_fields_are_written_when_not_default():
+    """KIP-951's leader hint in a Fetch v16 response, byte for byte as Kafka lays it out (tag, size,
+    struct), and read back by our decoder and by kafka-python's."""
+    m = messages.FetchResponse
+    response = _fetch_response(b"abc")
+    response.responses[0].partitions[0].error_code = 6
+    response.responses[0].partitions[0].current_leader = m.LeaderIdAndEpoch(leader_id=2, leader_epoch=7)
+    response.node_endpoints = [m.NodeEndpoint(node_id=2, host="h2", port=9092, rack=None)]
+    frame = _join(encode_response(RequestHeader(1, 16, 3, "c"), response))
+    partition_tags = "01" "01" "09" "00000002" "00000007" "00"  # 1 field: tag 1, 9 bytes, LeaderIdAndEpoch
+    endpoints = "01" "00" "0e" "02" "00000002" "036832" "00002384" "00" "00"  # tag 0, 14 bytes, 1 endpoint
+    assert frame.endswith(bytes.fromhex("04616263" + partition_tags + "00" + endpoints))
+    decoded = codec.decode_response(1, 16, frame[4:])
+    assert decoded.node_endpoints == response.node_endpoints
+    assert decoded.responses[0].partitions[0].current_leader == m.LeaderIdAndEpoch(leader_id=2, leader_epoch=7)
+    from kafka.protocol.consumer import FetchResponse as KpFetchResponse
+
+    kp = KpFetchResponse.decode(frame[4 + 4 + 1:], version=16)  # after size, correlation id, header tags
+    assert kp.node_endpoints[0].host == "h2"
+    assert kp.responses[0].partitions[0].current_leader.leader_id == 2
 
 
 def test_response_header_v1_has_an_empty_tagged_section():

@@ -24,7 +24,7 @@ DECODE_FAILURES = (wire.Malformed, struct.error, IndexError, UnicodeDecodeError)
 
 def test_the_served_versions_are_covered():
     assert PRODUCE_VERSIONS == list(range(3, 13))
-    assert FETCH_VERSIONS == list(range(4, 17))
+    assert FETCH_VERSIONS == list(range(4, 19))
 
 
 def _outcome(decode, body: memoryview):
@@ -99,11 +99,19 @@ def test_fetch_encode_matches_generated(version):
         m.PartitionData, partition_index=st.integers(0, 1000), error_code=st.integers(-1, 120),
         high_watermark=st.integers(-1, 2**62), last_stable_offset=st.integers(-1, 2**62),
         log_start_offset=st.integers(-1, 2**62), aborted_transactions=aborted,
-        preferred_read_replica=st.integers(-1, 5), records=_records_values()), max_size=4)
+        preferred_read_replica=st.integers(-1, 5), records=_records_values(),
+        current_leader=st.sampled_from([specialised.NO_CURRENT_LEADER, m.LeaderIdAndEpoch()])
+        | st.builds(m.LeaderIdAndEpoch, leader_id=st.integers(-1, 5), leader_epoch=st.integers(-1, 2**31 - 1)),
+        diverging_epoch=st.sampled_from([specialised.NO_DIVERGING_EPOCH])
+        | st.builds(m.EpochEndOffset, epoch=st.integers(-1, 9), end_offset=st.integers(-1, 2**62)),
+        snapshot_id=st.sampled_from([specialised.NO_SNAPSHOT_ID])
+        | st.builds(m.SnapshotId, end_offset=st.integers(-1, 2**62), epoch=st.integers(-1, 9))), max_size=4)
+    endpoints = st.lists(st.builds(m.NodeEndpoint, node_id=st.integers(0, 9), host=st.text(max_size=200),
+                                   port=st.integers(0, 65535), rack=st.none() | st.text(max_size=5)), max_size=3)
     responses = st.builds(m, throttle_time_ms=st.integers(0, 1000), error_code=st.integers(0, 5),
                           session_id=st.integers(0, 2**31 - 1), responses=st.lists(st.builds(
                               m.FetchableTopicResponse, topic=st.text(max_size=140), topic_id=st.uuids(),
-                              partitions=partitions), max_size=3))
+                              partitions=partitions), max_size=3), node_endpoints=endpoints)
 
     @SETTINGS
     @given(response=responses | message_strategy("FetchResponse", version))
@@ -123,4 +131,4 @@ def test_public_api_uses_the_specialised_paths():
     assert codec._build_decoder("request", 0, 13).decode is not specialised.decode_produce_flexible
     assert codec._build_encoder("response", 1, 12).encode is specialised.ENCODERS[("response", 1, 12)]
     with pytest.raises(ValueError):
-        specialised.fetch_encoder(17)
+        specialised.fetch_encoder(19)

@@ -448,6 +448,8 @@ WIRE_MATRIX = [
             M.IncrementalAlterConfigsRequest.AlterableConfig(name="num.partitions", config_operation=0, value="2")])])),
     ("ListOffsets", 2, 7, TOPIC_REFUSED, lambda: M.ListOffsetsRequest(replica_id=-1, topics=[M.ListOffsetsRequest.ListOffsetsTopic(
         name="matrix", partitions=[M.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])),
+    ("DescribeTopicPartitions", 75, 0, TOPIC_REFUSED, lambda: M.DescribeTopicPartitionsRequest(topics=[
+        M.DescribeTopicPartitionsRequest.TopicRequest(name="matrix")])),
     ("DescribeProducers", 61, 0, TOPIC_REFUSED, lambda: M.DescribeProducersRequest(topics=[
         M.DescribeProducersRequest.TopicRequest(name="matrix", partition_indexes=[0])])),
     ("FindCoordinator group", 10, 4, GROUP_REFUSED,
@@ -572,6 +574,46 @@ def test_list_transactions_shows_only_describable_ids(broker, certs, admin):
     assert described_topics("admin") == ["listed-tx-out"]
     assert described_topics("bob") == []
     producer.abort_transaction(TIMEOUT)
+
+
+def test_list_transaction_groups_shows_only_describable_groups_and_members(broker, certs, admin):
+    create_topic(admin, "listed-txg-out")
+    producers, members = [], []
+    for transactional_id in ("listed-txg-0-0", "listed-txg-0-1"):
+        producer = confluent_kafka.Producer({**config(broker, certs, "admin"), "transactional.id": transactional_id})
+        producer.init_transactions(TIMEOUT)
+        producer.begin_transaction()
+        producer.produce("listed-txg-out", b"x")
+        producer.flush(TIMEOUT)  # left open: the group commits it
+        producers.append(producer)
+    root = tls_wire(broker, certs, "admin")
+    try:
+        for transactional_id in ("listed-txg-0-0", "listed-txg-0-1"):
+            (state,) = root.call(65, 0, M.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+                                 ).transaction_states
+            members.append(M.CommitTransactionGroupRequest.GroupMember(
+                transactional_id=transactional_id, producer_id=state.producer_id, producer_epoch=state.producer_epoch))
+        committed = root.call(0x7E00, 0, M.CommitTransactionGroupRequest(group_name="listed-txg", sequence=0,
+                                                                         abort_prefix=None, transactions=members))
+        assert committed.error_code == 0
+    finally:
+        root.close()
+
+    def listed(who):
+        wire = tls_wire(broker, certs, who)
+        try:
+            response = wire.call(0x7E03, 0, M.ListTransactionGroupsRequest(states_filter=[]))
+        finally:
+            wire.close()
+        assert response.error_code == 0
+        return {g.group_name: [m.transactional_id for m in g.members] for g in response.groups}
+
+    assert listed("admin")["listed-txg"] == ["listed-txg-0-0", "listed-txg-0-1"]
+    assert "listed-txg" not in listed("bob")
+    grant(admin, acl("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "listed-txg"),
+          acl("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "listed-txg-0-1"))
+    # the group, and of its members only the one bob may describe
+    assert listed("bob")["listed-txg"] == ["listed-txg-0-1"]
 
 
 # ---- the eoslog acls command ---------------------------------------------------------------------------

@@ -27,7 +27,8 @@ def test_json_lines_per_component_levels_and_refusals(tmp_path):
     command = [sys.executable, "-m", "eoslog", "serve", "--data-dir", str(tmp_path / "data"),
                "--listen", f"127.0.0.1:{port}", "--port-file", str(port_file),
                "--metrics-listen", f"127.0.0.1:{metrics_port}", "--log-format", "json",
-               "--log-level", "warning", "--log-level", "eoslog.server=debug"]
+               "--log-level", "warning", "--log-level", "eoslog.server=debug",
+               "--log-level", "eoslog.api.errors=debug"]
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL)
     try:
@@ -62,7 +63,7 @@ def test_json_lines_per_component_levels_and_refusals(tmp_path):
     assert ("eoslog.server.broker", "info") in loggers  # eoslog.server=debug lets its info through
     assert ("eoslog.server.metrics", "info") in loggers
     assert not any(e["logger"].startswith("eoslog.log") and e["level"] == "info" for e in entries)  # root: warning
-    refusals = [e for e in entries if e["logger"] == "eoslog.server.errors" and e["level"] == "debug"]
+    refusals = [e for e in entries if e["logger"] == "eoslog.api.errors" and e["level"] == "debug"]
     assert any("OFFSET_OUT_OF_RANGE" in e["message"] for e in refusals), refusals
 
 

@@ -13,7 +13,8 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from eoslog.spark import fetch_reader
-from eoslog.spark.partition_reader import DataLossError, OffsetRange, read_range
+from eoslog.spark.errors import DataLossError
+from eoslog.spark.partition_reader import OffsetRange, read_range
 
 
 def _read(bootstrap, topic, start, until, isolation, reader, headers=True, fail_on_data_loss=True):

@@ -9,7 +9,7 @@ import pytest
 
 from eoslog.spark.end_txn import end_transaction
 from eoslog.spark.native_producer import NativeProducer, ProducerError
-from eoslog.spark.txn_group_protocol import TxnMember
+from eoslog.spark.txn_group_client import TxnMember
 
 
 def _rows(start: int, count: int) -> pa.RecordBatch:

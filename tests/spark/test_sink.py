@@ -12,8 +12,7 @@ from __future__ import annotations
 import pytest
 
 from eoslog.spark.task_writer import write_transaction
-from eoslog.spark.txn_group_client import TxnGroupClient, broker_supports_txn_groups
-from eoslog.spark.txn_group_protocol import TxnMember
+from eoslog.spark.txn_group_client import TxnGroupClient, TxnMember, broker_supports_txn_groups
 
 
 @pytest.fixture(params=["groups", "per_task"])

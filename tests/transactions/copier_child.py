@@ -27,12 +27,15 @@ import confluent_kafka
 from confluent_kafka import KafkaException, TopicPartition
 
 bootstrap, group, transactional_id, source, target, output_partitions = sys.argv[1:7]
+# An optional 7th argument "consumer": the consumer group protocol (KIP-848), whose session is the broker's.
+group_protocol = sys.argv[7] if len(sys.argv) > 7 else "classic"
 output_partitions = int(output_partitions)
 rng = random.Random()
 consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                      "isolation.level": "read_committed", "enable.auto.commit": False,
-                                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                                     "metadata.recovery.strategy": "none"})
+                                     "auto.offset.reset": "earliest", "metadata.recovery.strategy": "none",
+                                     **({"group.protocol": "consumer"} if group_protocol == "consumer"
+                                        else {"session.timeout.ms": 6000})})
 producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                                      "linger.ms": 5, "transaction.timeout.ms": 30000,
                                      "metadata.recovery.strategy": "none"})

@@ -23,7 +23,7 @@ from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.process import BrokerProcess
 
-COMMIT, DESCRIBE, ABORT_BY_PREFIX, DESCRIBE_TRANSACTIONS = 0x7E00, 0x7E01, 0x7E02, 65
+COMMIT, DESCRIBE, ABORT_BY_PREFIX, LIST, DESCRIBE_TRANSACTIONS = 0x7E00, 0x7E01, 0x7E02, 0x7E03, 65
 Member = messages.CommitTransactionGroupRequest.GroupMember
 
 
@@ -64,6 +64,9 @@ class Wire:
 
     def abort_by_prefix(self, prefix: str):
         return self.call(ABORT_BY_PREFIX, messages.AbortTransactionsByPrefixRequest(prefix=prefix))
+
+    def list_groups(self, *states: str):
+        return self.call(LIST, messages.ListTransactionGroupsRequest(states_filter=list(states)))
 
     def transaction(self, transactional_id: str):
         """(state name, producer id, producer epoch) from DescribeTransactions."""
@@ -314,10 +317,14 @@ def test_broker_killed_after_the_commit_point_rolls_forward(tmp_path, monkeypatc
 
 
 def test_the_spark_sink_client_against_the_broker(txn_broker, wire):
-    """eoslog.spark.txn_group_client (hand-written codec, ApiVersions + FindCoordinator first) drives the
+    """eoslog.spark.txn_group_client (the generated codec, ApiVersions + FindCoordinator first) drives the
     three APIs on the real broker."""
-    from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError, broker_supports_txn_groups
-    from eoslog.spark.txn_group_protocol import TxnMember
+    from eoslog.spark.txn_group_client import (
+        TxnGroupClient,
+        TxnGroupError,
+        TxnMember,
+        broker_supports_txn_groups,
+    )
 
     bootstrap = txn_broker.bootstrap
     create_topics(bootstrap, {"gs-out": 1})
@@ -338,4 +345,31 @@ def test_the_spark_sink_client_against_the_broker(txn_broker, wire):
             client.commit("gs-query", 1, [TxnMember("gs-query-1-0", members[0].producer_id, 0)])
     assert sorted(read_committed(bootstrap, [("gs-out", 0)])[("gs-out", 0)]) == [b"gs-0", b"gs-1"]
     for producer in [*producers, straggler, late]:
+        producer.flush(1)
+
+
+def test_list_transaction_groups(txn_broker, wire):
+    """ListTransactionGroups (0x7E03): every group with its state, last sequence and the members of that
+    commit; advertised in ApiVersions; filtered by state."""
+    bootstrap = txn_broker.bootstrap
+    create_topics(bootstrap, {"gl-out": 2})
+    assert (0x7E03, 0, 0) in {(a.api_key, a.min_version, a.max_version)
+                              for a in wire.call(18, messages.ApiVersionsRequest()).api_keys}
+    prefix = "eoslog-sink-gl-q-"
+    producers = [open_transaction(bootstrap, f"{prefix}4-{p}", {("gl-out", p): [b"x"]}) for p in range(2)]
+    members = [identity(wire, f"{prefix}4-{p}") for p in range(2)]
+    before = int(time.time() * 1000)
+    assert wire.commit("eoslog-sink-gl-q", 4, members, abort_prefix=prefix).error_code == 0
+    listed = wire.list_groups()
+    assert listed.error_code == 0 and listed.unknown_state_filters == []
+    [group] = [g for g in listed.groups if g.group_name == "eoslog-sink-gl-q"]
+    assert (group.state, group.decision_in_flight, group.last_committed_sequence) == ("CompleteCommit", False, 4)
+    assert before <= group.last_commit_timestamp_ms <= int(time.time() * 1000)
+    assert [(m.transactional_id, m.producer_id, m.producer_epoch) for m in group.members] == members
+    assert [g.group_name for g in listed.groups] == sorted(g.group_name for g in listed.groups)
+    assert "eoslog-sink-gl-q" in [g.group_name for g in wire.list_groups("CompleteCommit").groups]
+    assert wire.list_groups("PrepareCommit").groups == []
+    unknown = wire.list_groups("Ongoing")
+    assert (unknown.unknown_state_filters, unknown.groups) == (["Ongoing"], [])
+    for producer in producers:
         producer.flush(1)

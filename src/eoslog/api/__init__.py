@@ -1,5 +1,5 @@
-"""One module per Kafka API. Each module defines API_KEY, MIN_VERSION, MAX_VERSION and
-``handle(context, request)`` returning a response object, an awaitable of one, or None (no response);
+"""One module per Kafka API, plus errors.py (the one place where exceptions become wire error codes).
+Each handler module defines API_KEY, MIN_VERSION, MAX_VERSION and ``handle(context, request)`` returning a response object, an awaitable of one, or None (no response);
 optionally ``error_response(context, request, error_code)`` for whole-request failures.
 
 We advertise exactly the versions whose semantics are implemented (see shared/research/clients.md).
@@ -17,10 +17,10 @@ from types import ModuleType
 # request instead of before the broker accepts connections.
 APIS: dict[str, tuple[int, int, int]] = {
     "api_versions": (18, 0, 4),
-    "metadata": (3, 0, 12),
+    "metadata": (3, 0, 13),
     "produce": (0, 3, 11),
-    "fetch": (1, 4, 12),
-    "list_offsets": (2, 1, 7),
+    "fetch": (1, 4, 18),
+    "list_offsets": (2, 1, 10),
     "create_topics": (19, 2, 7),
     "delete_topics": (20, 1, 6),
     "create_partitions": (37, 0, 3),
@@ -29,6 +29,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "alter_configs": (33, 0, 2),
     "delete_records": (21, 0, 2),
     "describe_cluster": (60, 0, 1),
+    "describe_topic_partitions": (75, 0, 0),
     "find_coordinator": (10, 0, 4),
     "init_producer_id": (22, 0, 4),
     "join_group": (11, 0, 9),
@@ -40,6 +41,8 @@ APIS: dict[str, tuple[int, int, int]] = {
     "list_groups": (16, 0, 5),
     "describe_groups": (15, 0, 6),
     "delete_groups": (42, 0, 2),
+    "consumer_group_heartbeat": (68, 0, 1),
+    "consumer_group_describe": (69, 0, 1),
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
     "add_partitions_to_txn": (24, 0, 3),
@@ -64,6 +67,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "commit_transaction_group": (0x7E00, 0, 0),
     "describe_transaction_groups": (0x7E01, 0, 0),
     "abort_transactions_by_prefix": (0x7E02, 0, 0),
+    "list_transaction_groups": (0x7E03, 0, 0),
 }
 
 

@@ -6,10 +6,10 @@ replicas catch up as followers, and the controller finishes the move once they a
 
 from __future__ import annotations
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AlterPartitionReassignmentsResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 45
 MIN_VERSION = 0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.messages import CreatePartitionsResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 37
 MIN_VERSION = 0

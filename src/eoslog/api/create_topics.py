@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topic_configs import describe_topic_configs
 from eoslog.protocol.messages import CreateTopicsResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 ZERO_UUID = uuid.UUID(int=0)
 API_KEY = 19

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.messages import DeleteTopicsResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 ZERO_UUID = uuid.UUID(int=0)
 API_KEY = 20

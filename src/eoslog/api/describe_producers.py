@@ -3,9 +3,9 @@ each one's open transaction (what `eoslog transactions find-hanging` looks at)."
 
 from __future__ import annotations
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.messages import DescribeProducersResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 61
 MIN_VERSION = 0

@@ -4,11 +4,11 @@ reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, check_names
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
 from eoslog.protocol.messages import IncrementalAlterConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 44
 MIN_VERSION = 0

@@ -27,8 +27,16 @@ def handle(context, request):
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else -1,
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=context.client_id or "", client_host=client_host(context),
-        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
+        topics=_topics(context) if request.group_id in service(context).coordinator.consumer.groups else None)
     return _respond(context, answer)
+
+
+def _topics(context) -> dict[str, int]:
+    """Non-internal topics and their partition counts: a classic member joining a consumer group (KIP-848)
+    is assigned by the coordinator."""
+    return {info.name: info.partitions for info in context.broker.registry.topics.topics.values()
+            if not info.is_internal}
 
 
 async def _respond(context, answer):

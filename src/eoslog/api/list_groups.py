@@ -1,5 +1,5 @@
 """ListGroups (key 16), v0-5: every group this coordinator holds; v4+ filter by state, v5+ by type
-(every group here is a "classic" one)."""
+("classic" or "consumer", KIP-848)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def handle(context, request):
         visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.GROUP, {g.group_id for g in listings})
         listings = [g for g in listings if g.group_id in visible]
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
-        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic")
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
         for g in listings])
 
 

@@ -1,22 +1,31 @@
-"""ListOffsets (key 2): earliest, latest, by timestamp, max timestamp; read_committed sees up to the LSO."""
+"""ListOffsets (key 2): earliest, latest, by timestamp, max timestamp; read_committed sees up to the LSO.
+
+v8-v10 add specs for tiered storage (KIP-405, KIP-1005, KIP-1075), answered as Kafka 4.x answers them
+for a topic without remote storage -- which every eoslog topic is: earliest-local (-4) is the log
+start offset, as earliest; latest-tiered (-5) is "nothing tiered", offset -1 with leader epoch -1;
+v10's TimeoutMs bounds remote lookups, and we do none. v11's earliest-pending-upload (-6, KIP-1023)
+is not advertised.
+"""
 
 from __future__ import annotations
 
 import os
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.errors import TopicAuthorizationFailedError
 from eoslog.protocol.messages import ListOffsetsResponse
 from eoslog.records.batch import decode_batch
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 7
+MAX_VERSION = 10
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -34,7 +43,9 @@ def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
     upper = partition.fetch_upper_bound(isolation_level)
     if timestamp == LATEST:
         return -1, upper
-    if timestamp == EARLIEST:
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):  # all of a log is local
         return -1, partition.log_start_offset
     if timestamp == MAX_TIMESTAMP:
         found = partition.log.max_timestamp_and_offset()
@@ -73,6 +84,8 @@ def handle(context, request):
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0
                 epoch = partition.leader_epoch if partition.leader_epoch is not None else 0
+                if offset == -1:
+                    epoch = -1  # nothing found (max timestamp of an empty log, latest tiered): no epoch, as Kafka
             except Exception as exc:  # noqa: BLE001
                 code, timestamp, offset, epoch = int(error_code_for(exc)), -1, -1, -1
             partitions.append(PartitionResponse(partition_index=wanted.partition_index, error_code=code,

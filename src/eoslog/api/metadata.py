@@ -5,16 +5,16 @@ from __future__ import annotations
 import uuid
 from functools import lru_cache
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
 from eoslog.protocol.wire import FrozenArray
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
@@ -23,7 +23,8 @@ NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's ZERO_UUID: no topic id
 UNKNOWN_OPERATIONS = -(2**31)
 
 
-def _topic_entry(broker, info, listener: str = "PLAINTEXT", version: int = MAX_VERSION) -> Topic:
+def topic_entry(broker, info, listener: str = "PLAINTEXT", version: int = MAX_VERSION) -> Topic:
+    """One existing topic as Metadata answers it (DescribeTopicPartitions answers its partitions alike)."""
     if broker.cluster is not None:
         return _cluster_topic_entry(broker.cluster.view, info, listener, version)
     node = broker.config.node_id
@@ -86,7 +87,7 @@ def handle(context, request):
         if broker.authorizer is not None:
             visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {i.name for i in listed})
             listed = [info for info in listed if info.name in visible]
-        topics = [_topic_entry(broker, info, listener, version) for info in listed]
+        topics = [topic_entry(broker, info, listener, version) for info in listed]
     else:
         allow_auto_create = request.allow_auto_topic_creation if version >= 4 else True
         for wanted in request.topics:
@@ -98,7 +99,7 @@ def handle(context, request):
                 elif info is None:
                     topics.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 else:
-                    topics.append(_topic_entry(broker, info, listener, version))
+                    topics.append(topic_entry(broker, info, listener, version))
                 continue
             if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 # Refused whether or not it exists: the answer must not tell.
@@ -123,7 +124,7 @@ def handle(context, request):
                 except KafkaError as exc:
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
-            topics.append(_topic_entry(broker, info, listener, version))
+            topics.append(topic_entry(broker, info, listener, version))
     if 8 <= version and request.include_topic_authorized_operations:
         for entry in topics:
             if entry.error_code == 0:

@@ -2,8 +2,9 @@
 
 v2+ may ask for every partition (null topics) and carry a top-level error, v5+ the leader epoch, v7+
 ``require_stable`` (KIP-447: a partition whose offset awaits a transaction marker or a write answers
-UNSTABLE_OFFSET_COMMIT, and the client retries), v8+ batch groups. v9's member fields serve KIP-848
-groups only. v10 names topics by id and is not advertised."""
+UNSTABLE_OFFSET_COMMIT, and the client retries), v8+ batch groups, v9+ the member id and epoch of a
+consumer-protocol member (KIP-848: checked against a consumer group like a commit's). v10 names topics
+by id and is not advertised."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ Topics = OffsetFetchResponse.OffsetFetchResponseTopics
 Partitions = OffsetFetchResponse.OffsetFetchResponsePartitions
 
 
-def _fetch(context, group_service, group_id, topics, require_stable):
+def _fetch(context, group_service, group_id, topics, require_stable, member_id=None, member_epoch=-1):
     """(group error, {topic: [(partition, offset, epoch, metadata, code)]}) in request order.
 
     Needs DESCRIBE on the group; a named topic the principal may not DESCRIBE answers
@@ -44,7 +45,8 @@ def _fetch(context, group_service, group_id, topics, require_stable):
             if name not in described:
                 by_topic[name].append((index, -1, -1, "", int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
         wanted = [(name, index) for name, index in wanted if name in described]
-    resp = group_service.fetch_offsets(group_id, wanted, require_stable=require_stable)
+    resp = group_service.fetch_offsets(group_id, wanted, require_stable=require_stable, member_id=member_id,
+                                       member_epoch=member_epoch)
     if resp.error is not Errors.NONE:
         for name, index in wanted or ():
             by_topic[name].append((index, -1, -1, "", code(resp.error)))
@@ -67,7 +69,8 @@ def handle(context, request):
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, by_topic = _fetch(context, group_service, g.group_id, g.topics, require_stable)
+            member = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+            error, by_topic = _fetch(context, group_service, g.group_id, g.topics, require_stable, *member)
             groups.append(Group(group_id=g.group_id, error_code=error, topics=[] if error else [
                 Topics(name=name, partitions=[
                     Partitions(partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m,

@@ -7,10 +7,10 @@ On a single node there is one epoch, 0, which ends at the log end offset."""
 
 from __future__ import annotations
 
+from eoslog.api.errors import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetForLeaderEpochResponse
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 23
 MIN_VERSION = 2

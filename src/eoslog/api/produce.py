@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 
+from eoslog.api import _leader_hints as leader_hints
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -29,7 +31,6 @@ from eoslog.protocol.errors import (
 from eoslog.protocol.messages import ProduceResponse
 from eoslog.records.header import iter_headers
 from eoslog.security.acl import AclOperation, ResourceType
-from eoslog.server.errors import error_code_for
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -53,6 +54,11 @@ def _partition_response(index: int, code: int, base_offset: int = -1, log_append
 
 
 def handle(context, request):
+    # KIP-951 (v10+): refused partitions name their current leader (api/_leader_hints.py).
+    return leader_hints.add_to_produce(context, _handle(context, request))
+
+
+def _handle(context, request):
     if request.acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
     # Kafka's order: the transactional id first (the whole request), then WRITE per topic.

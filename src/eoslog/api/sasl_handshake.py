@@ -43,8 +43,8 @@ def raw_token(connection, frame: bytes) -> list[bytes]:
     v0 has no way to say why authentication failed: the connection is closed."""
     import struct
 
+    from eoslog.api.errors import CloseConnection
     from eoslog.api.sasl_authenticate import complete
-    from eoslog.server.network import CloseConnection
 
     session = connection.sasl
     try:

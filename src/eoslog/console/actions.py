@@ -5,15 +5,24 @@ does it: an InitProducerId for that transactional id, which fences the producer 
 the coordinator abort the open transaction, writing ABORT markers to every partition in it. A transaction
 that only a partition still holds open (its coordinator lost it) is ended by writing the ABORT marker to
 that partition directly (``txn_cli.abort_transaction``, KIP-664).
+
+Resetting a group's offsets and deleting records are the commands' own code (``eoslog groups
+reset-offsets``, ``eoslog records delete-before``), so the console refuses what they refuse: a group with
+active members keeps its offsets, and a broker's refusal is reported, never retried.
 """
 
 from __future__ import annotations
 
+import click
+
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
+from eoslog.tools import admin_requests as admin
 from eoslog.tools import txn_cli
 from eoslog.tools.brokers import TRANSACTION, Brokers
 from eoslog.tools.common import check
+from eoslog.tools.reset_offsets import Reset, Target
+from eoslog.tools.reset_offsets import reset_offsets as reset_group_offsets
 
 INIT_PRODUCER_ID = 22
 
@@ -35,3 +44,18 @@ def abort_transaction(brokers: Brokers, transactional_id: str) -> None:
 
 def abort_partition_transaction(brokers: Brokers, topic: str, partition: int, start_offset: int) -> None:
     txn_cli.abort_transaction(brokers, topic, partition, start_offset)
+
+
+def reset_offsets(brokers: Brokers, group_id: str, target: Target, topic: str | None) -> list[Reset]:
+    """Commits the group's new offsets in ``topic`` (None: every topic it has offsets in); refused
+    (ClickException) while the group has active members."""
+    return reset_group_offsets(brokers, group_id, target, [topic] if topic else [], all_topics=topic is None,
+                               execute=True, show_progress=False)
+
+
+def delete_records(brokers: Brokers, topic: str, partition: int, before_offset: int) -> int:
+    """DeleteRecords at the partition's leader: the new log start offset, or the broker's refusal."""
+    [(log_start, error)] = admin.delete_records(brokers, {(topic, partition): before_offset}).values()
+    if error:
+        raise click.ClickException(f"DeleteRecords {topic}-{partition} before offset {before_offset}: {error}")
+    return log_start

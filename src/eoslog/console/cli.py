@@ -19,7 +19,8 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
 @click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="HOST:PORT",
               help="Where the console serves HTTP (port 0 picks a free one).")
 @click.option("--allow-writes", is_flag=True,
-              help="Offer the write actions (aborting transactions); without it they answer 403.")
+              help="Offer the write actions (aborting transactions, resetting a group's offsets, deleting "
+                   "records); without it they answer 403.")
 @click.option("--hanging-after-ms", type=click.IntRange(min=0), default=900_000, show_default=True,
               help="A transaction open longer than this is shown as hanging (transaction.max.timeout.ms).")
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import click
 
+from eoslog.console.authorization import or_not_authorized, refused
 from eoslog.console.records_view import RecordPage, mark_records
 from eoslog.protocol import messages
 from eoslog.records.batch import decode_batches
@@ -22,6 +23,7 @@ from eoslog.tools.common import check
 from eoslog.tools.hanging import hanging_transactions
 
 FETCH, FETCH_VERSION = 1, 11  # the last Fetch version that names topics (12+ may use topic ids)
+LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS = 66, 65
 PAGE_MAX_BYTES = 1 << 20  # one page of the browser reads at most this much of a partition
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
@@ -119,7 +121,8 @@ def topic_detail(brokers: Brokers, name: str):
     for p in view.partitions:
         tp = (name, p.partition)
         p.log_start_offset, p.high_watermark, p.last_stable_offset = start.get(tp), high.get(tp), stable.get(tp)
-    return view, admin.describe_configs(brokers, admin.TOPIC, name)
+    return view, or_not_authorized(f"describe the configs of topic {name}", admin.describe_configs, brokers,
+                                   admin.TOPIC, name)
 
 
 def offsets(brokers: Brokers, topics: list[admin.TopicView], timestamp: int,
@@ -132,6 +135,7 @@ def offsets(brokers: Brokers, topics: list[admin.TopicView], timestamp: int,
 
 def producers(brokers: Brokers, topic: str, partition: int):
     """DescribeProducers at the partition's leader: the producers whose state the partition keeps."""
+    brokers.leader(topic, partition)  # names a refusal (Metadata) where DescribeProducers would say unknown
     [result] = txn_cli.describe_producers(brokers, topic, [partition])
     check(result.error_code, f"DescribeProducers {topic}-{partition}")
     return sorted(result.active_producers, key=lambda p: (p.current_txn_start_offset < 0, p.producer_id))
@@ -171,6 +175,7 @@ def browse(brokers: Brokers, topic: str, partition: int, from_offset: int, limit
     read_committed for the aborted transactions (a broker lists them only at that level), and for the
     read_uncommitted view a second one at that level for the records past the last stable offset."""
     tp = (topic, partition)
+    brokers.leader(topic, partition)  # names a refusal (Metadata) where ListOffsets would say unknown
     start = admin.list_offsets(brokers, [tp], admin.EARLIEST)[tp]
     high = admin.list_offsets(brokers, [tp], admin.LATEST)[tp]
     offset = min(max(from_offset, start), high)
@@ -189,6 +194,7 @@ def browse(brokers: Brokers, topic: str, partition: int, from_offset: int, limit
 def offset_for_timestamp(brokers: Brokers, topic: str, partition: int, timestamp_ms: int) -> int:
     """The first offset whose timestamp is at least ``timestamp_ms``; the log end when none is."""
     tp = (topic, partition)
+    brokers.leader(topic, partition)  # as in browse: a refusal by name
     found = admin.list_offsets(brokers, [tp], timestamp_ms)[tp]
     return found if found >= 0 else admin.list_offsets(brokers, [tp], admin.LATEST)[tp]
 
@@ -200,7 +206,22 @@ def groups(brokers: Brokers):
 
 
 def group(brokers: Brokers, group_id: str):
-    return groups_cli.describe_group(brokers, group_id)
+    view = groups_cli.describe_group(brokers, group_id)
+    return _describable_topics_only(brokers, view)
+
+
+def _describable_topics_only(brokers: Brokers, view):
+    """Members' assignments are the group's own bytes and name every topic they consume: the ones the
+    principal may not describe (absent from Metadata, or refused there) are left out of the page, as
+    OffsetFetch already leaves out their committed offsets."""
+    topics = sorted({t for m in view.members for t in m.assignment} | {p.topic for p in view.partitions})
+    if not topics:
+        return view
+    visible = {t.name for t in brokers.metadata(topics).topics if t.error_code == 0}
+    for member in view.members:
+        member.assignment = {t: ps for t, ps in member.assignment.items() if t in visible}
+    view.partitions = [p for p in view.partitions if p.topic in visible]
+    return view
 
 
 # ---- transactions ---------------------------------------------------------------------------------
@@ -222,12 +243,29 @@ class Transactions:
     rows: list[TransactionRow]
     hanging_partitions: list[dict]  # entries as txn_cli.find_hanging makes them
     hanging_after_ms: int
+    # partitions whose producers the principal may not describe (DescribeProducers needs Read on the topic)
+    not_authorized: list[tuple[str, int]] = field(default_factory=list)
+
+
+def described_transactions(brokers: Brokers) -> list:
+    """DescribeTransactions of every transactional id, asked of each broker for the ids it lists: a
+    broker lists the ids it coordinates, so one request describes them all (no FindCoordinator and
+    request per id, which cost about 0.2 ms an id: the Spark sink names every batch's transactions anew)."""
+    described = []
+    for node_id, wire in brokers.each():
+        listed = wire.call(LIST_TRANSACTIONS, 0, messages.ListTransactionsRequest(state_filters=[],
+                                                                                 producer_id_filters=[]))
+        check(listed.error_code, f"ListTransactions at broker {node_id}")
+        ids = sorted(t.transactional_id for t in listed.transaction_states)
+        if ids:
+            request = messages.DescribeTransactionsRequest(transactional_ids=ids)
+            described += wire.call(DESCRIBE_TRANSACTIONS, 0, request).transaction_states
+    return described
 
 
 def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
     now = int(time.time() * 1000)
-    listed = txn_cli.list_transactions(brokers)
-    described = txn_cli.describe_transactions(brokers, [t.transactional_id for t in listed]) if listed else []
+    described = described_transactions(brokers)
     rows = []
     for d in described:
         if d.error_code:
@@ -239,13 +277,17 @@ def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
                                    [f"{t.topic}-{p}" for t in d.topics for p in sorted(t.partitions)],
                                    duration is not None and duration > hanging_after_ms))
     rows.sort(key=lambda r: (not r.hanging, r.duration_ms is None, -(r.duration_ms or 0), r.transactional_id))
-    return Transactions(rows, hanging_partitions(brokers, rows, hanging_after_ms, now), hanging_after_ms)
+    not_authorized: list[tuple[str, int]] = []
+    return Transactions(rows, hanging_partitions(brokers, rows, hanging_after_ms, now, not_authorized),
+                        hanging_after_ms, not_authorized)
 
 
-def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int) -> list[dict]:
+def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int,
+                       not_authorized: list | None = None) -> list[dict]:
     """``txn_cli.find_hanging``'s judgement (tools/hanging.py) with one DescribeProducers per leader and
     the transactions already described for the page (not a ListTransactions of their own): a page over
-    1,000 partitions costs a request per broker. Partitions that could not be asked are left out."""
+    1,000 partitions costs a request per broker. Partitions that could not be asked are left out; those
+    refused for lack of rights are added to ``not_authorized``."""
     ongoing = set()
     for r in rows:
         if r.state == "Ongoing":
@@ -253,5 +295,7 @@ def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_aft
                 topic, _, partition = tp.rpartition("-")
                 ongoing.add((r.producer_id, topic, int(partition)))
     leader_of = leader_requests.leaders(brokers, include_internal=False)
-    active, _ = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
+    active, errors = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
+    if not_authorized is not None:
+        not_authorized += refused(errors)
     return hanging_transactions(active, ongoing, hanging_after_ms, now)

@@ -12,7 +12,10 @@ Known tagged fields are parsed, unknown ones skipped.
 
 Encoder: ``encode(obj, out: bytearray, parts: list) -> None`` appends to ``out``; a records field may
 move ``out``'s contents to ``parts`` and append its pieces there (see ``wire.write_records``).
-Fields not in the version are skipped; tagged fields are never written (the section is one 0 byte).
+Fields not in the version are skipped. A tagged field is written only when its value differs from its
+default, as Kafka's generated code does: a response that sets none (every ApiVersions reply, for one)
+keeps an empty section (one 0 byte), which librdkafka before 2.2 -- it mis-skips tagged fields -- needs;
+KIP-951's leader hints (Produce v10+, Fetch v12+) are set only on NOT_LEADER_OR_FOLLOWER answers.
 """
 
 from __future__ import annotations
@@ -345,7 +348,7 @@ def _encode_struct(w: _Writer, ind: int, fields: tuple[FieldSpec, ...], obj: str
 
     for f in fields:
         if not f.present_in(v) or f.tagged_in(v):
-            continue  # absent in this version, or tagged: we never write tagged fields
+            continue  # absent in this version, or tagged (written below, after the fields)
         if f.type in FIXED:
             run.append(f)
         else:
@@ -353,9 +356,61 @@ def _encode_struct(w: _Writer, ind: int, fields: tuple[FieldSpec, ...], obj: str
             _encode_field(w, ind, f, f"{obj}.{f.attr}")
     flush()
     if w.spec.is_flexible(v):
-        w.emit(ind, "out += b'\\x00'")  # the tagged-field section, always empty
+        _encode_tagged(w, ind, [f for f in fields if f.tagged_in(v)], obj)
     elif not w.lines or w.lines[-1].endswith(":"):
         w.emit(ind, "pass")
+
+
+def _encode_tagged(w: _Writer, ind: int, tagged: list[FieldSpec], obj: str) -> None:
+    """The tagged-field section: a count, then (tag, size, value) in tag order for each field whose
+    value is not its default (Kafka writes no defaults, and a reader takes a missing tag as one).
+    All defaults -- nearly always -- cost one test of each field and the one 0 byte."""
+    if not tagged:
+        w.emit(ind, "out += b'\\x00'")
+        return
+    tagged = sorted(tagged, key=lambda f: f.tag)
+    values = []
+    for f in tagged:
+        assert f.type != "records" and not (f.is_struct and _holds_records(f.fields)), f.name
+        value = w.var("_v")
+        w.emit(ind, f"{value} = {obj}.{f.attr}")
+        values.append(value)
+    w.emit(ind, f"if {' and '.join(_is_default(w, f, v) for f, v in zip(tagged, values))}:")
+    w.emit(ind + 1, "out += b'\\x00'")
+    w.emit(ind, "else:")
+    ind += 1
+    found, saved = w.var("_tf"), w.var("_o")
+    w.emit(ind, f"{found} = []")
+    for f, value in zip(tagged, values):
+        w.emit(ind, f"if not ({_is_default(w, f, value)}):")
+        w.emit(ind + 1, f"{saved} = out")
+        w.emit(ind + 1, "out = bytearray()")
+        _encode_field(w, ind + 1, f, value)
+        w.emit(ind + 1, f"{found}.append(({f.tag}, out))")
+        w.emit(ind + 1, f"out = {saved}")
+    w.emit(ind, f"out += _uvarint(len({found}))")
+    w.emit(ind, f"for _tag, _body in {found}:")
+    w.emit(ind + 1, "out += _uvarint(_tag)")
+    w.emit(ind + 1, "out += _uvarint(len(_body))")
+    w.emit(ind + 1, "out += _body")
+
+
+def _is_default(w: _Writer, f: FieldSpec, value: str) -> str:
+    """An expression true when ``value`` (a field of spec ``f``) holds the field's default. Structs of
+    plain fields compare field by field inline: Struct.__eq__ per partition would cost more than the
+    rest of the partition's encoding."""
+    if f.default is None:
+        return f"{value} is None"
+    if f.is_array:
+        return f"({value} is not None and not {value})"
+    if f.is_struct:
+        if all(sub.type in FIXED or sub.type in ("string", "uuid") for sub in f.fields):
+            default = w.cls.STRUCTS[f.struct_name]()
+            checks = " and ".join(f"{value}.{sub.attr} == {w.const(getattr(default, sub.attr))}" for sub in f.fields)
+            return f"({value} is not None and {checks})" if checks else "True"
+        default = w.const(w.cls.STRUCTS[f.struct_name]())
+        return f"({value} is {default} or {value} == {default})"
+    return f"{value} == {w.default_expr(f)}"
 
 
 def build_encoder(spec: MessageSpec, version: int, cls: type[Struct]):

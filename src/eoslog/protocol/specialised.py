@@ -12,7 +12,7 @@ Produce request, versions 3-12 (v13 replaces the topic name with a topic id):
     topic_data: [name: string, partition_data: [index: int32, records: nullable records]]
     (v9+: compact strings/arrays/records and an empty tagged-field section after each struct)
 
-Fetch response, versions 4-16:
+Fetch response, versions 4-18 (17 and 18 change only the request):
     throttle_time_ms: int32, [v7+ error_code: int16, session_id: int32],
     responses: [topic: string (v13+ topic_id: uuid),
                 partitions: [partition_index: int32, error_code: int16, high_watermark: int64,
@@ -20,7 +20,7 @@ Fetch response, versions 4-16:
                              aborted_transactions: nullable [producer_id: int64, first_offset: int64],
                              [v11+ preferred_read_replica: int32], records: nullable records]]
     (v12+: compact forms and tagged sections; the tagged fields -- diverging_epoch, current_leader,
-    snapshot_id, node_endpoints -- are never written)
+    snapshot_id, v16+ node_endpoints -- are written when not default, as by the generated codec)
 """
 
 from __future__ import annotations
@@ -226,8 +226,8 @@ def _compact_length(n: int) -> bytes:
 
 
 def fetch_encoder(version: int):
-    """The FetchResponse body encoder for ``version`` (4-16): ``encode(response, out, parts)``."""
-    if not 4 <= version <= 16:
+    """The FetchResponse body encoder for ``version`` (4-18): ``encode(response, out, parts)``."""
+    if not 4 <= version <= 18:
         raise ValueError(f"no specialised FetchResponse encoder for version {version}")
     return _fetch_flexible(version) if version >= 12 else _fetch_classic(version)
 
@@ -292,10 +292,69 @@ def _fetch_classic(version: int):
     return encode
 
 
+# The defaults of PartitionData's tagged fields. A partition holding these very objects (the Fetch handler
+# shares them: api/fetch.py) skips the comparisons and gets the one-byte empty section.
+_FR = messages.FetchResponse
+NO_DIVERGING_EPOCH = _FR.EpochEndOffset()
+NO_CURRENT_LEADER = _FR.LeaderIdAndEpoch()
+NO_SNAPSHOT_ID = _FR.SnapshotId()
+_pack_iq = struct.Struct(">iq").pack
+_pack_ii = struct.Struct(">ii").pack
+_pack_qi = struct.Struct(">qi").pack
+_pack_i = struct.Struct(">i").pack
+
+
+def _partition_tags(p) -> bytes:
+    """PartitionData's tagged section: diverging_epoch (0), current_leader (1), snapshot_id (2), each
+    written when not its default (-1s), compared field by field (cheaper than Struct.__eq__)."""
+    found = []
+    d, c, s = p.diverging_epoch, p.current_leader, p.snapshot_id
+    if d.epoch != -1 or d.end_offset != -1:
+        found.append((0, _pack_iq(d.epoch, d.end_offset)))
+    if c.leader_id != -1 or c.leader_epoch != -1:
+        found.append((1, _pack_ii(c.leader_id, c.leader_epoch)))
+    if s.end_offset != -1 or s.epoch != -1:
+        found.append((2, _pack_qi(s.end_offset, s.epoch)))
+    return _tag_section(found, b"\x00") if found else b"\x00"
+
+
+def _tag_section(found: list[tuple[int, bytes]], suffix: bytes) -> bytes:
+    """``found`` holds (tag, struct body without its own empty section, which ``suffix`` adds)."""
+    out = bytearray(_compact_length(len(found)))
+    for tag, body in found:
+        out += _compact_length(tag)
+        out += _compact_length(len(body) + len(suffix))
+        out += body
+        out += suffix
+    return bytes(out)
+
+
+def _node_endpoints_tags(endpoints) -> bytes:
+    """The response's tagged section in v16+: node_endpoints (0) when there are any."""
+    if not endpoints:
+        return b"\x00"
+    body = bytearray(_compact_length(len(endpoints) + 1))
+    for e in endpoints:
+        host = e.host.encode()
+        body += _pack_i(e.node_id)
+        body += _compact_length(len(host) + 1)
+        body += host
+        body += _pack_i(e.port)
+        if e.rack is None:
+            body += b"\x00"
+        else:
+            rack = e.rack.encode()
+            body += _compact_length(len(rack) + 1)
+            body += rack
+        body += b"\x00"
+    return _tag_section([(0, bytes(body))], b"")
+
+
 def _fetch_flexible(version: int):
-    """v12-v16: compact forms, an empty tagged section after every struct. The fast partition case
+    """v12-v18: compact forms, an empty tagged section after every struct. The fast partition case
     packs the fixed fields, the null aborted-transactions byte (0), the preferred read replica ..."""
     with_topic_id = version >= 13
+    with_node_endpoints = version >= 16
     top = struct.Struct(">ihi").pack
     fixed = struct.Struct(">ihqqq").pack
     # ... plus the records length as a one- or two-byte uvarint (records under 16 KiB), all in one pack.
@@ -330,7 +389,8 @@ def _fetch_flexible(version: int):
                         out += fast2(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                                      p.log_start_offset, 0, p.preferred_read_replica, (n & 0x7F) | 0x80, n >> 7)
                     out += records
-                    out += b"\x00"
+                    out += b"\x00" if p.current_leader is NO_CURRENT_LEADER and p.diverging_epoch is \
+                        NO_DIVERGING_EPOCH and p.snapshot_id is NO_SNAPSHOT_ID else _partition_tags(p)
                     continue
                 out += fixed(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                              p.log_start_offset)
@@ -344,14 +404,15 @@ def _fetch_flexible(version: int):
                         out += b"\x00"
                 out += pack_i(p.preferred_read_replica)
                 write_records(out, parts, records, True)
-                out += b"\x00"
+                out += b"\x00" if p.current_leader is NO_CURRENT_LEADER and p.diverging_epoch is \
+                    NO_DIVERGING_EPOCH and p.snapshot_id is NO_SNAPSHOT_ID else _partition_tags(p)
             out += b"\x00"
-        out += b"\x00"
+        out += _node_endpoints_tags(o.node_endpoints) if with_node_endpoints else b"\x00"
 
     return encode
 
 
 DECODERS = {("request", 0, v): decode_produce_classic for v in range(3, 9)}
 DECODERS.update({("request", 0, v): decode_produce_flexible for v in range(9, 13)})
-ENCODERS = {("response", 1, v): fetch_encoder(v) for v in range(4, 17)}
+ENCODERS = {("response", 1, v): fetch_encoder(v) for v in range(4, 19)}
 

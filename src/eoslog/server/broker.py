@@ -84,6 +84,7 @@ class Broker:
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
         self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
+        self.console = None  # server/console.py ConsoleEndpoint when eoslog.console.listen is set
         # security/authorizer.py when authorizer.class.name is set; None: every request is allowed.
         from eoslog.security.authorizer import Authorizer
 
@@ -114,6 +115,8 @@ class Broker:
         try:
             if self.config.metrics_listen is not None:
                 self._start_metrics()
+            if self.config.console_listen is not None:
+                self._start_console()
             # The format version before anything else in the directory is read (log/data_dir_format.py).
             check_or_record(data_dir)
             if self.config.cluster_mode:
@@ -134,6 +137,8 @@ class Broker:
                 server.close()
             if self.metrics is not None:
                 self.metrics.close()
+            if self.console is not None:
+                self.console.close()
             if getattr(self.registry, "log_directory", None) is not None:
                 self.registry.log_directory.close()
             raise
@@ -184,6 +189,8 @@ class Broker:
         log.info("shutting down: closing the listener and %d connections", len(self.dispatcher.connections))
         if self.metrics is not None:
             await self.metrics.stop()
+        if self.console is not None:
+            await self.console.stop()
         if self._server is not None:
             self._server.close()
         for server in self._extra_servers:
@@ -394,6 +401,14 @@ class Broker:
             self.metrics.start()
         except OSError as exc:
             raise ConfigError(f"eoslog.metrics.listen {host}:{port}: {exc}") from exc
+
+    def _start_console(self) -> None:
+        """Like the metrics endpoint: its port bound before the data directory is touched. The console
+        connects to this broker's listener lazily, on its first page (server/console.py)."""
+        from eoslog.server.console import ConsoleEndpoint
+
+        self.console = ConsoleEndpoint(self.config)
+        self.console.start(self.listeners, self.bound_ports)
 
     def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:

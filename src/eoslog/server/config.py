@@ -89,6 +89,8 @@ _SIMPLE_INTS = {
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 0),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", 0),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 0),
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", 1),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", 1),
     "offsets.retention.minutes": ("offsets_retention_minutes", 1),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 1),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", 1),
@@ -120,6 +122,8 @@ _OTHER_PROPERTIES = frozenset({
     "log.cleaner.enable", "log.cleaner.process", "eoslog.log.flush.syncfs", "log.dirs", "log.dir", "listeners", "advertised.listeners",
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
+    "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
+    "group.consumer.assignors",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
 # the broker on the default. eoslog knows every name it accepts, and a typo of one of them is by far the
@@ -274,6 +278,10 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    # consumer groups (KIP-848, docs/groups.md "The consumer group protocol")
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     offsets_retention_minutes: int = 7 * 24 * 60
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
@@ -311,6 +319,13 @@ class BrokerConfig:
     # eoslog.metrics.listen / --metrics-listen (server/metrics.py, docs/operations.md): the Prometheus
     # endpoint's (host, port); None: off, and prometheus_client is never imported.
     metrics_listen: tuple[str, int] | None = None
+    # eoslog.console.listen / --console-listen (server/console.py, docs/console.md): the web console served
+    # by the broker; None: off, and nothing of eoslog.console (Starlette, uvicorn, Jinja2) is imported.
+    console_listen: tuple[str, int] | None = None
+    console_allow_writes: bool = False  # eoslog.console.allow.writes / --console-allow-writes
+    # eoslog.console.command.config / --console-command-config: the client properties the console uses to
+    # reach this broker through a secured listener (none: through the first PLAINTEXT listener).
+    console_command_config: str | None = None
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -413,6 +428,14 @@ class BrokerConfig:
             from eoslog.server.limits import parse_overrides
 
             self.max_connections_per_ip_overrides = _parsed(parse_overrides, value)
+        elif name == "group.consumer.assignors":
+            from eoslog.coordinator.group.assignors import ASSIGNORS
+
+            names = tuple(n.strip() for n in value.split(",") if n.strip())
+            unknown = [n for n in names if n not in ASSIGNORS]
+            if not names or unknown:
+                raise ConfigError(f"{name}: {', '.join(unknown) or 'empty'}; eoslog's assignors are {sorted(ASSIGNORS)}")
+            self.group_consumer_assignors = names
         elif name == "auto.create.topics.enable":
             self.auto_create_topics_enable = _bool(name, value)
         elif name == "unclean.leader.election.enable":
@@ -479,6 +502,12 @@ class BrokerConfig:
             self.cluster_id = value
         elif name == "eoslog.metrics.listen":
             self.metrics_listen = parse_host_port(value.strip(), name) if value.strip() else None
+        elif name == "eoslog.console.listen":
+            self.console_listen = parse_host_port(value.strip(), name) if value.strip() else None
+        elif name == "eoslog.console.allow.writes":
+            self.console_allow_writes = _bool(name, value)
+        elif name == "eoslog.console.command.config":
+            self.console_command_config = value.strip() or None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:

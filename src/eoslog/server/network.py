@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from eoslog.api.errors import CloseConnection
 from eoslog.log.region import FileRegion
 from eoslog.server.framing import FrameReader, FrameTooLarge, NeedMemory
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
@@ -50,10 +51,6 @@ WRITE_LOW_WATER = 1 * 1024 * 1024
 # Bigger file regions are sent in slices so a huge fetch does not allocate it all at once.
 READ_CHUNK = 4 * 1024 * 1024
 SENDFILE = hasattr(os, "sendfile") and os.environ.get("EOSLOG_SENDFILE", "1") != "0"
-
-
-class CloseConnection(Exception):
-    """Raised by the dispatcher when the only safe answer to a request is to hang up."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

@@ -12,8 +12,7 @@ import time
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError
-from eoslog.spark.txn_group_protocol import TxnMember
+from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError, TxnMember
 
 END_TXN = 26
 END_TXN_VERSION = 2  # non-flexible; PRODUCER_FENCED appears from v2 on

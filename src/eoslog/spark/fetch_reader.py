@@ -25,6 +25,7 @@ import time
 from eoslog.protocol import codec, messages
 from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
+from eoslog.spark.errors import DataLossError
 from eoslog.spark.record_columns import FetchDecoder
 
 METADATA, METADATA_VERSION = 3, 4
@@ -235,7 +236,6 @@ class PartitionFetcher:
         raise RuntimeError(f"reading {self.topic}-{self.partition}: {_name(code)}")
 
     def _out_of_range(self) -> None:
-        from eoslog.spark.partition_reader import DataLossError
 
         decoder = self.decoder
         if self.fail_on_data_loss:

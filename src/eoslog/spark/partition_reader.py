@@ -23,14 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from pyspark.sql.datasource import InputPartition
 
+from eoslog.spark.errors import DataLossError
 from eoslog.spark.schema import NO_TIMESTAMP_TYPE, arrow_schema
 
 # Rows per Arrow batch handed to Spark, and per consume() call.
 BATCH_ROWS = 20_000
-
-
-class DataLossError(RuntimeError):
-    """Offsets Spark planned to read are gone (deleted by retention or DeleteRecords)."""
 
 
 @dataclass

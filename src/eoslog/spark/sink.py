@@ -37,8 +37,7 @@ from eoslog.spark.task_writer import (
     transactional_id,
     write_transaction,
 )
-from eoslog.spark.txn_group_client import TxnGroupClient, Unsupported
-from eoslog.spark.txn_group_protocol import TxnMember
+from eoslog.spark.txn_group_client import TxnGroupClient, TxnMember, Unsupported
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from eoslog.spark import offsets
 from eoslog.spark.broker_view import BrokerView
+from eoslog.spark.errors import DataLossError
 from eoslog.spark.options import SourceOptions
-from eoslog.spark.partition_reader import DataLossError, OffsetRange, read_range
+from eoslog.spark.partition_reader import OffsetRange, read_range
 
 log = logging.getLogger(__name__)
 

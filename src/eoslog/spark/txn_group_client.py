@@ -1,8 +1,9 @@
 """Client side of the transaction-group APIs (docs/spark.md, "Broker extension: transaction groups").
 
 A small blocking client: one TCP connection to the coordinator, Kafka framing (int32 size prefix),
-request header v1, response header v0. Spec APIs (ApiVersions, FindCoordinator) go through
-``eoslog.protocol.codec``; the three private APIs through :mod:`txn_group_protocol`.
+request header v1, response header v0. Every request, the three private APIs included, is encoded by the
+codec generated from the specs (``eoslog.protocol.codec``; the private APIs' specs are
+``eoslog/protocol/extensions/*.json``), the same one the broker decodes them with.
 
 Retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE) and lost connections are retried until a deadline. Retrying a commit is safe:
@@ -15,13 +16,12 @@ import itertools
 import socket
 import struct
 import time
+from dataclasses import dataclass
 
 from eoslog.protocol import codec, messages
 from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
 from eoslog.security.client import ClientSecurity
-from eoslog.spark import txn_group_protocol as proto
-from eoslog.spark.txn_group_protocol import CommitRequest, CommitResponse, TxnMember
 
 API_VERSIONS = 18
 FIND_COORDINATOR = 10
@@ -30,12 +30,26 @@ METADATA, METADATA_VERSION = 3, 4
 TRANSACTION_STATE = "__transaction_state"
 COORDINATOR_TYPE_TRANSACTION = 1
 CLIENT_ID = "eoslog-spark-sink"
+# eoslog's private APIs (docs/spark.md, "Broker extension: transaction groups"), all at version 0
+COMMIT_TRANSACTION_GROUP, DESCRIBE_TRANSACTION_GROUPS, ABORT_TRANSACTIONS_BY_PREFIX = 0x7E00, 0x7E01, 0x7E02
+VERSION = 0
+# A prefix this short could name transactions other than one query's: the broker refuses it too.
+MIN_ABORT_PREFIX = 8
 
 _RETRIABLE = frozenset({
     ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
 })
 _SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class TxnMember:
+    """One Ongoing Kafka transaction to commit as part of a group."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
 
 
 class TxnGroupError(RuntimeError):
@@ -120,14 +134,6 @@ class _Connection:
         frame = codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request)
         return codec.decode_response(api_key, version, self._exchange(frame, correlation_id))
 
-    def private_request(self, api_key: int, body: bytes) -> bytes:
-        """Request header v1 + body; returns the response body after the correlation id."""
-        correlation_id = next(self._ids)
-        client_id = CLIENT_ID.encode()
-        header = struct.pack(">hhih", api_key, proto.VERSION, correlation_id, len(client_id)) + client_id
-        payload = header + body
-        return self._exchange(_SIZE.pack(len(payload)) + payload, correlation_id)[4:]
-
 
 class TxnGroupClient:
     """Talks to the transaction coordinator of a group. Not thread-safe; cheap to create."""
@@ -191,18 +197,17 @@ class TxnGroupClient:
                 self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             finally:
                 conn.close()
-        return all(self._versions.get(key, (1, 0))[0] <= proto.VERSION <= self._versions.get(key, (1, 0))[1]
-                   for key in (proto.COMMIT_TRANSACTION_GROUP, proto.DESCRIBE_TRANSACTION_GROUPS,
-                               proto.ABORT_TRANSACTIONS_BY_PREFIX))
+        return all(self._versions.get(key, (1, 0))[0] <= VERSION <= self._versions.get(key, (1, 0))[1]
+                   for key in (COMMIT_TRANSACTION_GROUP, DESCRIBE_TRANSACTION_GROUPS, ABORT_TRANSACTIONS_BY_PREFIX))
 
-    def _call(self, key: str, api_key: int, body: bytes, decode, error_of):
+    def _call(self, key: str, api_key: int, request, error_of):
         """Send, decode, retry retriable errors and lost connections until the deadline."""
         deadline = time.monotonic() + self.timeout_s
         delay = 0.01
         while True:
             try:
                 conn = self._coordinator(key)
-                response = decode(conn.private_request(api_key, body))
+                response = conn.spec_request(api_key, VERSION, request)
                 code = error_of(response)
                 if code in _RETRIABLE:
                     if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
@@ -220,13 +225,16 @@ class TxnGroupClient:
     # ---- the three APIs ------------------------------------------------------------------------------
 
     def commit(self, group_name: str, sequence: int, members: list[TxnMember] | tuple[TxnMember, ...],
-               abort_prefix: str | None = None) -> CommitResponse:
+               abort_prefix: str | None = None) -> messages.CommitTransactionGroupResponse:
         """CommitTransactionGroup; raises TxnGroupError unless it committed or was already committed."""
         if not self.supported():
             raise Unsupported("CommitTransactionGroup", ErrorCode.UNSUPPORTED_VERSION)
-        body = proto.encode_commit_request(CommitRequest(group_name, sequence, abort_prefix, tuple(members)))
-        response = self._call(group_name, proto.COMMIT_TRANSACTION_GROUP, body, proto.decode_commit_response,
-                              lambda r: r.error_code)
+        Member = messages.CommitTransactionGroupRequest.GroupMember
+        request = messages.CommitTransactionGroupRequest(
+            group_name=group_name, sequence=sequence, abort_prefix=abort_prefix,
+            transactions=[Member(transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                 producer_epoch=m.producer_epoch) for m in members])
+        response = self._call(group_name, COMMIT_TRANSACTION_GROUP, request, lambda r: r.error_code)
         if response.error_code != 0:
             raise TxnGroupError(f"committing sequence {sequence} of {group_name}", response.error_code, response)
         return response
@@ -235,9 +243,9 @@ class TxnGroupClient:
         """The group's last committed sequence, -1 when the broker does not know the group."""
         if not self.supported():
             raise Unsupported("DescribeTransactionGroups", ErrorCode.UNSUPPORTED_VERSION)
-        body = proto.encode_describe_request([group_name])
-        groups = self._call(group_name, proto.DESCRIBE_TRANSACTION_GROUPS, body, proto.decode_describe_response,
-                            lambda gs: gs[0].error_code if gs else ErrorCode.UNKNOWN_SERVER_ERROR)
+        request = messages.DescribeTransactionGroupsRequest(group_names=[group_name])
+        groups = self._call(group_name, DESCRIBE_TRANSACTION_GROUPS, request,
+                            lambda r: r.groups[0].error_code if r.groups else ErrorCode.UNKNOWN_SERVER_ERROR).groups
         if groups[0].error_code != 0:
             raise TxnGroupError(f"describing {group_name}", groups[0].error_code)
         return groups[0].last_committed_sequence
@@ -272,16 +280,15 @@ class TxnGroupClient:
     def abort_by_prefix(self, prefix: str, coordinator_key: str | None = None) -> tuple[str, ...]:
         """AbortTransactionsByPrefix at the coordinator of ``coordinator_key`` (the group whose members
         the prefix names: they are coordinated with it), or of ``prefix`` itself."""
-        if len(prefix) < proto.MIN_ABORT_PREFIX:
+        if len(prefix) < MIN_ABORT_PREFIX:
             raise ValueError(f"refusing to abort by the short prefix {prefix!r}")
         if not self.supported():
             raise Unsupported("AbortTransactionsByPrefix", ErrorCode.UNSUPPORTED_VERSION)
-        response = self._call(coordinator_key or prefix, proto.ABORT_TRANSACTIONS_BY_PREFIX,
-                              proto.encode_abort_request(prefix),
-                              proto.decode_abort_response, lambda r: r.error_code)
+        response = self._call(coordinator_key or prefix, ABORT_TRANSACTIONS_BY_PREFIX,
+                              messages.AbortTransactionsByPrefixRequest(prefix=prefix), lambda r: r.error_code)
         if response.error_code != 0:
             raise TxnGroupError(f"aborting transactions under {prefix!r}", response.error_code)
-        return response.aborted
+        return tuple(response.aborted)
 
 
 class _Retry(Exception):

@@ -26,6 +26,7 @@ from eoslog.tools.brokers import GROUP, Brokers, security_option
 
 CLIENT_ID = "eoslog-groups"
 LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 2, 9, 15, 16
+CONSUMER_GROUP_DESCRIBE = 69
 LATEST = -1
 READ_COMMITTED = 1
 _SIZE = struct.Struct(">i")
@@ -85,6 +86,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 @dataclass
@@ -112,9 +114,10 @@ class GroupView:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # the classic group's chosen protocol, or a consumer group's server-side assignor
     members: list[MemberView] = field(default_factory=list)
     partitions: list[PartitionView] = field(default_factory=list)
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 def _calls(conn: BrokerConnection | Brokers):
@@ -127,10 +130,10 @@ def _calls(conn: BrokerConnection | Brokers):
 def list_groups(conn: BrokerConnection | Brokers) -> list[GroupListing]:
     groups = {}
     for call in _calls(conn):
-        resp = call(LIST_GROUPS, 4, messages.ListGroupsRequest(states_filter=[]))
+        resp = call(LIST_GROUPS, 5, messages.ListGroupsRequest(states_filter=[], types_filter=[]))
         _check(resp.error_code, "ListGroups")
         for g in resp.groups:
-            groups[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state)
+            groups[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state, g.group_type)
     return [groups[g] for g in sorted(groups)]
 
 
@@ -149,15 +152,15 @@ def describe_group(conn: BrokerConnection | Brokers, group_id: str) -> GroupView
     call = conn.coordinator(group_id, GROUP).call if isinstance(conn, Brokers) else conn.request
     resp = call(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=[group_id]))
     [described] = resp.groups
-    _check(described.error_code, f"DescribeGroups {group_id}")
-    view = GroupView(group_id, described.group_state, described.protocol_type, described.protocol_data)
-    owner: dict[tuple[str, int], str] = {}
-    for m in described.members:
-        assignment = _decode_assignment(bytes(m.member_assignment)) if view.protocol_type == "consumer" else {}
-        view.members.append(MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment))
-        for topic, partitions in assignment.items():
-            for p in partitions:
-                owner[(topic, p)] = m.member_id
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        view = _describe_consumer_group(call, group_id)  # DescribeGroups describes classic groups only
+    else:
+        _check(described.error_code, f"DescribeGroups {group_id}")
+        view = GroupView(group_id, described.group_state, described.protocol_type, described.protocol_data)
+        for m in described.members:
+            assignment = _decode_assignment(bytes(m.member_assignment)) if view.protocol_type == "consumer" else {}
+            view.members.append(MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment))
+    owner = {(topic, p): m.member_id for m in view.members for topic, ps in m.assignment.items() for p in ps}
     fetched = call(OFFSET_FETCH, 7, messages.OffsetFetchRequest(group_id=group_id, topics=None))
     _check(fetched.error_code, f"OffsetFetch {group_id}")
     committed = {(t.name, p.partition_index): (p.committed_offset, p.metadata or "")
@@ -169,6 +172,18 @@ def describe_group(conn: BrokerConnection | Brokers, group_id: str) -> GroupView
         lso = stable.get(tp, -1)
         lag = max(lso - offset, 0) if offset >= 0 and lso >= 0 else None
         view.partitions.append(PartitionView(tp[0], tp[1], offset, lso, lag, owner.get(tp), metadata))
+    return view
+
+
+def _describe_consumer_group(call, group_id: str) -> GroupView:
+    resp = call(CONSUMER_GROUP_DESCRIBE, 0, messages.ConsumerGroupDescribeRequest(
+        group_ids=[group_id], include_authorized_operations=False))
+    [described] = resp.groups
+    _check(described.error_code, f"ConsumerGroupDescribe {group_id}")
+    view = GroupView(group_id, described.group_state, "consumer", described.assignor_name, group_type="consumer")
+    for m in described.members:
+        assignment = {tp.topic_name: sorted(tp.partitions) for tp in m.assignment.topic_partitions}
+        view.members.append(MemberView(m.member_id, m.instance_id, m.client_id, m.client_host, assignment))
     return view
 
 
@@ -231,7 +246,8 @@ def list_command(bootstrap_server: str, security, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([asdict(g) for g in groups]))
     elif groups:
-        click.echo(_table([[g.group_id, g.protocol_type, g.state] for g in groups], ["GROUP", "TYPE", "STATE"]))
+        click.echo(_table([[g.group_id, g.protocol_type, g.state, g.group_type] for g in groups],
+                          ["GROUP", "TYPE", "STATE", "GROUP-TYPE"]))
     else:
         click.echo("no groups")
 
@@ -249,7 +265,7 @@ def describe_command(group_id: str, bootstrap_server: str, security, as_json: bo
     if as_json:
         click.echo(json.dumps(asdict(view)))
         return
-    click.echo(f"group {view.group_id}: {view.state}"
+    click.echo(f"group {view.group_id} ({view.group_type}): {view.state}"
                + (f", protocol {view.protocol_type}/{view.protocol}" if view.protocol else "")
                + f", {len(view.members)} members")
     if view.members:

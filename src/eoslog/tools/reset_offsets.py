@@ -123,7 +123,9 @@ def _commit(call, group_id: str, resets: list[Reset]) -> None:
 
 
 def reset_offsets(brokers: Brokers, group_id: str, target: Target, topic_specs: list[str], all_topics: bool,
-                  execute: bool) -> list[Reset]:
+                  execute: bool, show_progress: bool = True) -> list[Reset]:
+    """The new offsets (committed with ``execute``); ``show_progress``: a bar on a terminal's stderr (the
+    command's, not the web console's)."""
     call = brokers.coordinator(group_id, GROUP).call
     state = _group_state(call, group_id)
     if state not in INACTIVE:
@@ -150,7 +152,7 @@ def reset_offsets(brokers: Brokers, group_id: str, target: Target, topic_specs: 
     by_time = admin.list_offsets(brokers, tps, target.value) if target.kind == "datetime" else None
     resets = plan(target, {tp: committed.get(tp) for tp in tps}, low, high, by_time)
     if execute:
-        bar, task = progress(len(resets), f"resetting {group_id}")
+        bar, task = progress(len(resets) if show_progress else 1, f"resetting {group_id}")  # 1: no bar
         with bar:
             for start in range(0, len(resets), 500):  # one request per 500 partitions: progress on a big group
                 _commit(call, group_id, resets[start:start + 500])

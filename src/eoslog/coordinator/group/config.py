@@ -25,3 +25,10 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     # offsets.topic.num.partitions
     offsets_topic_num_partitions: int = 50
+    # ---- consumer groups (KIP-848, group.protocol=consumer) ----
+    # group.consumer.session.timeout.ms: a member not heard from for this long is removed.
+    consumer_session_timeout_ms: int = 45_000
+    # group.consumer.heartbeat.interval.ms: told to every member in each heartbeat answer.
+    consumer_heartbeat_interval_ms: int = 5_000
+    # group.consumer.assignors: the server-side assignors a member may ask for; the first is the default.
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")

@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from eoslog.coordinator.group.config import GroupConfig
+from eoslog.coordinator.group.consumer_apis import ConsumerGroupApis
+from eoslog.coordinator.group.consumer_coordinator import ConsumerGroups
+from eoslog.coordinator.group.consumer_log_format import Records, rebuild
+from eoslog.coordinator.group.consumer_state import ConsumerGroupState as CS
 from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
 from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
 from eoslog.coordinator.group.log_format import (
@@ -75,11 +79,17 @@ def _default_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupCoordinator:
+class GroupCoordinator(ConsumerGroupApis):
     def __init__(self, config: GroupConfig | None = None, *,
                  member_id_factory: Callable[[str], str] = _default_member_id) -> None:
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups; a group id is in at most one of the two dictionaries.
+        self.consumer = ConsumerGroups(self.config)
+        # Per consumer group, its records as last appended (diffed against for the next write) and as
+        # last made durable (what a failed write rolls the group back to).
+        self._consumer_written: dict[str, Records] = {}
+        self._consumer_durable: dict[str, Records] = {}
         self.offsets = OffsetStore()
         self._member_id_factory = member_id_factory
         self._tokens = itertools.count(1)
@@ -168,16 +178,38 @@ class GroupCoordinator:
                    session_timeout_ms: int, rebalance_timeout_ms: int = -1,
                    group_instance_id: str | None = None, client_id: str = "", client_host: str = "",
                    require_known_member_id: bool = True, supports_skip_assignment: bool = False,
-                   now_ms: int) -> Result:
+                   topics: dict[str, int] | None = None, now_ms: int) -> Result:
+        """``topics`` (non-internal topics and their partition counts) serve a classic member joining a
+        consumer group, whose assignment the coordinator computes."""
         error = self._check(group_id)
         if error is Errors.NONE and not (self.config.min_session_timeout_ms <= session_timeout_ms
                                          <= self.config.max_session_timeout_ms):
             error = Errors.INVALID_SESSION_TIMEOUT
         group = self.groups.get(group_id)
+        downgrading = False
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is Errors.NONE and consumer_group is not None:
+            if consumer_group.is_empty() and consumer_group.state is not CS.DEAD:
+                # The last consumer-protocol member left: the group becomes a classic one (Kafka 4.0's
+                # downgrade), its offsets stay, its consumer records get tombstones.
+                downgrading = True
+            elif protocol_type == CONSUMER_PROTOCOL_TYPE and error is Errors.NONE:
+                # A classic member of a consumer group (Kafka 4.0's mixed groups): answered at once.
+                return self._classic_join_consumer_group(
+                    group_id, member_id, protocols=protocols, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,
+                    group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
+                    topics=topics, now_ms=now_ms)
+            else:
+                error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error is Errors.NONE and group is None and member_id:
             error = Errors.UNKNOWN_MEMBER_ID
         if error is not Errors.NONE:
             return Result(JoinGroupResponse(error, member_id=member_id))
+        downgrade = None
+        if downgrading:
+            del self.consumer.groups[group_id]
+            downgrade = self._persist_consumer_group(group_id)
         group = self._get_or_create(group_id, now_ms)
         request = JoinGroupRequest(
             member_id, group_instance_id, client_id, client_host, session_timeout_ms,
@@ -187,6 +219,8 @@ class GroupCoordinator:
         fx = Effects()
         result = self._answer(group.join_group(request, now_ms, fx))
         self._drop_if_unused(group)
+        if downgrade is not None:
+            result.writes.insert(0, downgrade)  # before any classic record of the group
         return self._finish(fx, result)
 
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
@@ -194,6 +228,8 @@ class GroupCoordinator:
                    group_instance_id: str | None = None, protocol_type: str | None = None,
                    protocol_name: str | None = None, now_ms: int) -> Result:
         error = self._check(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            return self._classic_sync_consumer_group(group_id, member_id, generation_id, now_ms)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None:
             error = Errors.UNKNOWN_MEMBER_ID
@@ -208,6 +244,8 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, member_id: str, generation_id: int, *,
                   group_instance_id: str | None = None, now_ms: int) -> Result:
         error = self._check(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            return self._classic_heartbeat_consumer_group(group_id, member_id, generation_id, now_ms)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None:
             error = Errors.UNKNOWN_MEMBER_ID
@@ -222,6 +260,8 @@ class GroupCoordinator:
         error = self._check(group_id)
         if error is not Errors.NONE:
             return Result(LeaveGroupResponse(error))
+        if group_id in self.consumer.groups:
+            return self._classic_leave_consumer_group(group_id, members, now_ms)
         group = self.groups.get(group_id)
         if group is None:
             return Result(LeaveGroupResponse(Errors.NONE, tuple(
@@ -245,6 +285,15 @@ class GroupCoordinator:
         use group management (allowed only while the group has no members)."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id, allow_empty_id=True)
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if error is Errors.NONE:
+                error = consumer_group.validate_offset_commit(member_id, generation_id,
+                                                              partitions=[(c.topic, c.partition) for c in offsets])
+            if error is not Errors.NONE:
+                return Result(_commit_error(error, offsets))
+            expire = now_ms + retention_ms if retention_ms >= 0 else None
+            return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id, NO_PRODUCER_ID, -1)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None and generation_id >= 0:
             error = Errors.ILLEGAL_GENERATION  # the group is gone, or the commit is from a stale member
@@ -267,7 +316,11 @@ class GroupCoordinator:
         marker (:meth:`complete_txn`). v3+ carry the member's generation for KIP-447 fencing."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id)
-        if error is Errors.NONE:
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is Errors.NONE and consumer_group is not None:
+            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True,
+                                                          partitions=[(c.topic, c.partition) for c in offsets])
+        elif error is Errors.NONE:
             group = self._get_or_create(group_id, now_ms)
             error = group.validate_offset_commit(member_id, generation_id, group_instance_id, True)
         if error is not Errors.NONE:
@@ -311,7 +364,7 @@ class GroupCoordinator:
         wanted = None if partitions is None else set(partitions)
         group_ids = [g for g in self.offsets.groups() if wanted is None or self.partition_for(g) in wanted]
         for group_id in self.offsets.complete_txn(producer_id, commit, group_ids):
-            if commit:
+            if commit and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)
         return Result()
 
@@ -320,10 +373,14 @@ class GroupCoordinator:
         return self.offsets.has_pending_txn_offsets(group_id, topic_partitions)
 
     def fetch_offsets(self, group_id: str, topic_partitions: Iterable[tuple[str, int]] | None = None, *,
-                      require_stable: bool = False) -> Result:
+                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1) -> Result:
         """OffsetFetch; ``topic_partitions=None`` fetches all. With ``require_stable`` (KIP-447) a
-        partition with a commit not yet decided answers UNSTABLE_OFFSET_COMMIT."""
+        partition with a commit not yet decided answers UNSTABLE_OFFSET_COMMIT. v9's member of a consumer
+        group must exist at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), as in Kafka 4.x."""
         error = self._check(group_id, allow_empty_id=True)
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is Errors.NONE and consumer_group is not None and member_id and member_epoch >= 0:
+            error = consumer_group.validate_offset_fetch(member_id, member_epoch)
         if error is not Errors.NONE:
             return Result(OffsetFetchResponse(error))
         tps = None if topic_partitions is None else [TopicPartition(t, p) for t, p in topic_partitions]
@@ -386,6 +443,14 @@ class GroupCoordinator:
 
         for group_id in order:
             error = self._check(group_id, allow_empty_id=True)
+            consumer_group = self.consumer.groups.get(group_id)
+            if error is Errors.NONE and consumer_group is not None and consumer_group.state is not CS.DEAD:
+                if not consumer_group.is_empty():
+                    answers[group_id] = Errors.NON_EMPTY_GROUP
+                    continue
+                answers[group_id] = None
+                result.writes.append(self._prepare_consumer_group_removal(group_id, finish, answers))
+                continue
             group = self.groups.get(group_id)
             if error is Errors.NONE and (group is None or group.state is S.DEAD):
                 error = Errors.GROUP_ID_NOT_FOUND
@@ -469,11 +534,21 @@ class GroupCoordinator:
             deadline = group.next_deadline()
             if deadline is not None and deadline <= now_ms:
                 group.tick(now_ms, fx)
-        return self._finish(fx, Result())
+        result = Result()
+        for group_id in self.consumer.tick(now_ms):
+            write = self._persist_consumer_group(group_id)
+            if write is not None:
+                result.writes.append(write)
+            downgrade = self._maybe_downgrade(group_id, now_ms)
+            if downgrade is not None:
+                result.extend(downgrade)
+        return self._finish(fx, result)
 
     def next_deadline(self) -> int | None:
-        return min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
-                   default=None)
+        classic = min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
+                      default=None)
+        consumer = self.consumer.next_deadline()
+        return min((d for d in (classic, consumer) if d is not None), default=None)
 
     # ------------------------------------------------------------------------------------------------
     # Views
@@ -481,6 +556,9 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> GroupDescription:
         error = self._check(group_id, allow_empty_id=True)
         group = self.groups.get(group_id)
+        if error is Errors.NONE and group_id in self.consumer.groups:
+            # Kafka 4.x: DescribeGroups describes classic groups only; ConsumerGroupDescribe the others.
+            return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, S.DEAD.kafka_name, "", "")
         if error is not Errors.NONE or group is None:
             return GroupDescription(group_id, error, S.DEAD.kafka_name, "", "")
         return group.describe()
@@ -496,11 +574,19 @@ class GroupCoordinator:
                 continue
             if wanted_states is not None and group.state.kafka_name.lower() not in wanted_states:
                 continue
-            # Every group here is a classic group; "types" filters on the group type, not protocol type.
+            # "types" filters on the group type (classic, consumer), not on the protocol type.
             if wanted_types is not None and "classic" not in wanted_types:
                 continue
             out.append(GroupListing(group_id, group.protocol_type or "", group.state.kafka_name))
-        return out
+        for group_id, cgroup in self.consumer.groups.items():
+            if self.partition_for(group_id) in self._loading or cgroup.state.kafka_name == "Dead":
+                continue
+            if wanted_states is not None and cgroup.state.kafka_name.lower() not in wanted_states:
+                continue
+            if wanted_types is not None and "consumer" not in wanted_types:
+                continue
+            out.append(GroupListing(group_id, CONSUMER_PROTOCOL_TYPE, cgroup.state.kafka_name, "consumer"))
+        return sorted(out, key=lambda g: g.group_id)
 
     # ------------------------------------------------------------------------------------------------
     # Loading
@@ -518,8 +604,12 @@ class GroupCoordinator:
         """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
         loads them from the replicated log); their requests answer NOT_COORDINATOR from now on."""
         group_ids = [g for g in set(self.groups) | self.offsets.groups() if self.partition_for(g) == partition]
+        group_ids += [g for g in self.consumer.groups if self.partition_for(g) == partition and g not in group_ids]
         for group_id in group_ids:
             self.groups.pop(group_id, None)
+            self.consumer.groups.pop(group_id, None)
+            self._consumer_written.pop(group_id, None)
+            self._consumer_durable.pop(group_id, None)
         self.offsets.unload(group_ids)
         self._loading.discard(partition)
         if self._owned is not None:
@@ -533,9 +623,12 @@ class GroupCoordinator:
             self.groups[group_id] = ClassicGroup.from_record(
                 group_id, value, self.config, now_ms, new_token=self._new_token,
                 new_member_id=self._member_id_factory)
+        for group_id, records in loaded.consumer_groups.items():
+            self.consumer.groups[group_id] = rebuild(group_id, records, self.config, now_ms)
+            self._consumer_written[group_id] = self._consumer_durable[group_id] = records
         self.offsets.load(loaded)
         for group_id in self.offsets.groups():
-            if self.partition_for(group_id) == partition:
+            if self.partition_for(group_id) == partition and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)  # a group known only by its offsets
         self._loading.discard(partition)
 

@@ -392,6 +392,11 @@ class ClassicGroup:
     # ------------------------------------------------------------------------------------------------
     # The join barrier
 
+    def rebalance(self, now_ms: int, fx: Effects) -> None:
+        """Every member must rejoin (a group just converted back from a consumer group, whose members'
+        assignments were the consumer group's)."""
+        self._prepare_rebalance(now_ms, fx)
+
     def _maybe_prepare_rebalance_or_complete_join(self, now_ms: int, fx: Effects) -> None:
         if self.state in (S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
             self._prepare_rebalance(now_ms, fx)

@@ -7,6 +7,7 @@ an int16 version:
 
     key version 0, 1   OffsetCommitKey     group, topic, partition int32
     key version 2      GroupMetadataKey    group
+    key version 3-8    consumer group (KIP-848) records, see consumer_log_format.py
     value (offset)     OffsetCommitValue   v0-v3, written as v3 (v1 when an expire timestamp is set)
     value (group)      GroupMetadataValue  v0-v3, written as v3
 
@@ -31,6 +32,8 @@ from eoslog.coordinator.partitioning import java_string_hash, partition_for  # n
 
 OFFSET_COMMIT_KEY_VERSION = 1  # 0 and 1 share a layout; Kafka writes 1
 GROUP_METADATA_KEY_VERSION = 2
+# Consumer group (KIP-848) records: loaded as raw key/value per group here, decoded by consumer_log_format.
+CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(3, 9))
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1  # the only version carrying expire_timestamp
 GROUP_METADATA_VALUE_VERSION = 3
@@ -366,6 +369,8 @@ class LoadedPartition:
         default_factory=dict)
     # groups whose metadata was deleted (tombstone seen last), for callers that track removals
     deleted_groups: set[str] = field(default_factory=set)
+    # consumer groups (KIP-848): group -> {key: value}, the last value per key, tombstones applied
+    consumer_groups: dict[str, dict[bytes, bytes]] = field(default_factory=dict)
 
 
 def merge_txn_offsets(committed: dict[TopicPartitionKey, LoggedOffset],
@@ -415,6 +420,19 @@ def load(entries: Iterable[LogEntry]) -> LoadedPartition:
             else:
                 out.groups[key.group] = decode_group_metadata_value(entry.value)
                 out.deleted_groups.discard(key.group)
-        # UnknownKey: records of group types eoslog does not run; skipped like Kafka skips unknown
-        # record types it is told to ignore.
+                out.consumer_groups.pop(key.group, None)  # a group id names one group: the later wins
+        elif key.version in CONSUMER_GROUP_KEY_VERSIONS:
+            r = _Reader(entry.key, "consumer group key")
+            r.int16()
+            group_id = r.string()
+            records = out.consumer_groups.setdefault(group_id, {})
+            if entry.value is None:
+                records.pop(bytes(entry.key), None)
+                if not records:
+                    del out.consumer_groups[group_id]
+            else:
+                records[bytes(entry.key)] = bytes(entry.value)
+                out.groups.pop(group_id, None)
+        # Other UnknownKeys (share groups, streams groups): group types eoslog does not run; skipped like
+        # Kafka skips unknown record types it is told to ignore.
     return out

@@ -194,6 +194,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # "consumer" for a KIP-848 group (ListGroups v5 GroupType)
 
 
 # Between ClassicGroup and GroupCoordinator

@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import CONSUMER_OFFSETS
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.coordinator import GroupCoordinator
@@ -36,7 +37,6 @@ from eoslog.protocol.errors import ErrorCode
 from eoslog.records.batch import iter_batches
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.control import parse_control_batch
-from eoslog.server.errors import error_code_for
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition
@@ -79,7 +79,7 @@ class _Appended(NamedTuple):
 
 
 class GroupService:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.registry = broker.registry  # topics and partitions (cluster/registry.py)
         config = broker.config
@@ -92,6 +92,9 @@ class GroupService:
             max_session_timeout_ms=config.group_max_session_timeout_ms,
             offsets_retention_ms=config.offsets_retention_minutes * 60_000,
             offsets_topic_num_partitions=num_partitions,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.group_consumer_assignors,
         ))
         self._futures: dict[int, asyncio.Future] = {}
         self._queues: dict[int, deque[_Appended]] = {}
@@ -162,9 +165,11 @@ class GroupService:
         self._process(result)
         return result.response if future is None else future
 
-    def fetch_offsets(self, group_id: str, topic_partitions=None, *, require_stable: bool = False) -> Any:
+    def fetch_offsets(self, group_id: str, topic_partitions=None, *, require_stable: bool = False,
+                      member_id: str | None = None, member_epoch: int = -1) -> Any:
         """OffsetFetch (no clock, no writes)."""
-        return self.coordinator.fetch_offsets(group_id, topic_partitions, require_stable=require_stable).response
+        return self.coordinator.fetch_offsets(group_id, topic_partitions, require_stable=require_stable,
+                                              member_id=member_id, member_epoch=member_epoch).response
 
     def on_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` is durable on ``__consumer_offsets``-``partition``."""
@@ -201,7 +206,7 @@ class GroupService:
         if write.partition not in self._drainers:
             self._drainers[write.partition] = asyncio.get_running_loop().create_task(self._drain(write.partition))
 
-    def _offsets_partition(self, index: int) -> "Partition":
+    def _offsets_partition(self, index: int) -> Partition:
         partition = self.registry.partitions.get((CONSUMER_OFFSETS, index))
         if partition is None:
             self.registry.ensure_internal_topic(CONSUMER_OFFSETS)  # created on first use, as in Kafka
@@ -250,7 +255,7 @@ class GroupService:
         self._timer_at_ms = None
         try:
             self._process(self.coordinator.tick(now_ms()))
-        except Exception:  # noqa: BLE001 - a bug in one group must not stop every group's timers
+        except Exception:
             log.exception("group coordinator tick failed")
             self._schedule()
 
@@ -259,11 +264,11 @@ class GroupService:
             await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_S)
             try:
                 self._process(self.coordinator.expire_offsets(now_ms()))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("offset expiry failed")
 
 
-def read_entries(partition: "Partition") -> Iterator[LogEntry]:
+def read_entries(partition: Partition) -> Iterator[LogEntry]:
     """Every record (and every marker) of a ``__consumer_offsets`` partition, oldest first."""
     partition_log = partition.log
     offset = partition_log.log_start_offset

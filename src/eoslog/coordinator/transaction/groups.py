@@ -163,6 +163,12 @@ class TransactionGroups:
                                         self.coordinator.ownership_error(name) or ErrorCode.NONE))
         return out
 
+    def listing(self) -> list[tuple[GroupRecord, bool]]:
+        """(newest record, decision in flight) of every group this broker coordinates, by name: what
+        ListTransactionGroups shows (a group forgotten by expiration is absent)."""
+        return [(record, name in self._busy) for name, record in sorted(self._groups.items())
+                if self.coordinator.owns(name)]
+
     # ---- CommitTransactionGroup -------------------------------------------------------------------
 
     async def commit(self, group_name: str, sequence: int, abort_prefix: str | None,

@@ -21,6 +21,11 @@ from eoslog.security.acl import ResourceType
 
 log = logging.getLogger(__name__)
 
+
+class CloseConnection(Exception):
+    """Raised by a handler or the dispatcher when the only safe answer to a request is to hang up (the
+    network layer closes the connection without a response)."""
+
 # The refusal a client understands for each resource type it may be refused on.
 AUTHORIZATION_ERRORS: dict[ResourceType, type[KafkaError]] = {
     ResourceType.TOPIC: TopicAuthorizationFailedError,

@@ -1,0 +1,86 @@
+"""ConsumerGroupHeartbeat (key 68), v0-1: the consumer group protocol (KIP-848, docs/groups.md).
+
+One call joins (member epoch 0), keeps the session alive and reconciles the assignment (the current
+epoch), or leaves (-1; -2 for a static member leaving for a while). Partitions travel as topic ids;
+the core works with names, so ids the broker does not know are dropped here (a deleted topic). v0 lets
+the coordinator pick the member id; from v1 the client picks it (KIP-1082) and v1 adds
+SubscribedTopicRegex."""
+
+from __future__ import annotations
+
+from eoslog.api._group_common import client_host, code, resolve, service
+from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import ConsumerGroupHeartbeatResponse
+from eoslog.security.acl import AclOperation, ResourceType
+
+API_KEY = 68
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+Assignment = ConsumerGroupHeartbeatResponse.Assignment
+TopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
+
+
+def _invalid(request) -> str | None:
+    """Kafka's request checks, whose answer is INVALID_REQUEST."""
+    if not request.group_id:
+        return "GroupId can't be empty."
+    if request.member_epoch < -2:
+        return f"MemberEpoch {request.member_epoch} is invalid."
+    if request.member_epoch == 0:
+        if request.rebalance_timeout_ms == -1:
+            return "RebalanceTimeoutMs must be provided in first request."
+        if request.subscribed_topic_names is None and getattr(request, "subscribed_topic_regex", None) is None:
+            return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    elif not request.member_id:
+        return "MemberId can't be empty."
+    return None
+
+
+def handle(context, request):
+    context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
+    version = context.api_version
+    problem = _invalid(request)
+    if problem is None and version >= 1 and not request.member_id:
+        problem = "MemberId can't be empty."  # KIP-1082: the client names itself
+    if problem is not None:
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST),
+                                              error_message=problem, member_id=request.member_id or None,
+                                              member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    infos = [info for info in context.broker.registry.topics.topics.values() if not info.is_internal]
+    names = {info.topic_id: info.name for info in infos}
+    owned = None
+    if request.topic_partitions is not None:
+        owned = {names[tp.topic_id]: frozenset(tp.partitions) for tp in request.topic_partitions
+                 if tp.topic_id in names}
+    heartbeat = ConsumerHeartbeat(
+        member_id=request.member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
+        rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
+        subscribed_topic_regex=request.subscribed_topic_regex if version >= 1 else None,
+        server_assignor=request.server_assignor, owned=owned, client_id=context.client_id or "",
+        client_host=client_host(context))
+    answer = service(context).call("consumer_group_heartbeat", request.group_id, heartbeat,
+                                   topics={info.name: info.partitions for info in infos})
+    ids = {info.name: info.topic_id for info in infos}
+    return _respond(answer, ids)
+
+
+async def _respond(answer, ids):
+    resp = await resolve(answer)
+    assignment = None
+    if resp.assignment is not None:
+        assignment = Assignment(topic_partitions=[
+            TopicPartitions(topic_id=ids[topic], partitions=sorted(partitions))
+            for topic, partitions in sorted(resp.assignment.items()) if topic in ids])
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=code(resp.error), error_message=resp.error_message,
+        member_id=resp.member_id, member_epoch=resp.member_epoch, heartbeat_interval_ms=resp.heartbeat_interval_ms,
+        assignment=assignment)
+
+
+def error_response(context, request, error_code):
+    return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(error_code), error_message=None,
+                                          member_id=request.member_id or None, member_epoch=-1,
+                                          heartbeat_interval_ms=0, assignment=None)
