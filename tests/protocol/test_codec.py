@@ -163,13 +163,29 @@ def test_default_tagged_fields_are_not_written():
         header = RequestHeader(1, version, 3, "c")
         assert _join(encode_response(header, defaults)) == _join(encode_response(header, plain))
         assert _join(encode_response(header, plain)).endswith(b"abc\x00\x00\x00")  # three empty sections
-    # ApiVersions v3 has tagged fields at the top level (supported features, ...): our handler sets none,
-    # so none are written -- librdkafka before 2.2 (kcat here) cannot skip them.
+    # ApiVersions v3 has tagged fields at the top level (supported features, ...): none set, none
+    # written -- what librdkafka before 2.2 (kcat here) is answered with, as it cannot skip them.
     response = messages.ApiVersionsResponse(api_keys=[messages.ApiVersionsResponse.ApiVersion(
         api_key=0, min_version=3, max_version=10)])
     frame = _join(encode_response(RequestHeader(18, 3, 9, "c"), response))
     # size, correlation id (response header v0 for ApiVersions), error, 1 key, throttle, empty tags
     assert frame == bytes.fromhex("00000013" "00000009" "0000" "02" "0000000300 0a00" "00000000" "00".replace(" ", ""))
+
+
+def test_api_versions_features_are_written_as_tagged_fields():
+    # KIP-584 features (transaction.version, KIP-890): each set field as (tag, size, value) in tag order.
+    response = messages.ApiVersionsResponse(api_keys=[messages.ApiVersionsResponse.ApiVersion(
+        api_key=0, min_version=3, max_version=10)])
+    response.supported_features = [messages.ApiVersionsResponse.SupportedFeatureKey(name="x", min_version=1,
+                                                                                     max_version=2)]
+    response.finalized_features_epoch = 5
+    frame = _join(encode_response(RequestHeader(18, 3, 9, "c"), response))
+    assert frame == bytes.fromhex(
+        "00000027" "00000009" "0000" "02" "00000003000a00" "00000000"
+        "02"  # two tagged fields
+        "00" "08" "02" "0278" "0001" "0002" "00"  # tag 0 SupportedFeatures: [x 1..2]
+        "01" "08" "0000000000000005")  # tag 1 FinalizedFeaturesEpoch
+    assert codec.decode_response(18, 3, frame[4:]) == response
 
 
 def test_tagged_fields_are_written_when_not_default():

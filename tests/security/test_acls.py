@@ -472,6 +472,11 @@ WIRE_MATRIX = [
             M.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])),
     ("EndTxn", 26, 3, TXN_REFUSED, lambda: M.EndTxnRequest(transactional_id="matrix-tx", producer_id=1,
                                                             producer_epoch=0, committed=True)),
+    # v4+ is the brokers' form (KIP-890): CLUSTER_ACTION, not the transactional id's WRITE.
+    ("AddPartitionsToTxn v5", 24, 5, CLUSTER_REFUSED, lambda: M.AddPartitionsToTxnRequest(transactions=[
+        M.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id="matrix-tx", producer_id=1, producer_epoch=0, verify_only=True,
+            topics=[M.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="matrix", partitions=[0])])])),
     ("WriteTxnMarkers", 27, 1, CLUSTER_REFUSED, lambda: M.WriteTxnMarkersRequest(markers=[
         M.WriteTxnMarkersRequest.WritableTxnMarker(producer_id=1, producer_epoch=0, transaction_result=False,
                                                    coordinator_epoch=0, topics=[

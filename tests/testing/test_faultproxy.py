@@ -339,3 +339,37 @@ def test_thread_mode_serves_synchronous_clients():
         server.server_close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_hold_requests_delays_one_request_and_replays_it_after_later_ones():
+    """Delay and replay: the next request of an API key waits in the proxy while later ones (of any
+    connection) go through, then reaches the server unchanged on release."""
+
+    def request(api_key: int, text: bytes) -> bytes:
+        return struct.pack(">h", api_key) + text
+
+    async def scenario():
+        async with FramedServer() as server, FaultProxy("127.0.0.1", server.port) as proxy:
+            late_reader, late_writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            proxy.hold_requests(0, 26, count=1)
+            late_writer.write(frame(request(26, b"stale end")))
+            await late_writer.drain()
+            await until(lambda: proxy.counters.requests_held == 1, what="the request held")
+            # Later requests, even of the held key, overtake it.
+            for body in (request(0, b"produce"), request(26, b"end"), request(3, b"metadata")):
+                writer.write(frame(body))
+                await writer.drain()
+                assert await read_frame(reader) == response_for(body)
+            with pytest.raises(asyncio.TimeoutError):
+                await read_frame(late_reader, timeout=0.2)
+            assert frame(request(26, b"stale end")) not in server.frames
+            proxy.release_requests()
+            assert await read_frame(late_reader) == response_for(request(26, b"stale end"))
+            assert server.frames[-1] == frame(request(26, b"stale end"))
+            assert proxy.counters.requests_held == 1
+            assert [e.kind for e in proxy.fault_log if e.kind in ("hold", "release")] == ["hold", "hold", "release"]
+            writer.close()
+            late_writer.close()
+
+    run(scenario())

@@ -1,6 +1,11 @@
-"""AddPartitionsToTxn (key 24), v0-3: the partitions a transactional producer is about to write join its
-transaction. v4+ (KIP-890's batched, broker-to-broker verify form) is not advertised: this single node
-verifies in-process (Partition.transaction_verifier)."""
+"""AddPartitionsToTxn (key 24): the partitions a transactional producer is about to write join its
+transaction.
+
+v0-3 are the clients' form (one transaction). v4-5 are the brokers' (KIP-890): a partition leader asks
+the coordinator about several transactions at once, each either VerifyOnly (part 1: is the partition in
+the ongoing transaction?) or not (part 2, transaction version 2: add it, for a Produce v12+). v4+ needs
+CLUSTER_ACTION, as in Kafka; v5 only allows the TRANSACTION_ABORTABLE error, never answered here.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +16,33 @@ from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 24
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 5
+BROKER_VERSIONS_SINCE = 4
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+TransactionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 
 
 def _requested(request) -> list[TopicPartition]:
     return [TopicPartition(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
 
 
-def _response(codes: dict[TopicPartition, int]):
+def _topic_results(codes: dict[TopicPartition, int]) -> list:
     by_topic: dict[str, list] = {}
     for tp, code in codes.items():
         by_topic.setdefault(tp.topic, []).append(PartitionResult(partition_index=tp.partition,
                                                                  partition_error_code=int(code)))
-    return AddPartitionsToTxnResponse(
-        throttle_time_ms=0, error_code=0,
-        results_by_topic_v3_and_below=[TopicResult(name=name, results_by_partition=results)
-                                       for name, results in by_topic.items()])
+    return [TopicResult(name=name, results_by_partition=results) for name, results in by_topic.items()]
+
+
+def _response(codes: dict[TopicPartition, int]):
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0,
+                                      results_by_topic_v3_and_below=_topic_results(codes))
+
+
+def _transaction_partitions(transaction) -> list[TopicPartition]:
+    return [TopicPartition(topic.name, index) for topic in transaction.topics for index in topic.partitions]
 
 
 async def _handle(context, request):
@@ -40,7 +53,22 @@ async def _handle(context, request):
     return _response(codes)
 
 
+async def _handle_brokers(context, request):
+    coordinator = context.broker.transaction_coordinator
+    results = []
+    for transaction in request.transactions:
+        codes = await coordinator.add_partitions_for_broker(
+            transaction.transactional_id, transaction.producer_id, transaction.producer_epoch,
+            _transaction_partitions(transaction), transaction.verify_only, context.api_version)
+        results.append(TransactionResult(transactional_id=transaction.transactional_id,
+                                         topic_results=_topic_results(codes)))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)
+
+
 def handle(context, request):
+    if context.api_version >= BROKER_VERSIONS_SINCE:
+        context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)  # brokers' own traffic
+        return _handle_brokers(context, request)
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.v3_and_below_transactional_id)
     requested = _requested(request)
     writable = context.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in requested})
@@ -52,4 +80,6 @@ def handle(context, request):
 
 
 def error_response(context, request, code):
+    if context.api_version >= BROKER_VERSIONS_SINCE:
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=int(code), results_by_transaction=[])
     return _response({tp: code for tp in _requested(request)})

@@ -1,6 +1,7 @@
-"""EndTxn (key 26), v0-3: commit or abort. The answer comes once the Prepare record (the commit point) is
-durable and, normally, once every marker and the Complete record are too. v4 (TRANSACTION_ABORTABLE) and
-v5 (KIP-890 part 2's epoch bump) are not advertised."""
+"""EndTxn (key 26), v0-5: commit or abort. The answer comes once the Prepare record (the commit point) is
+durable and, normally, once every marker and the Complete record are too. v4 only adds the error
+TRANSACTION_ABORTABLE, which this coordinator never answers EndTxn with. v5 is transaction version 2
+(KIP-890 part 2): the epoch is bumped and the answer carries the producer id and epoch to continue with."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 26
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 5
 
 
 async def _handle(context, request):
-    code = await context.broker.transaction_coordinator.end_txn(
+    code, producer_id, producer_epoch = await context.broker.transaction_coordinator.end_txn_and_identity(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
         context.api_version)
-    return EndTxnResponse(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)
+    return EndTxnResponse(throttle_time_ms=0, error_code=int(code), producer_id=producer_id,
+                          producer_epoch=producer_epoch)
 
 
 def handle(context, request):

@@ -10,6 +10,16 @@ the producer's next request cannot overtake it; later batches of the same transa
 in the partition's producer state and need no round trip. A marker that lands on the partition while
 the question is out makes the answer stale: the batch is refused with a retriable error and its retry
 asks again.
+
+KIP-890 part 2 (transaction version 2): a transactional Produce v12+ comes from a producer that does not
+send AddPartitionsToTxn; the first batch of a transaction on a partition adds the partition itself. The
+leader asks the coordinator to add it for (producer id, epoch) before appending, holding the connection
+meanwhile as above, and the append then verifies in-process as for any transactional batch. A delayed
+batch of a finished transaction carries the old epoch: the coordinator refuses to add it, and the
+partition's producer state (whose epoch the bumped markers raised) refuses it too. Only where this
+broker coordinates the transactional id. When another broker does, the leader asks it with
+AddPartitionsToTxn v5 (VerifyOnly false), Kafka's broker-to-coordinator form, in place of the part 1
+DescribeTransactions question, with the same hold and the same guard.
 """
 
 from __future__ import annotations
@@ -34,7 +44,8 @@ from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 12  # 12 = 11 plus transaction version 2's implicit add; 13 names topics by id (not served)
+IMPLICIT_ADD_SINCE = 12
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -66,12 +77,23 @@ def _handle(context, request):
         context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     refused = _unauthorized(context, request)
     broker = context.broker
+    if request.transactional_id is not None and context.api_version >= IMPLICIT_ADD_SINCE \
+            and broker.transaction_coordinator.owns(request.transactional_id):
+        to_add, _ = _needing_verification(broker, request, refused)
+        if to_add:
+            release = context.connection.hold()
+            return _add_then_append(context, request, to_add, release, refused)
+        return _append(context, request, refused=refused)
     if broker.cluster is not None and request.transactional_id is not None \
             and not broker.transaction_coordinator.owns(request.transactional_id):
         to_verify, verified = _needing_verification(broker, request, refused)
         if to_verify:
             release = context.connection.hold()
-            return _verify_then_append(context, request, to_verify, verified, release, refused)
+            coordinator = broker.transaction_coordinator
+            # Transaction version 2 asks the coordinator to add the partitions, version 1 to verify them.
+            ask = (coordinator.add_partitions_remotely if context.api_version >= IMPLICIT_ADD_SINCE
+                   else coordinator.verify_partitions_remotely)
+            return _verify_then_append(context, request, to_verify, verified, release, refused, ask)
         return _append(context, request, verified, refused)
     return _append(context, request, refused=refused)
 
@@ -118,16 +140,16 @@ def _guard(partition, producer_id):
     return partition.leader_epoch, state, state.get(producer_id)
 
 
-async def _verify_then_append(context, request, to_verify, verified, release, refused):
+async def _verify_then_append(context, request, to_verify, verified, release, refused, ask):
+    """``ask(transactional_id, producer_id, epoch, keys)`` is the coordinator's answer per partition:
+    None when the partition is in that producer's ongoing transaction, else the error to refuse with."""
     refused = dict(refused)
     try:
         by_producer = {}
         for key, (producer_id, producer_epoch, _) in to_verify.items():
             by_producer.setdefault((producer_id, producer_epoch), []).append(key)
-        coordinator = context.broker.transaction_coordinator
         answers = await asyncio.gather(*(
-            asyncio.wait_for(coordinator.verify_partitions_remotely(request.transactional_id, pid, epoch, keys),
-                             REMOTE_VERIFY_TIMEOUT_S)
+            asyncio.wait_for(ask(request.transactional_id, pid, epoch, keys), REMOTE_VERIFY_TIMEOUT_S)
             for (pid, epoch), keys in by_producer.items()), return_exceptions=True)
         for keys, answer in zip(by_producer.values(), answers):
             for key in keys:
@@ -149,6 +171,31 @@ async def _verify_then_append(context, request, to_verify, verified, release, re
     finally:
         release()
     return await result if inspect.isawaitable(result) else result  # a coroutine or _await_durability's future
+
+
+async def _add_then_append(context, request, to_add, release, refused):
+    """Transaction version 2: the partitions opening the producer's transaction here are added to it by
+    the coordinator (one __transaction_state record per producer identity in the request), then
+    everything is appended. A refused add refuses those partitions' batches; the append's own
+    verification catches a transaction that ended in between."""
+    refused = dict(refused)
+    try:
+        by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for key, (producer_id, producer_epoch, _) in to_add.items():
+            by_producer.setdefault((producer_id, producer_epoch), []).append(key)
+        coordinator = context.broker.transaction_coordinator
+        for (producer_id, producer_epoch), keys in by_producer.items():
+            try:
+                await coordinator.add_partitions_for_produce(request.transactional_id, producer_id, producer_epoch,
+                                                             keys)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - those partitions' answer, mapped in one place
+                refused.update({key: (error_code_for(error), str(error)) for key in keys})
+        result = _append(context, request, refused=refused)
+    finally:
+        release()
+    return await result if asyncio.iscoroutine(result) else result
 
 
 def _append(context, request, verified=frozenset(), refused=None):

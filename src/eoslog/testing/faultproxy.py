@@ -18,6 +18,12 @@ decides (with one seeded random generator) to:
 Rates are probabilities per frame and can be changed while traffic flows (:meth:`FaultProxy.set_faults`);
 :meth:`FaultProxy.pause` holds every frame (both directions) until :meth:`FaultProxy.resume`.
 
+**Delay and replay** one kind of request: :meth:`FaultProxy.hold_requests` holds every request frame of
+the given API keys (and, TCP being ordered, whatever follows it on that connection) until
+:meth:`FaultProxy.release_requests` forwards them, unchanged, to the broker. A request the client gave up
+on then arrives after everything it did meanwhile -- a Produce or EndTxn of a transaction that has since
+ended, the case KIP-890 part 2 is about.
+
 A network partition between brokers: each connection is known by the client id of its first request
 (an eoslog broker's own connections say ``eoslog-<role>-<broker id>``), and :meth:`FaultProxy.block_clients`
 closes every connection whose client id matches a pattern, now and whenever one is made, until
@@ -103,6 +109,7 @@ class FaultCounters:
     cuts: int = 0
     cuts_mid_frame: int = 0
     pauses: int = 0
+    requests_held: int = 0  # held by hold_requests(), forwarded late by release_requests()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +118,7 @@ class FaultEvent:
     eoslog's verifier histories, so fault windows can be drawn over a history's throughput."""
 
     time: float
-    kind: str  # "drop", "delay", "cut", "pause", "resume", "set_faults"
+    kind: str  # "drop", "delay", "cut", "pause", "resume", "set_faults", "hold", "release"
     connection: int | None = None
     detail: str = ""
 
@@ -196,6 +203,9 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._blocked: list[re.Pattern[str]] = []
+        self._held_keys: frozenset[int] = frozenset()
+        self._hold_left: int | None = None  # how many more frames to hold; None = all of them
+        self._release: asyncio.Event = asyncio.Event()  # set to let the requests held so far go
 
     # ------------------------------------------------------------------ lifecycle (asyncio)
 
@@ -337,6 +347,30 @@ class FaultProxy:
 
         self._in_loop(apply)
 
+    def hold_requests(self, *api_keys: int, count: int | None = None) -> None:
+        """From now on hold every request frame of these API keys (see the module docstring); with
+        ``count``, only the next ``count`` of them: later ones flow again, overtaking the held ones."""
+        keys = frozenset(api_keys)
+
+        def apply() -> None:
+            self._held_keys = keys
+            self._hold_left = count
+            self._record("hold", None, "api keys " + ",".join(map(str, sorted(keys)))
+                         + ("" if count is None else f", {count} request(s)"))
+
+        self._in_loop(apply)
+
+    def release_requests(self) -> None:
+        """Stop holding, and forward every held request (in the order each connection sent them)."""
+
+        def apply() -> None:
+            self._held_keys = frozenset()
+            self._release.set()
+            self._release = asyncio.Event()
+            self._record("release")
+
+        self._in_loop(apply)
+
     def _is_blocked(self, client_id: str | None) -> bool:
         return client_id is not None and any(p.fullmatch(client_id) for p in self._blocked)
 
@@ -463,6 +497,14 @@ class FaultProxy:
                 if connection.client_id is None:
                     connection.client_id = _client_id(frame) or ""
                 await self._flowing.wait()
+                if self._held_keys and len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] in self._held_keys:
+                    self.counters.requests_held += 1
+                    if self._hold_left is not None:
+                        self._hold_left -= 1
+                        if self._hold_left <= 0:
+                            self._held_keys = frozenset()  # this one is the last held
+                    self._record("hold", connection.id, f"api key {struct.unpack_from('>h', frame, 4)[0]}")
+                    await self._release.wait()
                 if self._is_blocked(connection.client_id):
                     self.counters.cuts += 1
                     return  # the finally closes both sides: the link is down

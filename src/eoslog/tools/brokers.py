@@ -57,9 +57,17 @@ class KafkaWire:
                 raise
 
     def call(self, api_key: int, api_version: int, request):
+        self.send(api_key, api_version, request)
+        return self.receive(api_key, api_version)
+
+    def send(self, api_key: int, api_version: int, request) -> None:
+        """Write a request without waiting for its answer (for tests that hold it in flight);
+        :meth:`receive` reads the answers in the order the requests were sent."""
         self.correlation_id += 1
         header = codec.RequestHeader(api_key, api_version, self.correlation_id, self.client_id)
         self.sock.sendall(codec.encode_request(header, request))
+
+    def receive(self, api_key: int, api_version: int):
         size = struct.unpack(">i", self._read(4))[0]
         return codec.decode_response(api_key, api_version, self._read(size))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from eoslog.verify.cluster_faults import CLUSTER_KINDS
-from eoslog.verify.faults import ALL_KINDS
+from eoslog.verify.faults import SINGLE_BROKER_KINDS
 
 
 def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -39,7 +39,8 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
               help="Partitions of the test topic (each one is a key).")
 @click.option("--faults", default=None, metavar="KIND,...",
               help=f"Fault kinds to inject (default: all that apply; 'none' for a run without faults): "
-                   f"{', '.join(ALL_KINDS)}; with --cluster: {', '.join(CLUSTER_KINDS)}.")
+                   f"{', '.join(SINGLE_BROKER_KINDS)} (proxy-replay by default only with "
+                   f"--transaction-version 2); with --cluster: {', '.join(CLUSTER_KINDS)}.")
 @click.option("--cluster", type=click.IntRange(0, 9), default=0, show_default=True, metavar="N",
               help="Start a cluster of N brokers on a local ZooKeeper (Debian's server), each behind a "
                    "fault proxy, instead of one broker; faults then aim at leaders and coordinators.")
@@ -47,9 +48,12 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
               help="Share of transactions the clients abort on purpose.")
 @click.option("--broker-set", "broker_set", multiple=True, metavar="NAME=VALUE",
               help="A property for the broker the verifier starts (repeatable).")
+@click.option("--transaction-version", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2: the clients are eoslog's KIP-890 part 2 producers (EndTxn v5, partitions added by "
+                   "Produce v12) instead of confluent-kafka (version 1); one broker only.")
 @click.option("--quiet", is_flag=True, help="Print only the report.")
 def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, cluster, abort_rate, broker_set,
-                   quiet):
+                   transaction_version, quiet):
     """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
     client crashes, dropped responses, cut connections), then check the history for exactly-once
     anomalies. Exits non-zero when any is found."""
@@ -58,7 +62,10 @@ def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, 
     if cluster and bootstrap is not None:
         raise click.BadParameter("--cluster starts its own brokers; it cannot be combined with --bootstrap",
                                  param_hint="--cluster")
-    faults = _kinds(faults, CLUSTER_KINDS if cluster else ALL_KINDS)
+    if cluster and transaction_version == 2:
+        raise click.BadParameter("the transaction version 2 clients speak to one broker; not with --cluster",
+                                 param_hint="--transaction-version")
+    faults = _kinds(faults, CLUSTER_KINDS if cluster else SINGLE_BROKER_KINDS)
 
     properties = {}
     for item in broker_set:
@@ -71,7 +78,7 @@ def verify_command(duration, bootstrap, seed, out, workers, partitions, faults, 
                                  param_hint="--broker-set")
     options = VerifyOptions(duration=duration, bootstrap=bootstrap, seed=seed, out=out, workers=workers,
                             partitions=partitions, abort_rate=abort_rate, faults=faults,
-                            broker_properties=properties, cluster=cluster)
+                            broker_properties=properties, cluster=cluster, transaction_version=transaction_version)
     log = None if quiet else (lambda message: click.echo(message, err=True))
     result = run_verify(options, log=log)
     click.echo(result.render_text())

@@ -10,6 +10,7 @@ Kinds (docs/reliability.md, "Verify runs"):
 | ``proxy-drop`` | the proxy drops (and delays) some responses: executed requests whose answer is lost | the proxy |
 | ``proxy-cut`` | the proxy cuts connections at random frames, sometimes mid-frame | the proxy |
 | ``proxy-pause`` | the proxy holds every frame for a while (a short network partition) | the proxy |
+| ``proxy-replay`` | "delay and replay": the proxy holds the next Produce or EndTxn for longer than the client waits, then forwards it, after the client has moved on (KIP-890 part 2's case) | the proxy |
 
 The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
 short run sees each kind several times. Between faults there is a quiet gap so work can complete.
@@ -26,12 +27,21 @@ from collections.abc import Callable, Sequence
 
 BROKER_KINDS = ("broker-kill", "broker-pause")
 PROXY_KINDS = ("proxy-drop", "proxy-cut", "proxy-pause")
+# Not among the kinds a run injects unless asked for (--faults): with transaction version 1 clients a
+# replayed Produce of the same epoch can join the next transaction (KAFKA-17754), the protocol's hole,
+# not the broker's. Transaction version 2 clients (--transaction-version 2) run it by default.
+REPLAY_KINDS = ("proxy-replay",)
 CLIENT_KINDS = ("client-kill",)
 ALL_KINDS = BROKER_KINDS + CLIENT_KINDS + PROXY_KINDS
+SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS  # everything this module's Nemesis can inject
 
 DROP_RATE = 0.05  # per response frame while proxy-drop holds
 DELAY_RATE = 0.05
 CUT_RATE = 0.01  # per frame, either direction, while proxy-cut holds
+# proxy-replay: the API keys held (Produce, EndTxn), and the least time one is held -- longer than a
+# client waits for an answer (workload_v2.REQUEST_TIMEOUT_S), so it has given up and moved on.
+REPLAY_API_KEYS = (0, 26)
+REPLAY_MIN_HOLD_S = 5.0
 BROKER_RESTART_ATTEMPTS = 3
 
 
@@ -60,7 +70,7 @@ class Nemesis:
     callable that SIGKILLs one worker and returns a description (or None when none is running).
     """
 
-    KNOWN_KINDS: tuple[str, ...] = ALL_KINDS  # what this nemesis can inject
+    KNOWN_KINDS: tuple[str, ...] = SINGLE_BROKER_KINDS  # what this nemesis can inject
 
     def __init__(self, kinds: Sequence[str], *, seed: int, broker=None, proxy=None,
                  kill_client: Callable[[], str | None] | None = None,
@@ -73,7 +83,7 @@ class Nemesis:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(self.KNOWN_KINDS)}")
         if broker is None and set(kinds) & set(BROKER_KINDS):
             raise ValueError("broker faults need a broker process the verifier started")
-        if proxy is None and set(kinds) & set(PROXY_KINDS) and self.KNOWN_KINDS is ALL_KINDS:
+        if proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("proxy faults need the fault proxy")
         if kill_client is None and "client-kill" in kinds:
             raise ValueError("client-kill needs a way to kill a client")
@@ -92,6 +102,8 @@ class Nemesis:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._broker_paused = False
+        self._holding_requests = False
+        self.replay_min_hold_s = REPLAY_MIN_HOLD_S
 
     # ------------------------------------------------------------------------------------ control
 
@@ -109,6 +121,9 @@ class Nemesis:
     def heal(self) -> None:
         if self.proxy is not None:
             self.proxy.set_faults(drop_response_rate=0.0, delay_response_rate=0.0, cut_rate=0.0)
+            if self._holding_requests:
+                self.proxy.release_requests()
+                self._holding_requests = False
             if self.proxy.paused:
                 self.proxy.resume()
         if self.broker is not None:
@@ -170,6 +185,16 @@ class Nemesis:
             self._wait(hold)
             self.proxy.set_faults(cut_rate=0.0)
             detail = f"cut={CUT_RATE:g} for {hold:.1f} s"
+        elif kind == "proxy-replay":
+            hold += self.replay_min_hold_s
+            before = self.proxy.snapshot()["requests_held"]
+            self._holding_requests = True
+            self.proxy.hold_requests(*REPLAY_API_KEYS, count=1)
+            self._wait(hold)
+            held = self.proxy.snapshot()["requests_held"] - before
+            self.proxy.release_requests()
+            self._holding_requests = False
+            detail = f"held {held} request(s) for {hold:.1f} s, then replayed"
         elif kind == "proxy-pause":
             self.proxy.pause()
             self._wait(hold)

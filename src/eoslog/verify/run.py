@@ -28,7 +28,14 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.verify.checker import Report, check
-from eoslog.verify.faults import ALL_KINDS, CLIENT_KINDS, DROP_RATE, FaultWindow, Nemesis
+from eoslog.verify.faults import (
+    ALL_KINDS,
+    CLIENT_KINDS,
+    DROP_RATE,
+    SINGLE_BROKER_KINDS,
+    FaultWindow,
+    Nemesis,
+)
 from eoslog.verify.history import HistoryWriter
 from eoslog.verify.workload import CLIENT_TUNING, WATCHDOG_EXIT, decode_value, producer_config
 
@@ -52,6 +59,9 @@ class VerifyOptions:
     quiet_seconds: tuple[float, float] = (1.0, 3.0)
     drop_rate: float = DROP_RATE  # share of responses the proxy drops while proxy-drop holds
     cluster: int = 0  # N > 0: a cluster of N brokers on ZooKeeper instead of one broker
+    # 2: the workers are workload_v2's KIP-890 part 2 producers (one broker only), and the default
+    # faults include proxy-replay
+    transaction_version: int = 1
 
 
 @dataclasses.dataclass
@@ -131,7 +141,8 @@ class WorkerPool:
         command = [sys.executable, "-m", "eoslog.verify.workload", "--bootstrap", self.bootstrap,
                    "--process", str(process), "--slot", str(slot), "--topic", self.topic,
                    "--partitions", str(self.options.partitions), "--seed", str(self.random.getrandbits(32)),
-                   "--abort-rate", str(self.options.abort_rate), "--think-ms", str(self.options.think_ms)]
+                   "--abort-rate", str(self.options.abort_rate), "--think-ms", str(self.options.think_ms),
+                   "--transaction-version", str(self.options.transaction_version)]
         with open(self.clients_log, "ab") as log:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
@@ -317,7 +328,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         broker = BrokerProcess(out / "data", broker_port, options.broker_properties,
                                advertised=f"127.0.0.1:{proxy_port}", log_path=out / "broker.log")
         bootstrap = f"127.0.0.1:{proxy_port}"
-        kinds = options.faults if options.faults is not None else ALL_KINDS
+        default_kinds = SINGLE_BROKER_KINDS if options.transaction_version >= 2 else ALL_KINDS
+        kinds = options.faults if options.faults is not None else default_kinds
         topic = "t"
     else:
         bootstrap = options.bootstrap

@@ -336,9 +336,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--abort-rate", type=float, default=0.15)
     parser.add_argument("--think-ms", type=float, default=0.0)
+    parser.add_argument("--transaction-version", type=int, choices=(1, 2), default=1,
+                        help="2: eoslog's own KIP-890 part 2 producer (workload_v2.py) instead of confluent-kafka")
     args = parser.parse_args(argv)
-    worker = Worker(args.bootstrap, args.process, args.slot, args.topic, args.partitions,
-                    seed=args.seed, abort_rate=args.abort_rate, think_ms=args.think_ms)
+    worker_class = Worker
+    if args.transaction_version == 2:
+        from eoslog.verify.workload_v2 import V2Worker as worker_class
+    worker = worker_class(args.bootstrap, args.process, args.slot, args.topic, args.partitions,
+                          seed=args.seed, abort_rate=args.abort_rate, think_ms=args.think_ms)
 
     def stop(*_):
         worker.stopping = True

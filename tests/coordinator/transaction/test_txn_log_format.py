@@ -128,7 +128,7 @@ def test_decoding_ignores_partitions_of_an_empty_record():
 @pytest.mark.parametrize("mutate,message", [
     (lambda b: b[:-1], "truncated"),
     (lambda b: b + b"\x00", "trailing"),
-    (lambda b: b"\x00\x01" + b[2:], "version"),
+    (lambda b: b"\x00\x02" + b[2:], "version"),  # 1 is the flexible value (transaction version 2)
     (lambda b: b[:16] + b"\x09" + b[17:], "state"),
     (lambda b: b[:17] + struct.pack(">i", -2) + b[21:], "array length"),
     (lambda b: b[:4], "truncated"),

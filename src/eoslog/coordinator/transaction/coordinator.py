@@ -50,6 +50,8 @@ from eoslog.coordinator.transaction.log_format import (
     recovery_actions,
 )
 from eoslog.coordinator.transaction.metadata import (
+    TRANSACTION_VERSION_1,
+    TRANSACTION_VERSION_2,
     TopicPartition,
     TransactionMetadata,
     TransactionResult,
@@ -70,7 +72,11 @@ from eoslog.protocol.errors import (
     NotLeaderOrFollowerError,
     error_for_code,
 )
-from eoslog.protocol.messages import DescribeTransactionsRequest, WriteTxnMarkersRequest
+from eoslog.protocol.messages import (
+    AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
+    WriteTxnMarkersRequest,
+)
 from eoslog.records.batch import iter_batches
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.control import ControlType, build_control_batch
@@ -87,6 +93,8 @@ COORDINATOR_EPOCH = 0
 END_TXN_COMPLETION_WAIT_S = 5.0
 MARKER_RETRY_BACKOFF_S = (0.05, 1.0)
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN = 22, 24, 25, 26
+END_TXN_V2_SINCE = 5  # EndTxn v5+ speaks transaction version 2 (KIP-890 part 2)
+ADD_PARTITIONS_BROKER_VERSION = 5  # AddPartitionsToTxn v4+ is the broker-to-coordinator form
 WRITE_TXN_MARKERS_KEY, DESCRIBE_TRANSACTIONS_KEY = 27, 65
 LOAD_CHUNK = 8 * 1024 * 1024
 SKIP_COORDINATOR_LOAD = "eoslog.test.skip.coordinator.load"  # a test-only fault (server/config.py)
@@ -616,6 +624,103 @@ class TransactionCoordinator:
         code = _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_PARTITIONS, api_version)
         return {tp: code for tp in tps}
 
+    async def add_partitions_for_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                         partitions: Iterable[tuple[str, int]]) -> None:
+        """Transaction version 2 (KIP-890 part 2): a Produce v12+ adds its partitions to the producer's
+        transaction itself; the partition leader asks here before appending. Raises, with the error the
+        Produce answers, unless the partitions are now in the ongoing transaction of exactly this
+        (producer id, epoch): a delayed Produce of a finished transaction carries the old epoch and is
+        refused here, so it can never start or join the next one."""
+        tps = [TopicPartition(topic, index) for topic, index in partitions]
+        if not self.owns(transactional_id):
+            error = self._not_owned_error(transactional_id)
+        elif self.groups.is_pinned(transactional_id):
+            error = TxnError.CONCURRENT_TRANSACTIONS
+        else:
+            metadata = self.get(transactional_id) if transactional_id else None
+            decision = d.add_partitions_to_txn(metadata, transactional_id, producer_id, producer_epoch, tps,
+                                               now_ms(), transaction_version=TRANSACTION_VERSION_2)
+            error = await self._carry_out(transactional_id, metadata, decision)
+        if error is TxnError.NONE:
+            return
+        code = _PRODUCE_VERIFY_ERRORS.get(error, ErrorCode[error.value])
+        raise error_for_code(code)(
+            f"{', '.join(f'{tp.topic}-{tp.partition}' for tp in tps)} could not join the transaction of "
+            f"{transactional_id!r} "
+            f"(producer {producer_id}, epoch {producer_epoch}): {error.value}")
+
+    async def add_partitions_for_broker(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                        partitions: Iterable[TopicPartition], verify_only: bool,
+                                        api_version: int) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ (a partition leader asking for one transaction, KIP-890): verify that
+        the partitions are in the producer's ongoing transaction (``verify_only``, part 1), or add them
+        for a Produce v12+ (part 2). One error per partition, Kafka's codes: the leader maps them."""
+        tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+        if not self.owns(transactional_id):
+            return {tp: _wire(self._not_owned_error(transactional_id), API_ADD_PARTITIONS, api_version) for tp in tps}
+        if self.groups.is_pinned(transactional_id):
+            return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in tps}
+        metadata = self.get(transactional_id) if transactional_id else None
+        if verify_only:
+            decision = d.verify_partitions_in_txn(metadata, transactional_id, producer_id, producer_epoch, tps)
+            return {tp: _wire(decision.partition_errors[tp], API_ADD_PARTITIONS, api_version) for tp in tps}
+        unknown = [tp for tp in tps if not self.registry.exists(tp.topic, tp.partition)]
+        if unknown:
+            return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for tp in tps}
+        decision = d.add_partitions_to_txn(metadata, transactional_id, producer_id, producer_epoch, tps, now_ms(),
+                                           transaction_version=TRANSACTION_VERSION_2)
+        code = _wire(await self._carry_out(transactional_id, metadata, decision), API_ADD_PARTITIONS, api_version)
+        return {tp: code for tp in tps}
+
+    async def add_partitions_remotely(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                      partitions: Iterable[tuple[str, int]]
+                                      ) -> dict[tuple[str, int], Exception | None]:
+        """Transaction version 2 when the transactional id is coordinated by another broker: one
+        AddPartitionsToTxn v5 (VerifyOnly false) to that coordinator, as Kafka's partition leaders send.
+        For each partition None when it is now in the producer's ongoing transaction, else the error the
+        Produce answers with (same shape as :meth:`verify_partitions_remotely`)."""
+        tps = list(partitions)
+        cluster = self.registry.cluster
+        state = cluster.view.states.get((TRANSACTION_STATE, self.partition_for(transactional_id)))
+        client = self._client_for(state.leader) if state is not None else None
+        if client is None:
+            error = error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(f"no coordinator for {transactional_id!r} now")
+            return {tp: error for tp in tps}
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in tps:
+            by_topic.setdefault(topic, []).append(index)
+        Transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        request = AddPartitionsToTxnRequest(transactions=[Transaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=False, topics=[Topic(name=name, partitions=ids) for name, ids in by_topic.items()])])
+        try:
+            response = await client.request(API_ADD_PARTITIONS, ADD_PARTITIONS_BROKER_VERSION, request, 30)
+        except BrokerConnectionError as exc:
+            error = error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(str(exc))
+            return {tp: error for tp in tps}
+        codes: dict[tuple[str, int], int] = {}
+        if response.error_code:
+            codes = {tp: response.error_code for tp in tps}
+        else:
+            for result in response.results_by_transaction:
+                for topic in result.topic_results:
+                    for partition in topic.results_by_partition:
+                        codes[(topic.name, partition.partition_index)] = partition.partition_error_code
+        out: dict[tuple[str, int], Exception | None] = {}
+        for tp in tps:
+            code = ErrorCode(codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR))
+            if code is ErrorCode.NONE:
+                out[tp] = None
+                continue
+            if code is ErrorCode.PRODUCER_FENCED:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH  # the Produce spelling of a fence
+            out[tp] = error_for_code(code)(f"{tp[0]}-{tp[1]} could not join the transaction of "
+                                           f"{transactional_id!r} (producer {producer_id}, epoch "
+                                           f"{producer_epoch}): {code.name}")
+        return out
+
     async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                  group_id: str, api_version: int) -> ErrorCode:
         if not self.owns(transactional_id):
@@ -629,13 +734,29 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       api_version: int) -> ErrorCode:
+        return (await self.end_txn_and_identity(transactional_id, producer_id, producer_epoch, committed,
+                                                api_version))[0]
+
+    async def end_txn_and_identity(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                   committed: bool, api_version: int) -> tuple[ErrorCode, int, int]:
+        """EndTxn: (error, producer id, epoch). v5+ is transaction version 2: the answer carries the
+        identity the producer continues with (epoch + 1); earlier versions answer (-1, -1)."""
+        code = await self._end_txn(transactional_id, producer_id, producer_epoch, committed, api_version)
+        if isinstance(code, tuple):
+            return code
+        return code, -1, -1
+
+    async def _end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
+                       api_version: int) -> ErrorCode | tuple[ErrorCode, int, int]:
         if not self.owns(transactional_id):
             return _wire(self._not_owned_error(transactional_id), API_END_TXN, api_version)
         if self.groups.is_pinned(transactional_id):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         metadata = self.get(transactional_id) if transactional_id else None
         result = TransactionResult.COMMIT if committed else TransactionResult.ABORT
-        decision = d.end_txn(metadata, transactional_id, producer_id, producer_epoch, result, now_ms())
+        version = TRANSACTION_VERSION_2 if api_version >= END_TXN_V2_SINCE else TRANSACTION_VERSION_1
+        decision = d.end_txn(metadata, transactional_id, producer_id, producer_epoch, result, now_ms(),
+                             transaction_version=version, allocate_producer_id=self.allocate_producer_id)
         error = await self._carry_out(transactional_id, metadata, decision)
         if error is TxnError.NONE and decision.write_markers is not None:
             completion = self._completions.get(transactional_id)
@@ -644,7 +765,10 @@ class TransactionCoordinator:
                     await asyncio.wait_for(asyncio.shield(completion), END_TXN_COMPLETION_WAIT_S)
                 except TimeoutError:
                     log.warning("EndTxn of %r answered before its markers were all written", transactional_id)
-        return _wire(error, API_END_TXN, api_version)
+        code = _wire(error, API_END_TXN, api_version)
+        if version >= TRANSACTION_VERSION_2 and code is ErrorCode.NONE:
+            return code, decision.producer_id, decision.producer_epoch
+        return code
 
     def verify_partition_in_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                                         topic: str, partition: int) -> None:

@@ -19,8 +19,9 @@ The only state a handler changes is the pending mark that ``prepare_*`` puts on 
 what makes concurrent requests answer CONCURRENT_TRANSACTIONS until the caller completes or aborts it.
 
 Errors are Kafka's names (:class:`TxnError`); ``eoslog.protocol.errors.ErrorCode[error.value]`` is the
-wire code. Handlers speak transaction version 1 (KIP-98/360/588 and KIP-890 part 1); KIP-890 part 2 (an
-epoch bump at every EndTxn) needs EndTxn v5 / Produce v12 which the clients eoslog serves do not use.
+wire code. Handlers speak transaction version 1 (KIP-98/360/588 and KIP-890 part 1) and, for clients
+that send EndTxn v5+ / Produce v12+, transaction version 2 (KIP-890 part 2: an epoch bump at every
+EndTxn, partitions added by the first Produce; see :func:`end_txn`).
 
 Where eoslog differs from Kafka, on purpose (docs/transactions.md, "Differences from Kafka"):
 - A coordinator-caused bump (transaction timeout, or a fence asked for by the current producer itself)
@@ -41,6 +42,8 @@ from eoslog.coordinator.transaction.metadata import (
     MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TRANSACTION_VERSION_1,
+    TRANSACTION_VERSION_2,
     TopicPartition,
     TransactionMetadata,
     TransactionResult,
@@ -217,8 +220,10 @@ def _markers_for(transit: TxnTransitMetadata, result: TransactionResult) -> Writ
 # ---- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------------------
 
 def add_partitions_to_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
-                          producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int) -> Decision:
-    """AddPartitionsToTxn: start the transaction (Empty / Complete*) or widen the ongoing one."""
+                          producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int, *,
+                          transaction_version: int | None = None) -> Decision:
+    """AddPartitionsToTxn: start the transaction (Empty / Complete*) or widen the ongoing one.
+    ``transaction_version`` 2: the add a partition leader makes for a Produce v12+ (KIP-890 part 2)."""
     if not transactional_id:
         return _fail(TxnError.INVALID_REQUEST)
     partitions = frozenset(TopicPartition(tp[0], tp[1]) for tp in partitions)
@@ -232,7 +237,8 @@ def add_partitions_to_txn(metadata: TransactionMetadata | None, transactional_id
         return Decision()  # already there: nothing to log
     if metadata.state not in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
         return _fail(TxnError.INVALID_TXN_STATE)
-    return Decision(transit=metadata.prepare_add_partitions(partitions, now_ms))
+    return Decision(transit=metadata.prepare_add_partitions(partitions, now_ms,
+                                                            transaction_version=transaction_version))
 
 
 def consumer_offsets_partition(group_id: str, config: TransactionConfig) -> TopicPartition:
@@ -277,11 +283,18 @@ def is_partition_in_transaction(metadata: TransactionMetadata | None, producer_i
 # ---- EndTxn and the markers ------------------------------------------------------------------------------
 
 def end_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int, producer_epoch: int,
-            result: TransactionResult, now_ms: int) -> Decision:
+            result: TransactionResult, now_ms: int, *, transaction_version: int = TRANSACTION_VERSION_1,
+            allocate_producer_id: Callable[[], int] | None = None) -> Decision:
     """EndTxn: Ongoing -> PrepareCommit / PrepareAbort (the commit point), then markers. A retry of an
-    EndTxn that already happened answers as the first did."""
+    EndTxn that already happened answers as the first did.
+
+    ``transaction_version`` 2 (EndTxn v5+) is :func:`_end_txn_v2`; ``allocate_producer_id`` is then
+    called when the bump uses up the epoch space."""
     if not transactional_id:
         return _fail(TxnError.INVALID_REQUEST)
+    if transaction_version >= TRANSACTION_VERSION_2:
+        assert allocate_producer_id is not None
+        return _end_txn_v2(metadata, producer_id, producer_epoch, result, now_ms, allocate_producer_id)
     error = _check_producer(metadata, producer_id, producer_epoch)
     if error is not None:
         # The recoverable identity may still abort the transaction that was aborted under it (a timeout):
@@ -305,6 +318,55 @@ def end_txn(metadata: TransactionMetadata | None, transactional_id: str, produce
     if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
         return _fail(TxnError.NONE)
     return _fail(TxnError.CONCURRENT_TRANSACTIONS)  # Prepare*: markers still being written
+
+
+def _end_txn_v2(metadata: TransactionMetadata | None, producer_id: int, producer_epoch: int,
+                result: TransactionResult, now_ms: int, allocate_producer_id: Callable[[], int]) -> Decision:
+    """EndTxn v5+ (KIP-890 part 2). The decision is taken under epoch + 1 and the answer carries the
+    identity the producer continues with, so nothing the old epoch still has in flight (a delayed Produce,
+    a delayed EndTxn) can join or end the next transaction:
+
+    - the current identity, Ongoing: prepare under epoch + 1 (a fresh producer id at epoch 0 after the
+      last epoch). Empty / Complete*: an abort is still taken, under epoch + 1 with no partitions, because
+      the producer may have a Produce in flight whose implicit add the coordinator has not seen yet
+      ("abort when unsure"); a commit is INVALID_TXN_STATE.
+    - the identity the last EndTxn came with (``is_recoverable_identity``): its retry, answered with the
+      same result if the decision matches (CONCURRENT_TRANSACTIONS while its markers are still being
+      written); INVALID_PRODUCER_EPOCH (abortable) if the result differs; PRODUCER_FENCED if the id has
+      moved on to another transaction (Ongoing / Empty): it is a stale request, never a retry.
+    - anything else: PRODUCER_FENCED, or INVALID_PRODUCER_ID_MAPPING for an unknown producer id.
+    """
+    if not _is_live(metadata):
+        return _fail(TxnError.INVALID_PRODUCER_ID_MAPPING)
+    assert metadata is not None
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    state = metadata.state
+    current = (producer_id, producer_epoch) == (metadata.producer_id, metadata.producer_epoch)
+    if not current:
+        if not metadata.is_recoverable_identity(producer_id, producer_epoch):
+            error = _check_producer(metadata, producer_id, producer_epoch)
+            return _fail(TxnError.PRODUCER_FENCED if error is TxnError.INVALID_PRODUCER_EPOCH else error)
+        if state in (S.ONGOING, S.EMPTY):
+            return _fail(TxnError.PRODUCER_FENCED)
+        if result_of(state) is not result:
+            return _fail(TxnError.INVALID_PRODUCER_EPOCH)
+        if state.is_prepare:
+            return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+        return Decision(producer_id=metadata.producer_id, producer_epoch=metadata.producer_epoch)
+    if state.is_prepare:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    if state is not S.ONGOING and result is TransactionResult.COMMIT:
+        return _fail(TxnError.INVALID_TXN_STATE)
+    next_producer_id = allocate_producer_id() if metadata.is_producer_epoch_exhausted else NO_PRODUCER_ID
+    transit = metadata.prepare_abort_or_commit(result, now_ms, transaction_version=TRANSACTION_VERSION_2,
+                                               next_producer_id=next_producer_id)
+    if next_producer_id != NO_PRODUCER_ID:
+        continues_as = (next_producer_id, 0)
+    else:
+        continues_as = (transit.producer_id, transit.producer_epoch)
+    return Decision(transit=transit, write_markers=_markers_for(transit, result),
+                    producer_id=continues_as[0], producer_epoch=continues_as[1])
 
 
 def markers_written(metadata: TransactionMetadata | None, markers: WriteTxnMarkers, now_ms: int) -> Decision:

@@ -1,13 +1,19 @@
 """The ``__transaction_state`` record: key and value bytes, partitioning, and loading at startup.
 
 Byte layouts are documented once, in docs/transactions.md ("The __transaction_state record"); they are
-Kafka's TransactionLogKey v0 and TransactionLogValue v0 so the topic reads the same as Kafka's. In short
-(big-endian, Kafka's STRING = int16 length + UTF-8, ARRAY = int32 count or -1 for null):
+Kafka's TransactionLogKey v0 and TransactionLogValue v0 / v1 so the topic reads the same as Kafka's. In
+short (big-endian, Kafka's STRING = int16 length + UTF-8, ARRAY = int32 count or -1 for null):
 
     key    int16 key_version (0) | STRING transactional_id
     value  int16 value_version (0) | int64 producer_id | int16 producer_epoch | int32 transaction_timeout_ms
            | int8 transaction_status | ARRAY(STRING topic, ARRAY(int32 partition)) transaction_partitions
            | int64 transaction_last_update_timestamp_ms | int64 transaction_start_timestamp_ms
+
+Value version 1 (written for transaction version 2 only, so a version-1 id's bytes are unchanged) is the
+same fields in Kafka's flexible encoding (COMPACT_STRING / COMPACT_ARRAY = uvarint length + 1, 0 = null;
+an empty tagged-field section after each partition entry) followed by the tagged fields 0
+PreviousProducerId int64, 1 NextProducerId int64, 2 ClientTransactionVersion int16, each written only
+when it is not its default (-1, -1, 0).
 
 A record with no value (a tombstone) retires the transactional id (state Dead). Compaction keeps only the
 newest record per key, so the loader applies records in log order and the newest one wins.
@@ -21,8 +27,10 @@ from dataclasses import dataclass
 
 from eoslog.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401 (re-exported)
 from eoslog.coordinator.transaction.metadata import (
+    MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TRANSACTION_VERSION_2,
     TopicPartition,
     TransactionMetadata,
     TxnTransitMetadata,
@@ -30,16 +38,20 @@ from eoslog.coordinator.transaction.metadata import (
     result_of,
 )
 from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
+from eoslog.protocol.wire import Malformed, read_uvarint, uvarint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 KEY_VERSION = 0
 VALUE_VERSION = 0
+FLEXIBLE_VALUE_VERSION = 1  # KIP-890 part 2: carries the tagged fields below
+TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID, TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _VALUE_HEAD = struct.Struct(">hqhib")  # version, producer_id, producer_epoch, timeout, status
 _VALUE_TAIL = struct.Struct(">qq")  # last_update_timestamp_ms, start_timestamp_ms
+_INT64 = struct.Struct(">q")
 
 
 class TransactionLogFormatError(ValueError):
@@ -114,6 +126,8 @@ def encode_value(transit: TxnTransitMetadata) -> bytes | None:
         return None
     if transit.state is TransactionState.EMPTY and transit.topic_partitions:
         raise ValueError(f"{transit.transactional_id!r}: Empty with partitions {sorted(transit.topic_partitions)}")
+    if transit.client_transaction_version >= TRANSACTION_VERSION_2:
+        return _encode_flexible_value(transit)
     out = bytearray(_VALUE_HEAD.pack(VALUE_VERSION, transit.producer_id, transit.producer_epoch,
                                      transit.txn_timeout_ms, transit.state.id))
     if transit.state is TransactionState.EMPTY:
@@ -132,6 +146,46 @@ def encode_value(transit: TxnTransitMetadata) -> bytes | None:
     return bytes(out)
 
 
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return {topic: sorted(by_topic[topic]) for topic in sorted(by_topic)}  # sorted: equal states, equal bytes
+
+
+def _compact_string(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return uvarint(len(raw) + 1) + raw
+
+
+def _encode_flexible_value(transit: TxnTransitMetadata) -> bytes:
+    """Value version 1 (the module docstring)."""
+    out = bytearray(_VALUE_HEAD.pack(FLEXIBLE_VALUE_VERSION, transit.producer_id, transit.producer_epoch,
+                                     transit.txn_timeout_ms, transit.state.id))
+    if transit.state is TransactionState.EMPTY:
+        out += uvarint(0)  # null, as in version 0
+    else:
+        by_topic = _by_topic(transit.topic_partitions)
+        out += uvarint(len(by_topic) + 1)
+        for topic, ids in by_topic.items():
+            out += _compact_string(topic)
+            out += uvarint(len(ids) + 1)
+            out += struct.pack(f">{len(ids)}i", *ids)
+            out += uvarint(0)  # the partition entry's tagged fields: none
+    out += _VALUE_TAIL.pack(transit.txn_last_update_timestamp, transit.txn_start_timestamp)
+    tags = []
+    if transit.previous_producer_id != NO_PRODUCER_ID:
+        tags.append((TAG_PREVIOUS_PRODUCER_ID, _INT64.pack(transit.previous_producer_id)))
+    if transit.next_producer_id != NO_PRODUCER_ID:
+        tags.append((TAG_NEXT_PRODUCER_ID, _INT64.pack(transit.next_producer_id)))
+    if transit.client_transaction_version != 0:
+        tags.append((TAG_CLIENT_TRANSACTION_VERSION, _INT16.pack(transit.client_transaction_version)))
+    out += uvarint(len(tags))
+    for tag, data in tags:
+        out += uvarint(tag) + uvarint(len(data)) + data
+    return bytes(out)
+
+
 @dataclass(frozen=True)
 class TransactionLogValue:
     producer_id: int
@@ -141,17 +195,22 @@ class TransactionLogValue:
     topic_partitions: frozenset[TopicPartition]
     last_update_timestamp_ms: int
     start_timestamp_ms: int
+    previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 def decode_value(value: bytes | memoryview) -> TransactionLogValue:
     r = _Reader(value)
     version, producer_id, producer_epoch, timeout_ms, status = r.unpack(_VALUE_HEAD)
-    if version != VALUE_VERSION:
+    if version not in (VALUE_VERSION, FLEXIBLE_VALUE_VERSION):
         raise TransactionLogFormatError(f"unknown transaction log value version {version}")
     try:
         state = TransactionState.from_id(status)
     except UnknownTransactionState as e:
         raise TransactionLogFormatError(str(e)) from None
+    if version == FLEXIBLE_VALUE_VERSION:
+        return _decode_flexible_value(r, producer_id, producer_epoch, timeout_ms, state)
     partitions: set[TopicPartition] = set()
     (topic_count,) = r.unpack(_INT32)
     if topic_count < -1:
@@ -169,6 +228,73 @@ def decode_value(value: bytes | memoryview) -> TransactionLogValue:
         partitions.clear()  # as Kafka: an Empty record's partitions mean nothing
     return TransactionLogValue(producer_id, producer_epoch, timeout_ms, state, frozenset(partitions),
                                last_update, start)
+
+
+def _decode_flexible_value(r: _Reader, producer_id: int, producer_epoch: int, timeout_ms: int,
+                           state: TransactionState) -> TransactionLogValue:
+    partitions: set[TopicPartition] = set()
+    topic_count = _uvarint(r) - 1
+    for _ in range(max(topic_count, 0)):
+        length = _uvarint(r) - 1
+        if length < 0:
+            raise TransactionLogFormatError("null topic name in a transaction's partitions")
+        try:
+            topic = bytes(r.take(length)).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TransactionLogFormatError(f"topic is not UTF-8: {e}") from None
+        count = _uvarint(r) - 1
+        if count < 0:
+            raise TransactionLogFormatError(f"null partition id array for topic {topic!r}")
+        for partition in struct.unpack(f">{count}i", r.take(4 * count)):
+            partitions.add(TopicPartition(topic, partition))
+        _skip_tags(r)
+    last_update, start = r.unpack(_VALUE_TAIL)
+    fields = {TAG_PREVIOUS_PRODUCER_ID: NO_PRODUCER_ID, TAG_NEXT_PRODUCER_ID: NO_PRODUCER_ID,
+              TAG_CLIENT_TRANSACTION_VERSION: 0}
+    for _ in range(_uvarint(r)):
+        tag, size = _uvarint(r), _uvarint(r)
+        data = r.take(size)
+        st = _INT16 if tag == TAG_CLIENT_TRANSACTION_VERSION else _INT64
+        if tag in fields:
+            if size != st.size:
+                raise TransactionLogFormatError(f"tagged field {tag} of {size} bytes")
+            fields[tag] = st.unpack(data)[0]
+        # unknown tags are skipped: room for Kafka's later fields
+    r.done()
+    if state is TransactionState.EMPTY:
+        partitions.clear()
+    return TransactionLogValue(producer_id, producer_epoch, timeout_ms, state, frozenset(partitions),
+                               last_update, start, fields[TAG_PREVIOUS_PRODUCER_ID],
+                               fields[TAG_NEXT_PRODUCER_ID], fields[TAG_CLIENT_TRANSACTION_VERSION])
+
+
+def _uvarint(r: _Reader) -> int:
+    try:
+        value, pos = read_uvarint(r.buf, r.pos)
+    except (Malformed, IndexError) as e:
+        raise TransactionLogFormatError(f"bad varint at byte {r.pos}: {e}") from None
+    r.pos = pos
+    return value
+
+
+def _skip_tags(r: _Reader) -> None:
+    for _ in range(_uvarint(r)):
+        _uvarint(r)
+        r.take(_uvarint(r))
+
+
+def _retry_identity(v: TransactionLogValue) -> tuple[int, int]:
+    """Transaction version 2: the identity whose EndTxn decided a Prepare / Complete record, so its
+    retry is still answered after a reload: epoch - 1 of the same producer id, or the last epoch before
+    the producer id moved on (prepare_complete). Version 1 keeps none (see load_state)."""
+    if v.client_transaction_version < TRANSACTION_VERSION_2 or not (
+            v.state.is_prepare or v.state in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)):
+        return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    if v.producer_epoch == 0 and v.previous_producer_id not in (NO_PRODUCER_ID, v.producer_id):
+        return v.previous_producer_id, MAX_PRODUCER_EPOCH - 1
+    if v.producer_epoch == 0:
+        return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    return v.producer_id, v.producer_epoch - 1
 
 
 # ---- loading and recovery ---------------------------------------------------------------------------------
@@ -198,12 +324,16 @@ def load_state(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | 
             state = TransactionState.PREPARE_ABORT
         # previous_producer_id / last_producer_epoch are not in the v0 value: after a reload no older
         # identity is recoverable (a KIP-360 retry across a coordinator restart is fenced, as in Kafka).
+        # A transaction version 2 record keeps the one whose EndTxn retry must still be answered.
+        previous_producer_id, last_producer_epoch = _retry_identity(v)
         states[transactional_id] = TransactionMetadata.from_transit(TxnTransitMetadata(
             transactional_id=transactional_id, from_state=state, state=state,
-            producer_id=v.producer_id, previous_producer_id=NO_PRODUCER_ID, next_producer_id=NO_PRODUCER_ID,
-            producer_epoch=v.producer_epoch, last_producer_epoch=NO_PRODUCER_EPOCH,
+            producer_id=v.producer_id, previous_producer_id=previous_producer_id,
+            next_producer_id=v.next_producer_id,
+            producer_epoch=v.producer_epoch, last_producer_epoch=last_producer_epoch,
             txn_timeout_ms=v.transaction_timeout_ms, topic_partitions=v.topic_partitions,
-            txn_start_timestamp=v.start_timestamp_ms, txn_last_update_timestamp=v.last_update_timestamp_ms))
+            txn_start_timestamp=v.start_timestamp_ms, txn_last_update_timestamp=v.last_update_timestamp_ms,
+            client_transaction_version=v.client_transaction_version))
     return states
 
 

@@ -14,6 +14,11 @@ Contract
   legitimately besides ``(producer_id, producer_epoch)``: the one from before a KIP-360 bump, a producer
   id rotation, or a transaction timeout. It is (-1, -1) after any fence by a new producer. It is not
   in the v0 record, so it is lost on reload, as in Kafka (docs/transactions.md).
+- Transaction version 2 (KIP-890 part 2, ``client_transaction_version`` 2): EndTxn bumps the epoch as it
+  prepares the decision, so the Prepare record and the markers already carry epoch + 1, and the identity
+  the EndTxn came with becomes ``(previous_producer_id, last_producer_epoch)``: the one whose EndTxn may be
+  retried. When that bump reaches the last epoch (32767) a fresh producer id is allocated at prepare time,
+  persisted as ``next_producer_id``, and taken over (at epoch 0) by the Complete record.
 
 Why eoslog has no unlogged PrepareEpochFence step: Kafka bumps the epoch in memory, marks
 PrepareEpochFence, then rewrites the pending state to PrepareAbort and logs that (with a flag for a failed
@@ -34,6 +39,10 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_TIMESTAMP = -1
 MAX_PRODUCER_EPOCH = 32767  # Java's Short.MAX_VALUE: the epoch field is an int16
+# KIP-890's transaction versions, as the client speaks them: 1 = today's protocol (EndTxn <= v4, explicit
+# AddPartitionsToTxn); 2 = an epoch bump at every EndTxn (v5+) and partitions added by Produce (v12+).
+TRANSACTION_VERSION_1 = 1
+TRANSACTION_VERSION_2 = 2
 
 
 def is_epoch_exhausted(producer_epoch: int) -> bool:
@@ -97,6 +106,7 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[TopicPartition]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    client_transaction_version: int = 0  # 0 = not known (a v0 record), 1 or 2 otherwise
 
 
 @dataclass(eq=False)
@@ -110,9 +120,11 @@ class TransactionMetadata:
     txn_start_timestamp: int = NO_TIMESTAMP
     txn_last_update_timestamp: int = NO_TIMESTAMP
     previous_producer_id: int = NO_PRODUCER_ID
-    # Reserved for KIP-890 part 2 (transaction version 2), which eoslog does not speak; always -1.
+    # Transaction version 2 only: the producer id a Prepare record hands over to when its bump used up
+    # the epoch space (see the contract); -1 otherwise.
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    client_transaction_version: int = 0
     pending_state: TransactionState | None = None
     _pending: TxnTransitMetadata | None = field(default=None, repr=False)
 
@@ -175,19 +187,39 @@ class TransactionMetadata:
                              NO_TIMESTAMP, now_ms, previous_producer_id=previous[0],
                              last_producer_epoch=previous[1])
 
-    def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int, *,
+                               transaction_version: int | None = None) -> TxnTransitMetadata:
+        """``transaction_version``: the client's, when the request tells it (2 for an add made by a
+        Produce v12+); None keeps the one recorded."""
         starting = self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
                                   TransactionState.COMPLETE_ABORT)
         start = now_ms if starting else self.txn_start_timestamp
         return self._prepare(TransactionState.ONGOING, self.producer_id, self.producer_epoch,
                              self.txn_timeout_ms, frozenset(self.topic_partitions).union(partitions),
-                             start, now_ms)
+                             start, now_ms, client_transaction_version=transaction_version)
 
-    def prepare_abort_or_commit(self, result: TransactionResult, now_ms: int) -> TxnTransitMetadata:
-        """EndTxn: the logged Prepare record is the decision; markers follow."""
-        return self._prepare(_PREPARE_STATE[result], self.producer_id, self.producer_epoch,
+    def prepare_abort_or_commit(self, result: TransactionResult, now_ms: int, *,
+                                transaction_version: int = TRANSACTION_VERSION_1,
+                                next_producer_id: int = NO_PRODUCER_ID) -> TxnTransitMetadata:
+        """EndTxn: the logged Prepare record is the decision; markers follow.
+
+        Transaction version 2: the decision is taken under epoch + 1 (the markers carry it, so the
+        partitions refuse anything the old epoch still sends), and the EndTxn's own identity is kept as
+        the one whose retry is answered. ``next_producer_id`` (>= 0 only when the current epoch is
+        exhausted) is the producer id the Complete record moves to."""
+        if transaction_version < TRANSACTION_VERSION_2:
+            return self._prepare(_PREPARE_STATE[result], self.producer_id, self.producer_epoch,
+                                 self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
+                                 now_ms)
+        if self.producer_epoch >= MAX_PRODUCER_EPOCH:
+            raise IllegalStateTransition(self.transactional_id, self.state, _PREPARE_STATE[result],
+                                         "cannot bump: producer epoch would overflow")
+        if (next_producer_id != NO_PRODUCER_ID) != self.is_producer_epoch_exhausted:
+            raise ValueError(f"a next producer id is needed exactly when epoch {self.producer_epoch} is exhausted")
+        return self._prepare(_PREPARE_STATE[result], self.producer_id, self.producer_epoch + 1,
                              self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
-                             now_ms)
+                             now_ms, previous_producer_id=self.producer_id, last_producer_epoch=self.producer_epoch,
+                             next_producer_id=next_producer_id, client_transaction_version=transaction_version)
 
     def prepare_fence_and_abort(self, now_ms: int, *, recoverable: bool) -> TxnTransitMetadata:
         """Abort the ongoing transaction under epoch + 1, so requests of the old epoch are refused.
@@ -208,6 +240,10 @@ class TransactionMetadata:
         if target is None:
             raise IllegalStateTransition(self.transactional_id, self.state, TransactionState.COMPLETE_COMMIT,
                                          "markers can only complete a Prepare state")
+        if self.next_producer_id != NO_PRODUCER_ID:
+            # Transaction version 2, epoch space used up: continue as the fresh producer id at epoch 0.
+            return self._prepare(target, self.next_producer_id, 0, self.txn_timeout_ms, frozenset(),
+                                 self.txn_start_timestamp, now_ms, next_producer_id=NO_PRODUCER_ID)
         return self._prepare(target, self.producer_id, self.producer_epoch, self.txn_timeout_ms, frozenset(),
                              self.txn_start_timestamp, now_ms)
 
@@ -247,6 +283,7 @@ class TransactionMetadata:
         self.topic_partitions = set(t.topic_partitions)
         self.txn_start_timestamp = t.txn_start_timestamp
         self.txn_last_update_timestamp = t.txn_last_update_timestamp
+        self.client_transaction_version = t.client_transaction_version
         self._pending = None
         self.pending_state = None
 
@@ -255,7 +292,8 @@ class TransactionMetadata:
     def _transit(self, state: TransactionState, producer_id: int, producer_epoch: int, txn_timeout_ms: int,
                  topic_partitions: frozenset[TopicPartition], txn_start_timestamp: int, now_ms: int, *,
                  previous_producer_id: int | None = None,
-                 last_producer_epoch: int | None = None) -> TxnTransitMetadata:
+                 last_producer_epoch: int | None = None, next_producer_id: int | None = None,
+                 client_transaction_version: int | None = None) -> TxnTransitMetadata:
         return TxnTransitMetadata(
             transactional_id=self.transactional_id,
             from_state=self.state,
@@ -263,7 +301,7 @@ class TransactionMetadata:
             producer_id=producer_id,
             previous_producer_id=(self.previous_producer_id if previous_producer_id is None
                                   else previous_producer_id),
-            next_producer_id=self.next_producer_id,
+            next_producer_id=self.next_producer_id if next_producer_id is None else next_producer_id,
             producer_epoch=producer_epoch,
             last_producer_epoch=self.last_producer_epoch if last_producer_epoch is None else last_producer_epoch,
             txn_timeout_ms=txn_timeout_ms,
@@ -271,6 +309,8 @@ class TransactionMetadata:
             txn_start_timestamp=txn_start_timestamp,
             # The log's timestamps never go backwards, even if the wall clock does.
             txn_last_update_timestamp=max(now_ms, self.txn_last_update_timestamp),
+            client_transaction_version=(self.client_transaction_version if client_transaction_version is None
+                                        else client_transaction_version),
         )
 
     def _prepare(self, state: TransactionState, *args, **kwargs) -> TxnTransitMetadata:

@@ -9,8 +9,7 @@ this package goes through :func:`check_transition`, so a move that is not in the
 construction rather than by a forgotten ``if``.
 
 PREPARE_ABORT may be entered from EMPTY / COMPLETE_* as in Kafka 4: that is the KIP-890 part 2
-"abort when unsure" path. eoslog does not take it (it speaks transaction version 1), but the entry is
-kept so the table matches the persisted format's meaning. PREPARE_EPOCH_FENCE is likewise kept for its
+"abort when unsure" path, taken by an EndTxn(abort) v5+ (transaction version 2) with no transaction open. PREPARE_EPOCH_FENCE is likewise kept for its
 id and name: eoslog fences in a single logged Ongoing -> PrepareAbort step (see metadata.py).
 """
 

@@ -1,0 +1,232 @@
+"""The verifier's transaction version 2 client (KIP-890 part 2): the same worker as workload.py, with
+its producer replaced by eoslog's own protocol code, because no client installed here speaks version 2
+(docs/transactions.md, "Transaction version 2").
+
+The producer follows KIP-890's client rules on one connection to the single broker (the transaction
+coordinator, the group coordinator and every partition's leader): InitProducerId, then per transaction
+Produce v12 without AddPartitionsToTxn (one batch per send, acks=all, its sequence per partition;
+retried with the same sequence, so a retry is answered as a duplicate), AddOffsetsToTxn and
+TxnOffsetCommit for what was polled, and EndTxn v5, whose answer is the producer id and epoch of the
+next transaction (sequences start again at 0). A request unanswered after REQUEST_TIMEOUT_S is given up
+and its connection dropped: the nemesis' ``proxy-replay`` fault lets exactly such a request reach the
+broker later, after the producer has moved on.
+
+Outcomes follow workload.py's rules: ``ok`` once EndTxn(commit) answered NONE; ``fail`` when the
+producer aborted (EndTxn(abort) answered NONE) before asking to commit; ``info`` otherwise once the
+commit was asked for, or when the abort itself could not be confirmed.
+
+Usage: as workload.py, with ``--transaction-version 2`` (run.py starts it).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from eoslog.protocol import messages
+from eoslog.protocol.errors import ErrorCode
+from eoslog.records.builder import SimpleRecord, build_batch
+from eoslog.tools.brokers import KafkaWire
+from eoslog.verify.workload import CALL_TIMEOUT_S, Worker, group_id, transactional_id
+
+PRODUCE, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, INIT_PRODUCER_ID = 0, 25, 26, 28, 22
+REQUEST_TIMEOUT_S = 3.0  # below faults.REPLAY_MIN_HOLD_S, so a held request is always given up
+RETRY_BACKOFF_S = 0.05
+TRANSACTION_TIMEOUT_MS = 30_000
+# Answers after which the same request may simply be sent again.
+RETRIABLE = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+})
+_WIRE_ERRORS = (OSError, ConnectionError, socket.timeout, struct.error, ValueError)
+
+
+class TransactionFailed(Exception):
+    """The transaction cannot go on: abort it (or, if that fails, start a new producer)."""
+
+
+class V2Worker(Worker):
+    """workload.Worker with a transaction version 2 producer (the module docstring)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.wire: KafkaWire | None = None
+        self.producer_id, self.producer_epoch = -1, -1
+        self.sequences: dict[int, int] = {}  # partition -> next sequence under the current epoch
+
+    # ------------------------------------------------------------------------------------ the wire
+
+    def _request(self, api_key: int, api_version: int, request):
+        """One request and its answer; a dead or silent connection is dropped and OSError raised."""
+        try:
+            if self.wire is None:
+                self.wire = KafkaWire(self.bootstrap, timeout=REQUEST_TIMEOUT_S,
+                                      client_id=f"eoslog-verify-tv2-{self.process}")
+            return self.wire.call(api_key, api_version, request)
+        except _WIRE_ERRORS as exc:
+            self._disconnect()
+            raise OSError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _disconnect(self) -> None:
+        if self.wire is not None:
+            try:
+                self.wire.close()
+            except OSError:
+                pass
+            self.wire = None
+
+    def _until_answered(self, name: str, send, deadline_s: float = CALL_TIMEOUT_S) -> ErrorCode:
+        """``send()`` returns an error code; sent again on a retriable answer or a lost connection
+        until NONE, another error, or the deadline (TransactionFailed)."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            try:
+                code = ErrorCode(send())
+            except OSError:
+                code = None
+            if code is not None and code not in RETRIABLE:
+                return code
+            if time.monotonic() > deadline or self.stopping:
+                raise TransactionFailed(f"{name}: no answer before the deadline ({code})")
+            time.sleep(RETRY_BACKOFF_S)
+
+    # ------------------------------------------------------------------------------------ producer
+
+    def _new_producer(self) -> None:
+        """InitProducerId as a new producer instance (fencing, and aborting, what the last one left)."""
+        self._drop_producer()
+        request = messages.InitProducerIdRequest(transactional_id=transactional_id(self.slot),
+                                                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                                                 producer_id=-1, producer_epoch=-1)
+        while not self.stopping:
+            try:
+                response = self._request(INIT_PRODUCER_ID, 4, request)
+            except OSError:
+                time.sleep(0.2)
+                continue
+            if response.error_code == ErrorCode.NONE:
+                self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+                self.sequences.clear()
+                self.producer = self  # workload.Worker's "a producer is ready"
+                return
+            time.sleep(0.2)
+
+    def _drop_producer(self) -> None:
+        self.producer = None
+        self.producer_id, self.producer_epoch = -1, -1
+
+    def _produce(self, partition: int, value: int) -> int:
+        """The offset the broker gave the record; TransactionFailed when it cannot be told."""
+        sequence = self.sequences.get(partition, 0)
+        batch = build_batch([SimpleRecord(None, str(value).encode())], producer_id=self.producer_id,
+                            producer_epoch=self.producer_epoch, base_sequence=sequence, is_transactional=True)
+        Data = messages.ProduceRequest.TopicProduceData
+        request = messages.ProduceRequest(
+            transactional_id=transactional_id(self.slot), acks=-1, timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
+            topic_data=[Data(name=self.topic, partition_data=[Data.PartitionProduceData(index=partition,
+                                                                                        records=batch)])])
+        answer: list = []
+
+        def send() -> int:
+            answer[:] = [self._request(PRODUCE, 12, request).responses[0].partition_responses[0]]
+            return answer[0].error_code
+
+        code = self._until_answered("produce", send)
+        if code is not ErrorCode.NONE:
+            raise TransactionFailed(f"produce: {code.name}")
+        self.sequences[partition] = sequence + 1
+        return answer[0].base_offset
+
+    def _send_offsets(self) -> None:
+        tid, group = transactional_id(self.slot), group_id(self.slot)
+        add = messages.AddOffsetsToTxnRequest(transactional_id=tid, producer_id=self.producer_id,
+                                              producer_epoch=self.producer_epoch, group_id=group)
+        code = self._until_answered("add_offsets", lambda: self._request(ADD_OFFSETS_TO_TXN, 3, add).error_code)
+        if code is not ErrorCode.NONE:
+            raise TransactionFailed(f"add_offsets: {code.name}")
+        Topic = messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        Partition = messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+        commit = messages.TxnOffsetCommitRequest(
+            transactional_id=tid, group_id=group, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[Topic(name=self.topic, partitions=[
+                Partition(partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata=None)
+                for p, o in sorted(self.polled.items())])])
+
+        def send() -> int:
+            response = self._request(TXN_OFFSET_COMMIT, 3, commit)
+            codes = {p.error_code for t in response.topics for p in t.partitions}
+            return max(codes, key=lambda c: c != 0) if codes else ErrorCode.UNKNOWN_SERVER_ERROR
+
+        code = self._until_answered("txn_offset_commit", send)
+        if code is not ErrorCode.NONE:
+            raise TransactionFailed(f"txn_offset_commit: {code.name}")
+
+    def _end(self, commit: bool) -> None:
+        """EndTxn v5, sent again (same identity) until answered: the coordinator answers a retry of the
+        EndTxn that ended the transaction as it answered the first. Raises TransactionFailed."""
+        request = messages.EndTxnRequest(transactional_id=transactional_id(self.slot), producer_id=self.producer_id,
+                                         producer_epoch=self.producer_epoch, committed=commit)
+        answer: list = []
+
+        def send() -> int:
+            answer[:] = [self._request(END_TXN, 5, request)]
+            return answer[0].error_code
+
+        code = self._until_answered("end_txn", send, 3 * CALL_TIMEOUT_S)
+        if code is not ErrorCode.NONE:
+            raise TransactionFailed(f"end_txn: {code.name}")
+        self.producer_id, self.producer_epoch = answer[0].producer_id, answer[0].producer_epoch
+        self.sequences.clear()
+
+    # ------------------------------------------------------------------------------------ transactions
+
+    def run(self, max_transactions: int | None = None) -> None:
+        try:
+            super().run(max_transactions)
+        finally:
+            self._disconnect()
+
+    def transaction(self, mops: list[list]) -> str:
+        assert self.consumer is not None
+        self.emit("invoke", "txn", mops)
+        completed: list[list] = []
+
+        def finish(outcome: str) -> str:
+            self.emit(outcome, "txn", completed + mops[len(completed):])
+            if outcome != "ok":
+                self._assign()
+            return outcome
+
+        commit_attempted = False
+        try:
+            polled_now = False
+            for mop in mops:
+                if mop[0] == "send":
+                    partition = int(mop[1].rsplit("-", 1)[1])
+                    completed.append(list(mop))
+                    completed[-1].append(self._produce(partition, mop[2]))
+                else:
+                    completed.append(["poll", self._poll()])
+                    polled_now = True
+            if polled_now and self.polled:
+                self._send_offsets()
+            if self.random.random() < self.abort_rate:
+                self._end(commit=False)
+                return finish("fail")
+            commit_attempted = True
+            self._end(commit=True)
+            return finish("ok")
+        except TransactionFailed:
+            if commit_attempted:
+                self._drop_producer()  # the next InitProducerId settles it, whatever it was
+                return finish("info")
+            try:
+                self._end(commit=False)
+            except TransactionFailed:
+                self._drop_producer()
+                return finish("info")
+            return finish("fail")

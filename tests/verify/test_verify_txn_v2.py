@@ -1,0 +1,65 @@
+"""The verifier with transaction version 2 clients (workload_v2.py: eoslog's KIP-890 part 2 producer)
+and its "delay and replay" fault (proxy-replay): a Produce or EndTxn held past the client's timeout and
+forwarded after it has moved on must never land in, or end, a later transaction."""
+
+from __future__ import annotations
+
+import json
+
+from eoslog.verify.faults import Nemesis
+from eoslog.verify.history import read_history
+from eoslog.verify.run import VerifyOptions, run_verify
+
+
+def test_short_verify_run_with_version_2_clients_under_delay_and_replay_finds_no_anomalies(tmp_path):
+    # ~20 s: the issue's acceptance run, short. Each replay holds a request for 5 s or more.
+    result = run_verify(VerifyOptions(
+        duration=16, seed=20261125, out=tmp_path, transaction_version=2,
+        faults=("proxy-replay", "broker-kill", "client-kill"), fault_seconds=(0.3, 1.0), quiet_seconds=(0.3, 1.0)))
+    text = result.render_text()
+    assert result.valid, text
+    assert result.report.errors == {}, text
+    assert not result.problems, text
+    assert result.final_read_complete, text
+    stats = result.report.stats
+    assert stats["committed"] >= 50 and stats["aborted"] >= 5, text
+    assert result.faults.get("proxy-replay", 0) >= 1, result.faults
+    replays = [w for w in result.windows if w.kind == "proxy-replay"]
+    assert all(w.detail.startswith("held 1 request") for w in replays), replays
+    assert all(w.end - w.start >= 5.0 for w in replays), replays
+    events = read_history(result.history_path)
+    assert any(e.type == "ok" and e.f == "txn" for e in events)
+    assert json.loads((tmp_path / "summary.json").read_text())["valid"]
+
+
+class _HoldingProxy:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.held = 0
+
+    def hold_requests(self, *keys, count=None):
+        self.calls.append(("hold", keys, count))
+        self.held += 1
+
+    def release_requests(self):
+        self.calls.append(("release",))
+
+    def snapshot(self):
+        return {"requests_held": self.held}
+
+    def set_faults(self, **rates):
+        pass
+
+    paused = False
+
+
+def test_the_replay_fault_holds_the_next_produce_or_end_txn_and_releases_it():
+    proxy = _HoldingProxy()
+    nemesis = Nemesis(["proxy-replay"], seed=3, proxy=proxy, fault_seconds=(0.0, 0.0), quiet_seconds=(0.0, 0.0))
+    nemesis.replay_min_hold_s = 0.0
+    nemesis._inject("proxy-replay")
+    assert proxy.calls[:2] == [("hold", (0, 26), 1), ("release",)]
+    (window,) = nemesis.windows
+    assert window.kind == "proxy-replay" and window.detail.startswith("held 1 request")
+    nemesis.heal()
+    assert proxy.calls[-1] == ("release",) and len(proxy.calls) == 2  # nothing left held: no second release
