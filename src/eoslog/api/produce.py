@@ -195,7 +195,7 @@ async def _add_then_append(context, request, to_add, release, refused):
         result = _append(context, request, refused=refused)
     finally:
         release()
-    return await result if asyncio.iscoroutine(result) else result
+    return await result if inspect.isawaitable(result) else result  # a coroutine or _await_durability's future
 
 
 def _append(context, request, verified=frozenset(), refused=None):
