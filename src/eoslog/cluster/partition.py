@@ -20,6 +20,7 @@ Contract
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -68,7 +69,7 @@ class Partition:
         self._group_commit = group_commit
         # Everything in the log at open time was recovered from disk: durable enough to serve.
         self.high_watermark = log_.log_end_offset
-        self._flush_task: asyncio.Task | None = None
+        self._flush_pending: asyncio.Future | None = None  # the group commit's answer being waited for
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._fetch_waiters: set[asyncio.Future] = set()
         self.flush_error: BaseException | None = None
@@ -366,24 +367,43 @@ class Partition:
         self._wake_replica_fetchers()
         if not self.log.config.fsync_on_ack:
             self._durable(self.log.log_end_offset)
-        elif self._flush_task is None:
-            self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop())
+        elif self._flush_pending is None:
+            self._request_flush()
 
-    async def _flush_loop(self) -> None:
-        try:
-            while self.local_durable_end < self.log.log_end_offset:
-                target = self.log.log_end_offset
-                await self._group_commit.flush(self.log)
-                self._durable(min(target, self.log.log_end_offset))  # a truncation may have come between
-        except Exception as exc:
-            log.error("fsync of %s failed; acks=all producers get KAFKA_STORAGE_ERROR", self.name, exc_info=exc)
-            self.flush_error = exc
-            waiters, self._waiters = self._waiters, []
-            for _, future in waiters:
-                if not future.done():
-                    future.set_exception(exc)
-        finally:
-            self._flush_task = None
+    # At most one group-commit request per partition is outstanding; when it is done, the next one covers
+    # whatever was appended meanwhile. Callbacks rather than a task per round: with many partitions each
+    # acks=all request is usually its partition's only one, so a task (and its shield) per request showed
+    # in the loop's profile (docs/benchmarks.md, "One syncfs per round").
+    def _request_flush(self) -> None:
+        while self.local_durable_end < self.log.log_end_offset:
+            target = self.log.log_end_offset
+            try:
+                pending = self._group_commit.request(self.log)
+            except Exception as exc:  # noqa: BLE001 - the same outcome as a failed fsync
+                self._flush_failed(exc)
+                return
+            if pending is not None:
+                self._flush_pending = pending
+                pending.add_done_callback(lambda done, target=target: self._flush_done(done, target))
+                return
+            self._durable(min(target, self.log.log_end_offset))
+
+    def _flush_done(self, done: asyncio.Future, target: int) -> None:
+        self._flush_pending = None
+        exc = done.exception() if not done.cancelled() else asyncio.CancelledError()
+        if exc is not None:
+            self._flush_failed(exc)
+            return
+        self._durable(min(target, self.log.log_end_offset))  # a truncation may have come between
+        self._request_flush()
+
+    def _flush_failed(self, exc: BaseException) -> None:
+        log.error("fsync of %s failed; acks=all producers get KAFKA_STORAGE_ERROR", self.name, exc_info=exc)
+        self.flush_error = exc
+        waiters, self._waiters = self._waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(exc)
 
     def _durable(self, offset: int) -> None:
         self.local_durable_end = max(self.local_durable_end, offset)
@@ -471,11 +491,10 @@ class Partition:
         return self.log_start_offset
 
     async def close(self) -> None:
-        if self._flush_task is not None:
-            try:
-                await self._flush_task
-            except Exception:  # noqa: BLE001 - already logged
-                pass
+        while self._flush_pending is not None:
+            with contextlib.suppress(Exception):  # a failed flush is already logged
+                await asyncio.shield(self._flush_pending)
+            await asyncio.sleep(0)  # let _flush_done run (it may request the next round)
         try:
             # A clean shutdown leaves a snapshot at the log end: the next start replays nothing.
             self.transaction_index.close()

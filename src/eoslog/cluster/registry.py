@@ -58,13 +58,15 @@ class PartitionRegistry:
 
     def open_single_node(self, data_dir: Path) -> None:
         self.topics = TopicRegistry(data_dir)
-        self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic)
+        self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic,
+                                              syncfs=self.config.log_flush_syncfs)
         for info in self.topics.topics.values():
             self.open_partitions(info, range(info.partitions))
 
     def open_log_directory(self, data_dir: Path) -> None:
         """Cluster mode: the logs first; which of them are replicas here the cluster view says."""
-        self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic)
+        self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic,
+                                              syncfs=self.config.log_flush_syncfs)
 
     def attach_cluster(self, cluster: ClusterService) -> None:
         from eoslog.cluster.cluster_topics import ClusterTopics

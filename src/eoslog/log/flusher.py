@@ -9,6 +9,13 @@ Contract:
   as soon as the current one ends and covers everyone who joined meanwhile (one fsync for all of them).
 - When ``flush`` returns, every offset below the log end offset seen at the call is durable and below
   ``log.recovery_point``. A failed fsync raises LogStorageError to every waiter and takes the log offline.
+- With a ``directory`` whose filesystem has a trustworthy syncfs (log/syncfs.py), the logs in it share
+  *one* round instead: at most one syncfs is in flight for the whole directory, it covers every log that
+  asked before it started (each up to its log end offset at that moment), and logs asking meanwhile join
+  the next round. Each waiter is still answered only after a round that covers its offsets succeeded. A
+  failed syncfs cannot say whose data was lost, so its logs (and those waiting for the next round) are
+  flushed again file by file, each answered by its own fsyncs, and the directory keeps per-file fsyncs
+  from then on.
 
 Why dedicated threads rather than a ThreadPoolExecutor: on a 2-core machine each hand-off costs more than the
 bookkeeping suggests (a futex wake that lets the worker preempt the loop, the GIL going back and forth,
@@ -20,15 +27,21 @@ while it is busy, a new round costs the loop one queue put and no wake-up.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
+from eoslog.log import syncfs as syncfs_call
 from eoslog.log.errors import LogError
 from eoslog.log.flush_task import FlushTask
 from eoslog.log.log import Log
+
+logger = logging.getLogger("eoslog.log")
 
 _Done = Callable[[BaseException | None], None]
 
@@ -109,29 +122,79 @@ class _LogState:
     in_flight: FlushTask | None = None
     in_flight_done: asyncio.Future | None = None
     next_done: asyncio.Future | None = None  # joined by callers that arrived during the in-flight fsync
-    fsyncs: int = 0  # fsync rounds started
+    fsyncs: int = 0  # fsync rounds started (per-file fsyncs, or syncfs rounds that covered this log)
     waiters: int = 0  # flush() calls that had to wait
+    on_directory_filesystem: bool = False  # the syncfs of the directory covers this log's files
+    every_file: bool = False  # its next per-file round syncs every file (a syncfs failed meanwhile)
+
+
+class _SyncfsRound:
+    """One syncfs of the directory's filesystem, run by an FsyncThread (it has FlushTask's ``run``)."""
+
+    def __init__(self, fd: int, tasks: dict[Log, tuple[FlushTask, asyncio.Future]]) -> None:
+        self.fd = fd
+        self.tasks = tasks  # every log this round covers: its prepared task and its waiters' future
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        started = time.perf_counter()
+        try:
+            syncfs_call.syncfs(self.fd)
+        finally:
+            self.seconds = time.perf_counter() - started
 
 
 class GroupCommit:
-    def __init__(self, *, threads: int = FSYNC_THREADS) -> None:
+    def __init__(self, *, threads: int = FSYNC_THREADS, directory: str | None = None, syncfs: bool = True) -> None:
         # Each log keeps one thread (round-robin as logs first flush): its rounds stay in order and batch
         # on that thread, while fsyncs of different logs can still overlap, which lets the filesystem
         # share journal commits between them.
         self._threads = [FsyncThread(f"eoslog-fsync-{i}") for i in range(max(1, threads))]
         self._next_thread = 0
         self._states: weakref.WeakKeyDictionary[Log, _LogState] = weakref.WeakKeyDictionary()
+        # The directory's syncfs rounds (see the module docstring). The descriptor is opened here, before
+        # any log of the directory is written, and kept: syncfs reports writeback errors since it opened.
+        self._syncfs_fd: int | None = None
+        self._syncfs_device = -1
+        self._syncfs_thread = FsyncThread("eoslog-syncfs")
+        self._round: _SyncfsRound | None = None  # in flight
+        self._next_round: dict[Log, asyncio.Future] = {}  # logs that asked while it ran
+        self.syncfs_rounds = 0  # syncfs calls made (for benchmarks and tests)
+        if directory is not None and syncfs and syncfs_call.available():
+            self._syncfs_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            self._syncfs_device = os.fstat(self._syncfs_fd).st_dev
+
+    @property
+    def uses_syncfs(self) -> bool:
+        return self._syncfs_fd is not None
 
     async def flush(self, log: Log) -> None:
         """Returns once everything appended to ``log`` before this call is fsync'ed."""
+        waiter = self.request(log)
+        if waiter is not None:
+            await asyncio.shield(waiter)
+
+    def request(self, log: Log) -> asyncio.Future | None:
+        """``flush`` without a coroutine, for callers that chain a callback instead of awaiting (a
+        partition's acks=all path: one task less per partition per round). Returns None when everything
+        appended is already durable, else a future, shared with other waiters (never cancel it), that is
+        done once an fsync or round covering the log end offset at this call has succeeded (its exception
+        otherwise)."""
         target = log.log_end_offset
         if log.recovery_point >= target:
-            return
+            return None
         state = self._states.get(log)
         if state is None:
             state = self._states[log] = _LogState(self._threads[self._next_thread % len(self._threads)])
             self._next_thread += 1
+            if self._syncfs_fd is not None:
+                try:
+                    state.on_directory_filesystem = os.stat(log.directory).st_dev == self._syncfs_device
+                except OSError:
+                    state.on_directory_filesystem = False  # the per-file path reports what is wrong
         state.waiters += 1
+        if state.on_directory_filesystem and self._syncfs_fd is not None:
+            return self._join_round(log, target)
         if state.in_flight is None:
             waiter = asyncio.get_running_loop().create_future()
             self._start(log, state, waiter)
@@ -141,11 +204,97 @@ class GroupCommit:
             if state.next_done is None:
                 state.next_done = asyncio.get_running_loop().create_future()
             waiter = state.next_done
-        await asyncio.shield(waiter)
+        return waiter
+
+    # ---- one syncfs round for the directory -------------------------------------------------------------
+
+    def _join_round(self, log: Log, target: int) -> asyncio.Future:
+        current = self._round
+        if current is not None:
+            joined = current.tasks.get(log)
+            if joined is not None and joined[0].up_to >= target:
+                return joined[1]  # appended before the running round was prepared: it covers us
+        waiter = self._next_round.get(log)
+        if waiter is None:
+            waiter = self._next_round[log] = asyncio.get_running_loop().create_future()
+        if current is None:
+            self._start_round()
+        return waiter
+
+    def _start_round(self) -> None:
+        """Prepares every log that asked (on the loop) and hands one syncfs to the thread."""
+        asked, self._next_round = self._next_round, {}
+        tasks: dict[Log, tuple[FlushTask, asyncio.Future]] = {}
+        for log, waiter in asked.items():
+            try:
+                tasks[log] = (log.prepare_flush(descriptors=False), waiter)
+            except LogError as exc:  # closed or offline meanwhile: nothing will ever flush it
+                waiter.set_exception(exc)
+        if not tasks:
+            return
+        self._round = current = _SyncfsRound(self._syncfs_fd, tasks)
+        self.syncfs_rounds += 1
+        loop = next(iter(tasks.values()))[1].get_loop()
+        self._syncfs_thread.submit(loop, current, lambda exc: self._round_finished(current, exc))
+
+    def _round_finished(self, current: _SyncfsRound, exc: BaseException | None) -> None:
+        self._round = None
+        if exc is None:
+            for log, (task, waiter) in current.tasks.items():
+                task.synced, task.seconds = True, current.seconds
+                state = self._states.get(log)
+                if state is not None:
+                    state.fsyncs += 1
+                log.complete_flush(task)
+                if not waiter.done():
+                    waiter.set_result(None)
+            if self._next_round:
+                self._start_round()
+            return
+        # Whose data the error belongs to, syncfs cannot say (log/syncfs.py): from now on this directory
+        # uses per-file fsyncs, and every log this round marked synced fsyncs all its files again.
+        logger.error("syncfs of %s failed (%s); using per-file fsyncs from now on to find the logs affected",
+                     self._directory_name(), exc)
+        self._stop_syncfs()
+        for log, (_, waiter) in current.tasks.items():
+            self._refile(log, waiter, every_file=True)
+        asked, self._next_round = self._next_round, {}
+        for log, waiter in asked.items():
+            self._refile(log, waiter, every_file=log in current.tasks)
+
+    def _refile(self, log: Log, waiter: asyncio.Future, *, every_file: bool) -> None:
+        """Moves a syncfs waiter to the per-file path."""
+        state = self._states.get(log)
+        if state is None:  # the log was forgotten (deleted) meanwhile
+            waiter.set_exception(LogError(f"{log.directory} is closed"))
+            return
+        state.every_file = state.every_file or every_file
+        if state.in_flight is None:
+            self._start(log, state, waiter)
+        else:  # cannot happen while syncfs served this log, but joining the next round is always safe
+            following = state.next_done
+            if following is None:
+                state.next_done = waiter
+            else:
+                following.add_done_callback(lambda f: _copy_outcome(f, waiter))
+
+    def _directory_name(self) -> str:
+        try:
+            return os.readlink(f"/proc/self/fd/{self._syncfs_fd}")
+        except OSError:
+            return "the data directory"
+
+    def _stop_syncfs(self) -> None:
+        fd, self._syncfs_fd = self._syncfs_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    # ---- per-file fsyncs of one log ----------------------------------------------------------------------
 
     def _start(self, log: Log, state: _LogState, waiter: asyncio.Future) -> None:
         try:
-            task = log.prepare_flush()
+            task = log.prepare_flush(every_file=state.every_file)
+            state.every_file = False
         except LogError as exc:  # the log is closed or offline: nothing will ever flush it
             waiter.set_exception(exc)
             return
@@ -182,3 +331,14 @@ class GroupCommit:
     def close(self) -> None:
         for thread in self._threads:
             thread.close()
+        self._syncfs_thread.close()
+        self._stop_syncfs()
+
+
+def _copy_outcome(source: asyncio.Future, target: asyncio.Future) -> None:
+    if target.done():
+        return
+    if source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(None)

@@ -576,20 +576,27 @@ class Log:
 
     # ---- flushing and closing -------------------------------------------------------------------
 
-    def prepare_flush(self, up_to: int | None = None, *, include_active_indexes: bool = False) -> FlushTask:
+    def prepare_flush(self, up_to: int | None = None, *, include_active_indexes: bool = False,
+                      descriptors: bool = True, every_file: bool = False) -> FlushTask:
         """On the loop: writes pending index entries and collects what an fsync must cover for every
         offset below ``up_to`` (default: log_end_offset). The active segment's indexes are synced only
-        when asked (at close); see LogSegment.sync_fds."""
+        when asked (at close); see LogSegment.sync_fds.
+
+        ``descriptors=False`` prepares a round that one syncfs of the whole filesystem covers: the task
+        holds no descriptors and no directory, and is not run; the caller syncs, then sets ``synced`` and
+        completes it. ``every_file`` collects every file from the recovery point on, and the directory,
+        whatever was marked synced (the per-file fsyncs that follow a failed syncfs)."""
         self._check_usable()
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         fds: list[int] = []
-        if target > self._recovery_point:
+        if target > self._recovery_point or every_file:
             for segment in self._segments[self._segment_slot(self._recovery_point) :]:
                 if segment.base_offset >= target and segment is not self._segments[-1]:
                     break
                 active = segment is self._segments[-1]
-                fds.extend(segment.sync_fds(include_indexes=include_active_indexes or not active))
-        directory = self.directory if self._directory_dirty else None
+                fds.extend(segment.sync_fds(include_indexes=include_active_indexes or not active,
+                                            descriptors=descriptors, every_file=every_file))
+        directory = self.directory if (self._directory_dirty or every_file) and descriptors else None
         self._directory_dirty = False
         return FlushTask(target, self._truncation_epoch, fds, directory)
 

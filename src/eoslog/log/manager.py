@@ -78,11 +78,13 @@ class LogDirectory:
         *,
         config_for: Callable[[str], LogConfig] | None,
         clock: Callable[[], int],
+        syncfs: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.config = config
         self.logs: dict[TopicPartition, Log] = {}
-        self.group_commit = GroupCommit()
+        # One flush round for the whole directory (a syncfs) where the kernel makes that safe; see flusher.py.
+        self.group_commit = GroupCommit(directory=data_dir, syncfs=syncfs)
         self._lock_fd = lock_fd
         self._config_for = config_for
         self._clock = clock
@@ -102,6 +104,7 @@ class LogDirectory:
         *,
         config_for: Callable[[str], LogConfig] | None = None,
         clock: Callable[[], int] | None = None,
+        syncfs: bool = True,
     ) -> LogDirectory:
         """Locks ``data_dir`` (created when missing), removes half-deleted partitions and opens (recovers)
         every partition log. ``config_for(topic)`` gives per-topic configs; else ``config`` for all."""
@@ -112,7 +115,8 @@ class LogDirectory:
         except OSError as exc:  # not writable, not a directory: one line that names it (not a traceback)
             raise unusable(Path(data_dir), exc) from exc
         directory = cls(
-            data_dir, config or LogConfig(), lock_fd, config_for=config_for, clock=clock or _now_ms
+            data_dir, config or LogConfig(), lock_fd, config_for=config_for, clock=clock or _now_ms,
+            syncfs=syncfs,
         )
         try:
             directory._load()

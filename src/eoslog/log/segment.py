@@ -378,18 +378,24 @@ class LogSegment:
             return self.max_timestamp
         return int(os.fstat(self.fd).st_mtime * 1000)
 
-    def sync_fds(self, include_indexes: bool = True) -> list[int]:
+    def sync_fds(self, include_indexes: bool = True, *, descriptors: bool = True, every_file: bool = False) -> list[int]:
         """Dup'ed descriptors of the files written since the last call, for a worker thread to fsync and
         close. Index entries are written out first. The active segment's indexes are left out of the
         routine flushes (``include_indexes=False``): after an unclean shutdown the last segment is
-        rebuilt from its batches anyway, so syncing them per acks=all flush would only cost fsyncs."""
+        rebuilt from its batches anyway, so syncing them per acks=all flush would only cost fsyncs.
+
+        ``descriptors=False``: the caller syncs the whole filesystem instead (syncfs), so the files are only
+        marked synced and nothing is dup'ed. ``every_file``: all of them, written since the last call or not
+        (after a failed syncfs nothing marked since then is known to be durable)."""
         fds = []
-        if not self._log_synced:
-            fds.append(os.dup(self.fd))
+        if every_file or not self._log_synced:
+            if descriptors:
+                fds.append(os.dup(self.fd))
             self._log_synced = True
-        for index in (self.offset_index, self.time_index) if include_indexes else ():
-            if index.write_pending():
-                fds.append(os.dup(index.fd))
+        for index in (self.offset_index, self.time_index) if include_indexes or every_file else ():
+            if index.write_pending() or every_file:
+                if descriptors:
+                    fds.append(os.dup(index.fd))
                 index.mark_synced()
         return fds
 

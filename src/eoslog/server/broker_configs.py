@@ -83,6 +83,7 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
     "broker.rack": (lambda c: c.broker_rack, STRING),
     "log.cleaner.enable": (lambda c: _bool(c.log_cleaner_enable), BOOLEAN),
     "log.cleaner.process": (lambda c: _bool(c.log_cleaner_process), BOOLEAN),
+    "eoslog.log.flush.syncfs": (lambda c: _bool(c.log_flush_syncfs), BOOLEAN),
     "log.dirs": (lambda c: str(c.data_dir), STRING),
     "log.dir": (lambda c: str(c.data_dir), STRING),
     "listeners": (_listeners, STRING),

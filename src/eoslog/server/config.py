@@ -119,7 +119,7 @@ _SIMPLE_INTS = {
 _OTHER_PROPERTIES = frozenset({
     "queued.max.request.bytes", "max.connections.per.ip.overrides", "auto.create.topics.enable",
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "zookeeper.connect", "broker.rack",
-    "log.cleaner.enable", "log.cleaner.process", "log.dirs", "log.dir", "listeners", "advertised.listeners",
+    "log.cleaner.enable", "log.cleaner.process", "eoslog.log.flush.syncfs", "log.dirs", "log.dir", "listeners", "advertised.listeners",
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
     "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
@@ -293,6 +293,9 @@ class BrokerConfig:
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # the offset map's memory budget
     # eoslog's own: a pass's CPU work in a child process (true) or in a thread sharing the loop's GIL (false)
     log_cleaner_process: bool = True
+    # eoslog's own: fsync-before-ack rounds of the data directory as one syncfs(2) of its filesystem (true,
+    # when the kernel reports writeback errors to syncfs: log/syncfs.py) or one fsync per file (false)
+    log_flush_syncfs: bool = True
     # ---- cluster mode (docs/cluster.md): set by zookeeper.connect; without it, a single node ------------
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
@@ -447,6 +450,8 @@ class BrokerConfig:
             self.log_cleaner_enable = _bool(name, value)
         elif name == "log.cleaner.process":
             self.log_cleaner_process = _bool(name, value)
+        elif name == "eoslog.log.flush.syncfs":
+            self.log_flush_syncfs = _bool(name, value)
         elif name == "log.dirs" or name == "log.dir":
             self.data_dir = Path(value.split(",")[0])
         elif name == "listeners":

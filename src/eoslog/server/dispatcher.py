@@ -149,6 +149,8 @@ class Dispatcher:
             result = handler.handle(context, request)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response or a hang-up
             return self._error_response(handler, context, request, exc, started)
+        if isinstance(result, asyncio.Future):
+            return self._chain(handler, context, request, result, started)
         if result is not None and inspect.isawaitable(result):
             return asyncio.ensure_future(self._complete(handler, context, request, result, started))
         if metrics is not None:
@@ -195,6 +197,39 @@ class Dispatcher:
         if result is None:
             return None
         return self._encode(context, result)
+
+    def _chain(self, handler: Any, context: RequestContext, request: Any, answer: asyncio.Future,
+               started: float) -> asyncio.Future:
+        """``_complete`` for a handler that returns a future (Produce waiting for acks=all): the same
+        outcome through two callbacks instead of a task, which costs the loop less per request. Cancelling
+        the returned future (the connection closed) cancels the handler's, as a task's cancel would."""
+        out = answer.get_loop().create_future()
+
+        def finish(done: asyncio.Future) -> None:
+            if out.done():
+                return
+            if done.cancelled():
+                out.cancel()
+                return
+            try:
+                exc = done.exception()
+                if exc is None:
+                    result = done.result()
+                    if self.request_metrics is not None:
+                        self.request_metrics.finished(context.header.api_key, time.perf_counter() - started, result)
+                    response = None if result is None else self._encode(context, result)
+                elif isinstance(exc, Exception):
+                    response = self._error_response(handler, context, request, exc, started)
+                else:
+                    raise exc
+            except BaseException as failure:  # noqa: BLE001 - CloseConnection and the like: the connection's to handle
+                out.set_exception(failure)
+                return
+            out.set_result(response)
+
+        answer.add_done_callback(finish)
+        out.add_done_callback(lambda o: answer.cancel() if o.cancelled() else None)
+        return out
 
     def _error_response(self, handler: Any, context: RequestContext, request: Any, exc: Exception,
                         started: float) -> list[Any]:
