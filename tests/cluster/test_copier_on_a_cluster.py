@@ -26,6 +26,7 @@ from cluster_helpers import consume_all, create_topic, wait_replicas_identical
 
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
+from tests.transactions.copier_run import check_copied
 
 COUNT = 20_000
 INPUT_PARTITIONS = 4
@@ -136,15 +137,6 @@ def test_copier_exactly_once_under_leader_coordinator_and_copier_sigkills(tmp_pa
             "data-leader": 2, "txn-coordinator": 2, "group-coordinator": 2, "copier": 2}
 
         got = consume_all(bootstrap, "copy-out", OUTPUT_PARTITIONS, COUNT, timeout=120)
-        everything = [value for values in got.values() for value in values]
-        assert len(everything) == len(set(everything)), "duplicates in the output"
-        assert set(everything) == {f"{i % INPUT_PARTITIONS}:{i:06d}".encode() for i in range(COUNT)}
-        for values in got.values():
-            per_input = defaultdict(list)
-            for value in values:
-                source, sequence = value.split(b":")
-                per_input[source].append(int(sequence))
-            for source, sequences in per_input.items():
-                assert sequences == sorted(sequences), f"input partition {source.decode()} lost its order"
+        check_copied(got, COUNT)
         for partition in range(OUTPUT_PARTITIONS):
             wait_replicas_identical(cluster, "copy-out", partition)

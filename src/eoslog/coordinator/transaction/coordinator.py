@@ -128,6 +128,12 @@ class TransactionDescription:
         self.topic_partitions = sorted(metadata.topic_partitions)
 
 
+def _coordinator_epoch(partition: Partition) -> int:
+    """The leader epoch of a __transaction_state partition this broker leads (None on a single node)."""
+    epoch = partition.leader_epoch
+    return COORDINATOR_EPOCH if epoch is None else max(epoch, COORDINATOR_EPOCH)
+
+
 class TransactionCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -187,7 +193,7 @@ class TransactionCoordinator:
         # The coordinator epoch is the partition's leader epoch when this broker began to coordinate it,
         # at start-up as on a later takeover: markers carry it, and a partition refuses markers from an
         # epoch older than one it has seen (a restarted broker that still leads must not write as epoch 0).
-        self._coordinator_epochs[index] = max(partition.leader_epoch, COORDINATOR_EPOCH)
+        self._coordinator_epochs[index] = _coordinator_epoch(partition)
         records = list(_read_records(partition))
         self._states[index] = load_state(records)
         self.groups.load(records)
@@ -245,8 +251,7 @@ class TransactionCoordinator:
             self._owned.add(index)
         self._ensure_state_topic()
         if self.broker.config.test_faults.get(SKIP_COORDINATOR_LOAD):
-            self._coordinator_epochs[index] = max(self.registry.partition(TRANSACTION_STATE, index).leader_epoch,
-                                                  COORDINATOR_EPOCH)
+            self._coordinator_epochs[index] = _coordinator_epoch(self.registry.partition(TRANSACTION_STATE, index))
             self._states[index] = {}
             log.warning("test fault: %s-%d served without loading it", TRANSACTION_STATE, index)
             return
