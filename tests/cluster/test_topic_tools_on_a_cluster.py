@@ -66,7 +66,10 @@ def test_topic_tools_follow_the_controller_and_leaders_and_describe_replicas_and
         run(configs_group, "alter", "--topic", "replicated", "--set", "retention.ms=3600000", "-b", other)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         resource = ConfigResource(ConfigResource.Type.TOPIC, "replicated")
-        assert admin.describe_configs([resource])[resource].result(30)["retention.ms"].value == "3600000"
+        # As in Kafka's ZooKeeper mode, the alter is written to ZooKeeper and each broker applies it when its
+        # watch fires: the broker the admin client asks may answer with the old value for a moment.
+        wait_until(lambda: admin.describe_configs([resource])[resource].result(30)["retention.ms"].value == "3600000",
+                   30, "every broker has the altered retention.ms")
 
         # A stopped follower leaves the ISR, and describe says so.
         follower = next(b for b in state.replicas[("replicated", 0)] if b != leader)
