@@ -166,6 +166,18 @@ class Verdict:
     failed_commit_duplicates: int
 
 
+def distinct_processed(members: list[ConsumerProcess]) -> int:
+    """How many distinct messages the members have processed so far (from their history files)."""
+    return len(read_history(members).values())
+
+
+def stop_running(members: list[ConsumerProcess]) -> None:
+    """A clean shutdown (LeaveGroup) of every member still running; crashed ones are left as they are."""
+    for member in members:
+        if member.process.poll() is None:
+            member.terminate()
+
+
 def check_at_least_once(history: History, count: int, members: list[ConsumerProcess]) -> Verdict:
     """Every value processed; a value processed twice only where all but (at most) one processing was
     never committed, and each uncommitted duplicate belongs to a crashed member's tail or to a batch

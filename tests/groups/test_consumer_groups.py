@@ -9,7 +9,14 @@ import pytest
 
 from eoslog.testing.wait import wait_until
 from tests.groups.conftest import create_topic
-from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
+from tests.groups.harness import (
+    ConsumerProcess,
+    PacedProducer,
+    check_at_least_once,
+    distinct_processed,
+    read_history,
+    stop_running,
+)
 
 COUNT = 30_000
 PARTITIONS = 6
@@ -20,10 +27,6 @@ SCENARIOS = {
     "roundrobin": ["aiokafka", "confluent", "kafka-python", "kafka-python"],
     "cooperative-sticky": ["confluent", "kafka-python", "confluent", "kafka-python"],
 }
-
-
-def distinct_processed(members) -> int:
-    return len(read_history(members).values())
 
 
 @pytest.mark.parametrize("assignor", [
@@ -59,9 +62,7 @@ def test_members_join_leave_and_crash_while_messages_flow(broker_process, tmp_pa
         producer.join(60)
         assert not producer.errors and producer.delivered == COUNT
         wait_until(lambda: distinct_processed(members) >= COUNT, 60, "every message processed")
-        for member in members:
-            if member.process.poll() is None:
-                member.terminate()
+        stop_running(members)
     finally:
         for member in members:
             member.cleanup()

@@ -10,13 +10,16 @@ import pytest
 
 from eoslog.testing.wait import wait_until
 from tests.groups.conftest import create_topic
-from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
+from tests.groups.harness import (
+    ConsumerProcess,
+    PacedProducer,
+    check_at_least_once,
+    distinct_processed,
+    read_history,
+    stop_running,
+)
 
 PARTITIONS = 6
-
-
-def distinct_processed(members) -> int:
-    return len(read_history(members).values())
 
 
 @pytest.mark.parametrize("assignor", ["consumer", "consumer:range"])
@@ -45,9 +48,7 @@ def test_three_members_crash_and_restart_consume_every_message_once_committed(co
         producer.join(30)
         assert not producer.errors and producer.delivered == count
         wait_until(lambda: distinct_processed(members) >= count, 30, "every message processed")
-        for member in members:
-            if member.process.poll() is None:
-                member.terminate()
+        stop_running(members)
     finally:
         for member in members:
             member.cleanup()

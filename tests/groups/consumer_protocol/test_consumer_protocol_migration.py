@@ -12,7 +12,14 @@ import pytest
 from eoslog.testing.wait import wait_until
 from eoslog.tools.groups_cli import BrokerConnection, describe_group, list_groups
 from tests.groups.conftest import create_topic
-from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
+from tests.groups.harness import (
+    ConsumerProcess,
+    PacedProducer,
+    check_at_least_once,
+    distinct_processed,
+    read_history,
+    stop_running,
+)
 
 PARTITIONS = 4
 
@@ -36,21 +43,18 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         members.extend(started)
         return started
 
-    def processed() -> int:
-        return len(read_history(members).values())
-
     producer = PacedProducer(bootstrap, topic, count, PARTITIONS, rate=3000)
     try:
         classic = start_phase(0, "range")
         producer.start()
-        wait_until(lambda: processed() >= 2000, 30, "2,000 messages with classic members")
+        wait_until(lambda: distinct_processed(members) >= 2000, 30, "2,000 messages with classic members")
         assert group_type_and_state(bootstrap, group)[0] == "classic"
         for member in classic:
             member.terminate()
         wait_until(lambda: group_type_and_state(bootstrap, group) == ("classic", "Empty"), 10, "an empty classic group")
 
         consumers = start_phase(1, "consumer")
-        wait_until(lambda: processed() >= 5000, 30, "5,000 messages with consumer-protocol members")
+        wait_until(lambda: distinct_processed(members) >= 5000, 30, "5,000 messages with consumer-protocol members")
         assert group_type_and_state(bootstrap, group)[0] == "consumer"
         for member in consumers:
             member.terminate()
@@ -60,11 +64,9 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         start_phase(2, "range")
         producer.join(30)
         assert not producer.errors and producer.delivered == count
-        wait_until(lambda: processed() >= count, 30, "every message processed")
+        wait_until(lambda: distinct_processed(members) >= count, 30, "every message processed")
         assert group_type_and_state(bootstrap, group)[0] == "classic"
-        for member in members:
-            if member.process.poll() is None:
-                member.terminate()
+        stop_running(members)
     finally:
         for member in members:
             member.cleanup()
