@@ -9,6 +9,9 @@ Contract
   reconciling every partition; a write that loses a race (znode version moved) is retried on the view
   that the race produced.
 - Brokers learn decisions by watching the state znodes (the role Kafka's LeaderAndIsr requests play).
+- A view can be older than our own election (read while we were creating ``/controller``): whether we
+  hold the znode is asked of ZooKeeper itself before resigning, and a znode we hold without acting on it
+  is deleted, so that an election always runs again.
 """
 
 from __future__ import annotations
@@ -57,7 +60,17 @@ class Controller:
                 self._dirty = False
                 view = self._view
                 if view.controller_id != self.broker_id and self.active:
-                    self._resign(f"broker {view.controller_id} is controller now")
+                    # A view read while we were being elected still names the previous controller (or
+                    # none): only ZooKeeper itself says whether we lost the znode.
+                    if await asyncio.to_thread(self.zk.controller_owner, self.broker_id) != "us":
+                        self._resign(f"broker {view.controller_id} is controller now")
+                elif (view.controller_id == self.broker_id and not self.active
+                      and await asyncio.to_thread(self.zk.controller_owner, self.broker_id) == "us"):
+                    # The znode is ours but we do not act on it (an election that failed half-way, after
+                    # the create): give it up, or no broker would ever stand again.
+                    log.warning("broker %d holds /controller without acting as controller; resigning "
+                                "so that an election runs", self.broker_id)
+                    await asyncio.to_thread(self.zk.resign_controller, self.broker_id)
                 if view.controller_id == -1 and not self.active:
                     await self._stand()
                 if self.active and view.controller_id == self.broker_id:

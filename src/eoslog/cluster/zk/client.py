@@ -153,6 +153,19 @@ class ZooKeeper:
         except (NoNodeError, BadVersionError):
             pass
 
+    def controller_owner(self, broker_id: int) -> str:
+        """Who holds ``/controller`` right now, read directly (views can be older than an election):
+        "us" (this broker, this session), "stale" (this broker's id from a session we no longer act
+        for), "other" (another broker) or "none"."""
+        try:
+            data, stat = self.client.get(layout.CONTROLLER)
+        except NoNodeError:
+            return "none"
+        if layout.decode_controller(data) != broker_id:
+            return "other"
+        session_id = self.client.client_id[0] if self.client.client_id else None
+        return "us" if stat.ephemeralOwner == session_id else "stale"
+
     # ---- reading the cluster ------------------------------------------------------------------------
 
     def read_view(self) -> ClusterView:
