@@ -230,8 +230,11 @@ def _append(context, request, verified=frozenset(), refused=None):
                 data.index, 0, info.first_offset, info.log_append_time, partition.log_start_offset
             )
             partition_responses.append(response)
-            if acks == -1:
-                # Duplicates wait too: the retried original may itself still be waiting for its fsync.
+            # Duplicates wait too: the retried original may itself still be waiting for its fsync. A
+            # single node whose high watermark already covers the batch (no fsync on ack, so append made
+            # it durable under the flush policy) has nothing to wait for: no future per request. On a
+            # cluster every acks=all answer goes through _outcomes (min.insync.replicas after append).
+            if acks == -1 and (replicas is not None or partition.high_watermark <= info.last_offset):
                 waits.append((partition.wait_for_high_watermark(info.last_offset + 1), response, partition))
     if acks == 0:
         return None
@@ -239,7 +242,7 @@ def _append(context, request, verified=frozenset(), refused=None):
     if not waits:
         return result
     if all(future.done() for future, _, _ in waits):
-        # Already acknowledged everywhere (no fsync on ack): answer now, no task and no wait per request.
+        # Already acknowledged everywhere: answer now, no task and no wait per request.
         return _outcomes(result, waits, (), replicas)
     return _await_durability(result, waits, request.timeout_ms, replicas)
 

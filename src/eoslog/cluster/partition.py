@@ -143,10 +143,10 @@ class Partition:
         ``verified``: the caller already checked a transactional batch with its transaction coordinator
         on another broker (api/produce.py), so :attr:`transaction_verifier` is not asked.
         """
-        # The log checks every CRC before it writes; here only the header fields matter (and a corrupt
-        # batch then fails in log.append, before producer state is touched: prepare changes nothing).
+        # Headers are parsed once, CRCs and sizes checked first (Kafka's order too: a corrupt batch is
+        # refused before its producer state is looked at), then reused by the append.
         self._check_writable()
-        headers = list(iter_headers(records, verify_crc=False))
+        view, headers = self.log.check_batches(records)
         if len(headers) != 1:
             raise InvalidRecordError(f"a produce request must carry exactly one record batch per partition, got {len(headers)}")
         header = headers[0]
@@ -163,10 +163,10 @@ class Partition:
             prepared = None  # the test fault: append the retry again, producer state untouched
         if header.is_transactional and self.transaction_verifier is not None and not verified:
             self.transaction_verifier(transactional_id, header.producer_id, header.producer_epoch, self.topic, self.index)
-        info = self.log.append(records, now_ms=now_ms, leader_epoch=self.leader_epoch)
+        info = self.log.append_checked(view, headers, now_ms=now_ms, leader_epoch=self.leader_epoch)
         if prepared is not None:
             self.producer_state.apply(prepared, info.first_offset, info.last_offset)
-        self.bytes_in += len(records)
+        self.bytes_in += view.nbytes
         self.messages_in += header.last_offset_delta + 1
         self._after_append()
         return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)

@@ -51,6 +51,7 @@ from eoslog.records.header import (
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
+    read_header,
 )
 
 logger = logging.getLogger("eoslog.log")
@@ -225,6 +226,20 @@ class Log:
         headers = self._validate(view, check_counts=True)
         return self._append(view, headers, assign_offsets=True, now_ms=now_ms, leader_epoch=leader_epoch)
 
+    def check_batches(self, records: bytes | bytearray | memoryview) -> tuple[memoryview, list[BatchHeader]]:
+        """What :meth:`append` checks first (every header and CRC, sizes, record counts), on its own: a
+        caller that needs the headers before appending (the partition's producer-state checks) parses
+        them once, then hands them to :meth:`append_checked`."""
+        self._check_usable()
+        view = memoryview(records)
+        return view, self._validate(view, check_counts=True)
+
+    def append_checked(self, view: memoryview, headers: list[BatchHeader], *, now_ms: int | None = None,
+                       leader_epoch: int | None = None) -> AppendInfo:
+        """:meth:`append` of what :meth:`check_batches` returned (same ``view``, unchanged since)."""
+        self._check_usable()
+        return self._append(view, headers, assign_offsets=True, now_ms=now_ms, leader_epoch=leader_epoch)
+
     def append_as_is(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
     ) -> AppendInfo:
@@ -240,7 +255,9 @@ class Log:
     def _validate(self, view: memoryview, *, check_counts: bool) -> list[BatchHeader]:
         if view.nbytes == 0:
             raise InvalidRecordError("no record batches to append")
-        headers = list(iter_headers(view))
+        first = read_header(view, 0)
+        # One batch per partition is what producers send: no generator for the usual case.
+        headers = [first] if first.size == view.nbytes else list(iter_headers(view))
         limit = self.config.max_message_bytes - LOG_OVERHEAD
         for header in headers:
             if header.batch_length > limit:

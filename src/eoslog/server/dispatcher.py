@@ -18,6 +18,7 @@ from eoslog import api
 from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection, error_code_for
 from eoslog.protocol import codec
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
+from eoslog.protocol.messages import Struct
 from eoslog.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -151,7 +152,8 @@ class Dispatcher:
             return self._error_response(handler, context, request, exc, started)
         if isinstance(result, asyncio.Future):
             return self._chain(handler, context, request, result, started)
-        if result is not None and inspect.isawaitable(result):
+        # A message (the common answer) is never awaitable: skip inspect's ABC check for it.
+        if result is not None and not isinstance(result, Struct) and inspect.isawaitable(result):
             return asyncio.ensure_future(self._complete(handler, context, request, result, started))
         if metrics is not None:
             metrics.finished(header.api_key, time.perf_counter() - started, result)
