@@ -112,7 +112,8 @@ def run_case(tree: Path, partitions: int, size: int, records: int, producers: in
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     command = [sys.executable, "-m", "eoslog", "serve", "--data-dir", str(work / "data"), "--listen",
                f"127.0.0.1:{port}", "--port-file", str(port_file), "--set", f"log.eoslog.fsync.on.ack={fsync}"]
-    broker = subprocess.Popen(command, env=env, stdout=open(work / "broker.log", "wb"), stderr=subprocess.STDOUT)
+    with open(work / "broker.log", "wb") as broker_log:
+        broker = subprocess.Popen(command, env=env, stdout=broker_log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while not port_file.exists():
@@ -207,7 +208,7 @@ def main() -> None:
         for tree in trees:
             rows = results[(partitions, size, tree)]
             med = {k: statistics.median(r[k] for r in rows) for k in ("cpu_per_m", "loop_per_m", "sys_per_m", "us_per_batch", "rate")}
-            print(f"{partitions:>5d} p {size:>5d} B {str(tree.name):24s} {med['cpu_per_m']:11.2f} {med['loop_per_m']:9.2f} {med['sys_per_m']:7.2f} "
+            print(f"{partitions:>5d} p {size:>5d} B {tree.name!s:24s} {med['cpu_per_m']:11.2f} {med['loop_per_m']:9.2f} {med['sys_per_m']:7.2f} "
                   f"{med['us_per_batch']:9.0f} {med['rate']:9.0f}")
 
 

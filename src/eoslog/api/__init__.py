@@ -86,6 +86,12 @@ class _Handlers(Mapping[int, ModuleType]):
             self._modules[api_key] = module
         return module
 
+    def get(self, api_key: int, default=None):  # the dispatcher's per-request lookup: no Mapping.get detour
+        module = self._modules.get(api_key)
+        if module is not None:
+            return module
+        return self[api_key] if api_key in self._names else default
+
     def __contains__(self, api_key: object) -> bool:
         return api_key in self._names
 

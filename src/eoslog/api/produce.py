@@ -28,6 +28,7 @@ import asyncio
 import inspect
 
 from eoslog.api import _leader_hints as leader_hints
+from eoslog.api._deadlines import deadlines_for
 from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.protocol.errors import (
@@ -249,17 +250,22 @@ def _append(context, request, verified=frozenset(), refused=None):
 
 def _await_durability(result, waits, timeout_ms: int, replicas) -> asyncio.Future:
     """A future of the response, done when every partition's wait ended or at the request's timeout.
-    Callbacks and one timer rather than a coroutine around ``asyncio.wait``: with 1,000 partitions nearly
-    every acks=all request waits, and the task, the wait's own future and its callbacks showed in the
-    loop's profile (docs/benchmarks.md, "One syncfs per round")."""
+    Callbacks and a shared deadline queue rather than a coroutine around ``asyncio.wait`` or a timer per
+    request: with 1,000 partitions nearly every acks=all request waits, and the task, the wait's own
+    future, its callbacks and then the timer showed in the loop's profile (docs/benchmarks.md, "One
+    syncfs per round" and "Broker CPU per produced record")."""
     loop = asyncio.get_running_loop()
     answer = loop.create_future()
     waiting = [future for future, _, _ in waits if not future.done()]
     remaining = len(waiting)
+    deadline = None
 
     def settle(pending) -> None:
-        if answer.done():  # the connection closed meanwhile, or the timer and the last wait raced
+        # Not called again once the answer is done: the connection closed meanwhile (the answer was
+        # cancelled; its deadline then runs out harmlessly), or the deadline and the last wait raced.
+        if answer.done():
             return
+        deadline.cancel()
         try:
             answer.set_result(_outcomes(result, waits, pending, replicas))
         except Exception as exc:  # noqa: BLE001 - the dispatcher maps it, as it would a handler's
@@ -274,10 +280,12 @@ def _await_durability(result, waits, timeout_ms: int, replicas) -> asyncio.Futur
     def timed_out() -> None:
         settle({future for future, _, _ in waits if not future.done()})
 
-    timer = loop.call_later(max(timeout_ms, 0) / 1000, timed_out)
-    answer.add_done_callback(lambda _: timer.cancel())
-    for future in waiting:
-        future.add_done_callback(one_done)
+    deadline = deadlines_for(loop).add(timeout_ms, timed_out)
+    if remaining == 1:  # one partition per request (what librdkafka sends): no countdown
+        waiting[0].add_done_callback(lambda _: settle(()))
+    else:
+        for future in waiting:
+            future.add_done_callback(one_done)
     return answer
 
 

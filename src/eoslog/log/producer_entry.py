@@ -99,14 +99,16 @@ class ProducerEntry:
         return None
 
     def copy(self) -> ProducerEntry:
-        return ProducerEntry(
-            self.producer_id,
-            self.producer_epoch,
-            deque(self.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN),
-            self.coordinator_epoch,
-            self.last_timestamp,
-            self.current_txn_first_offset,
-        )
+        # Once per appended batch: fields set directly, without __init__'s defaults and __post_init__'s
+        # check (the deque made here already has the right maxlen).
+        entry = _new_entry(ProducerEntry)
+        entry.producer_id = self.producer_id
+        entry.producer_epoch = self.producer_epoch
+        entry.batch_metadata = deque(self.batch_metadata, NUM_BATCHES_TO_RETAIN)
+        entry.coordinator_epoch = self.coordinator_epoch
+        entry.last_timestamp = self.last_timestamp
+        entry.current_txn_first_offset = self.current_txn_first_offset
+        return entry
 
     def with_batch(self, producer_epoch: int, batch: BatchMetadata) -> ProducerEntry:
         """A new entry with ``batch`` appended; a different epoch starts an empty batch history."""
@@ -128,3 +130,6 @@ class ProducerEntry:
         entry.last_timestamp = timestamp
         entry.current_txn_first_offset = None
         return entry
+
+
+_new_entry = object.__new__
