@@ -204,7 +204,7 @@ def _append(context, request, verified=frozenset(), refused=None):
     replicas = broker.cluster.replicas if broker.cluster is not None else None
     acks = request.acks
     responses = []
-    waits: list[tuple[asyncio.Future, PartitionResponse, int]] = []
+    waits: list[_Wait] = []
     for topic_data in request.topic_data:
         partition_responses = []
         responses.append(TopicResponse(name=topic_data.name, partition_responses=partition_responses))
@@ -233,76 +233,88 @@ def _append(context, request, verified=frozenset(), refused=None):
             partition_responses.append(response)
             # Duplicates wait too: the retried original may itself still be waiting for its fsync. A
             # single node whose high watermark already covers the batch (no fsync on ack, so append made
-            # it durable under the flush policy) has nothing to wait for: no future per request. On a
-            # cluster every acks=all answer goes through _outcomes (min.insync.replicas after append).
+            # it durable under the flush policy) has nothing to wait for. On a cluster every acks=all
+            # answer goes through _outcomes (min.insync.replicas after append).
             if acks == -1 and (replicas is not None or partition.high_watermark <= info.last_offset):
-                waits.append((partition.wait_for_high_watermark(info.last_offset + 1), response, partition))
+                waits.append(_Wait(partition, response, info.last_offset + 1))
     if acks == 0:
         return None
     result = ProduceResponse(responses=responses, throttle_time_ms=0)
     if not waits:
         return result
-    if all(future.done() for future, _, _ in waits):
+    if all(wait.done for wait in waits):
         # Already acknowledged everywhere: answer now, no task and no wait per request.
-        return _outcomes(result, waits, (), replicas)
+        return _outcomes(result, waits, False, replicas)
     return _await_durability(result, waits, request.timeout_ms, replicas)
 
 
-def _await_durability(result, waits, timeout_ms: int, replicas) -> asyncio.Future:
+class _Wait:
+    """One partition's acks=all wait: done once the high watermark reached ``target`` (``error`` set when
+    the wait failed instead)."""
+
+    __slots__ = ("done", "error", "partition", "response", "target")
+
+    def __init__(self, partition, response: PartitionResponse, target: int) -> None:
+        self.partition = partition
+        self.response = response
+        self.target = target
+        self.done = partition.high_watermark >= target
+        self.error: BaseException | None = None
+
+
+def _await_durability(result, waits: list[_Wait], timeout_ms: int, replicas) -> asyncio.Future:
     """A future of the response, done when every partition's wait ended or at the request's timeout.
-    Callbacks and a shared deadline queue rather than a coroutine around ``asyncio.wait`` or a timer per
-    request: with 1,000 partitions nearly every acks=all request waits, and the task, the wait's own
-    future, its callbacks and then the timer showed in the loop's profile (docs/benchmarks.md, "One
+    Callbacks on the partitions and a shared deadline queue rather than a coroutine around
+    ``asyncio.wait``, a future per partition or a timer per request: with 1,000 partitions nearly every
+    acks=all request waits, and each of those showed in the loop's profile (docs/benchmarks.md, "One
     syncfs per round" and "Broker CPU per produced record")."""
-    loop = asyncio.get_running_loop()
-    answer = loop.create_future()
-    waiting = [future for future, _, _ in waits if not future.done()]
-    remaining = len(waiting)
+    answer = asyncio.get_running_loop().create_future()
+    remaining = sum(1 for wait in waits if not wait.done)
     deadline = None
 
-    def settle(pending) -> None:
-        # Not called again once the answer is done: the connection closed meanwhile (the answer was
-        # cancelled; its deadline then runs out harmlessly), or the deadline and the last wait raced.
+    def settle(timed_out: bool) -> None:
+        # Nothing to do once the answer is done: the connection closed meanwhile (the answer was
+        # cancelled; its deadline and the partitions' callbacks then find it done), or the deadline and
+        # the last wait raced.
         if answer.done():
             return
         deadline.cancel()
         try:
-            answer.set_result(_outcomes(result, waits, pending, replicas))
+            answer.set_result(_outcomes(result, waits, timed_out, replicas))
         except Exception as exc:  # noqa: BLE001 - the dispatcher maps it, as it would a handler's
             answer.set_exception(exc)
 
-    def one_done(_) -> None:
-        nonlocal remaining
-        remaining -= 1
-        if remaining == 0:
-            settle(())
+    def watch(wait: _Wait):
+        def finished(exc: BaseException | None) -> None:  # called by the partition, once
+            nonlocal remaining
+            wait.done, wait.error = True, exc
+            remaining -= 1
+            if remaining == 0:
+                settle(False)
+        return finished
 
-    def timed_out() -> None:
-        settle({future for future, _, _ in waits if not future.done()})
-
-    deadline = deadlines_for(loop).add(timeout_ms, timed_out)
-    if remaining == 1:  # one partition per request (what librdkafka sends): no countdown
-        waiting[0].add_done_callback(lambda _: settle(()))
-    else:
-        for future in waiting:
-            future.add_done_callback(one_done)
+    deadline = deadlines_for(answer.get_loop()).add(timeout_ms, lambda: settle(True))
+    for wait in waits:
+        if not wait.done:
+            wait.partition.on_high_watermark(wait.target, watch(wait))
     return answer
 
 
-def _outcomes(result, waits, pending, replicas):
+def _outcomes(result, waits: list[_Wait], timed_out: bool, replicas):
     """Each partition's answer once its wait ended: timed out, failed, or acknowledged."""
-    for future, response, partition in waits:
-        if future in pending:
-            future.cancel()
-            response.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
-        elif future.exception() is not None:
-            response.error_code = int(error_code_for(future.exception()))
-            response.error_message = str(future.exception())
+    for wait in waits:
+        response = wait.response
+        if not wait.done:
+            if timed_out:
+                response.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+        elif wait.error is not None:
+            response.error_code = int(error_code_for(wait.error))
+            response.error_message = str(wait.error)
         elif replicas is not None:
             # The ISR has it; Kafka still refuses the acknowledgement when the ISR shrank below
             # min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND, retriable).
             try:
-                replicas.check_enough_replicas_after_append(partition)
+                replicas.check_enough_replicas_after_append(wait.partition)
             except Exception as exc:  # noqa: BLE001 - mapped in one place
                 response.error_code = int(error_code_for(exc))
                 response.error_message = str(exc)

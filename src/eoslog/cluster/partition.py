@@ -70,7 +70,9 @@ class Partition:
         # Everything in the log at open time was recovered from disk: durable enough to serve.
         self.high_watermark = log_.log_end_offset
         self._flush_pending: asyncio.Future | None = None  # the group commit's answer being waited for
-        self._waiters: list[tuple[int, asyncio.Future]] = []
+        # (offset, callback): callback(None) once the high watermark reaches offset, callback(exc) when
+        # the wait fails first; see on_high_watermark.
+        self._waiters: list[tuple[int, Callable[[BaseException | None], None]]] = []
         self._fetch_waiters: set[asyncio.Future] = set()
         self.flush_error: BaseException | None = None
         # What the local log holds durably by the topic's flush policy. On a single node the high
@@ -307,9 +309,8 @@ class Partition:
     def fail_waiters(self, exc: BaseException) -> None:
         """Leadership moved: every acks=all producer still waiting learns it (NOT_LEADER_OR_FOLLOWER)."""
         waiters, self._waiters = self._waiters, []
-        for _, future in waiters:
-            if not future.done():
-                future.set_exception(exc)
+        for _, callback in waiters:
+            callback(exc)
         self.wake_fetchers()
         self._wake_replica_fetchers()
 
@@ -401,9 +402,8 @@ class Partition:
         log.error("fsync of %s failed; acks=all producers get KAFKA_STORAGE_ERROR", self.name, exc_info=exc)
         self.flush_error = exc
         waiters, self._waiters = self._waiters, []
-        for _, future in waiters:
-            if not future.done():
-                future.set_exception(exc)
+        for _, callback in waiters:
+            callback(exc)
 
     def _durable(self, offset: int) -> None:
         self.local_durable_end = max(self.local_durable_end, offset)
@@ -422,8 +422,16 @@ class Partition:
         if self.high_watermark >= offset:
             future.set_result(None)
         else:
-            self._waiters.append((offset, future))
+            self._waiters.append((offset, lambda exc: _settle(future, exc)))
         return future
+
+    def on_high_watermark(self, offset: int, callback: Callable[[BaseException | None], None]) -> None:
+        """``wait_for_high_watermark`` without a future (Produce's acks=all, once per request):
+        ``callback(None)`` once the high watermark reaches ``offset``, or ``callback(exc)`` when the wait
+        fails first (a failed flush, leadership moved). The caller has checked that the high watermark
+        is below ``offset``. The callback runs synchronously inside whatever advanced the watermark or
+        failed the waits, so it must not raise and must not append to this partition."""
+        self._waiters.append((offset, callback))
 
     def _advance_high_watermark(self, offset: int) -> None:
         if offset <= self.high_watermark:
@@ -432,14 +440,14 @@ class Partition:
         if self._undurable_txns:
             self._undurable_txns = [t for t in self._undurable_txns if t.last_offset >= offset]
         if self._waiters:
-            still_waiting = []
-            for target, future in self._waiters:
-                if target <= offset:
-                    if not future.done():
-                        future.set_result(None)
+            # Swapped first: a callback that adds a waiter adds it to the new list, which keeps it.
+            waiters, self._waiters = self._waiters, []
+            still_waiting = self._waiters
+            for waiter in waiters:
+                if waiter[0] <= offset:
+                    waiter[1](None)
                 else:
-                    still_waiting.append((target, future))
-            self._waiters = still_waiting
+                    still_waiting.append(waiter)
         self.wake_fetchers()
 
     def wake_fetchers(self) -> None:
@@ -537,3 +545,11 @@ def iter_batch_headers(partition_log: Log, start: int):
                 if header.last_offset >= offset:
                     yield header, marker
                 offset = max(offset, header.next_offset)
+
+
+def _settle(future: asyncio.Future, exc: BaseException | None) -> None:
+    if not future.done():
+        if exc is None:
+            future.set_result(None)
+        else:
+            future.set_exception(exc)
