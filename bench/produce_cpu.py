@@ -124,7 +124,7 @@ def run_case(tree: Path, partitions: int, size: int, records: int, producers: in
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
+        admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(180)
         del admin
         context = multiprocessing.get_context("spawn")
         ready, done, go = context.Queue(), context.Queue(), context.Event()

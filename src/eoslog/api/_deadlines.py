@@ -84,10 +84,18 @@ class Deadlines:
 
 
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Deadlines] = weakref.WeakKeyDictionary()
+# A broker has one loop: the last one answers without the weak dictionary (a weakref made per lookup).
+# It keeps at most one loop alive after that loop is done (a test's), until another loop asks.
+_last: Deadlines | None = None
 
 
 def deadlines_for(loop: asyncio.AbstractEventLoop) -> Deadlines:
+    global _last
+    deadlines = _last
+    if deadlines is not None and deadlines._loop is loop:
+        return deadlines
     deadlines = _BY_LOOP.get(loop)
     if deadlines is None:
         deadlines = _BY_LOOP[loop] = Deadlines(loop)
+    _last = deadlines
     return deadlines
