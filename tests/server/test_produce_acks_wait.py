@@ -6,6 +6,8 @@ gating the syncfs call inside the embedded broker (the flush path the single nod
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import struct
 import threading
@@ -98,3 +100,38 @@ def test_a_wait_longer_than_the_request_timeout_is_answered_request_timed_out(he
             held_rounds.set()
             sock.sendall(_produce(3, 0, -1, 30000))  # the round was only late: the log goes on
             assert _read_response(sock) == (3, 0, 1)
+
+
+def test_a_failed_flush_answers_every_waiting_request_with_a_storage_error(monkeypatch):
+    """The acks=all waits are callbacks on the partition (Partition.on_high_watermark): a failed fsync
+    must reach each of them, and only those of the partition whose file could not be synced."""
+    real_syncfs, real_fsync = syncfs_module.syncfs, os.fsync
+    gate = threading.Event()
+
+    def failing_syncfs(fd):
+        assert gate.wait(60), "the test never released the round"
+        raise OSError(errno.EIO, "injected syncfs failure")  # the round falls back to per-file fsyncs
+
+    def fsync(fd):
+        if "/t-0/" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EIO, "injected fsync failure")
+        real_fsync(fd)
+
+    monkeypatch.setattr(syncfs_module, "syncfs", failing_syncfs)
+    monkeypatch.setattr(os, "fsync", fsync)
+    try:
+        with EmbeddedBroker() as broker:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_topics([NewTopic("t", 2, 1)])["t"].result(30)
+            host, port = broker.bootstrap.rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=30) as sock:
+                sock.sendall(_produce(1, 0, -1, 30000) + _produce(2, 1, -1, 30000) + _produce(3, 0, -1, 30000))
+                assert _nothing_arrives(sock, 0.3), "answered before the round covering it returned"
+                gate.set()
+                answers = [_read_response(sock) for _ in range(3)]
+            assert [(c, code) for c, code, _ in answers] == [
+                (1, ErrorCode.KAFKA_STORAGE_ERROR), (2, 0), (3, ErrorCode.KAFKA_STORAGE_ERROR)]
+            monkeypatch.setattr(os, "fsync", real_fsync)  # the broker closes its other logs normally
+    finally:
+        gate.set()
+        monkeypatch.setattr(syncfs_module, "syncfs", real_syncfs)
