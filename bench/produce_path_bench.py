@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import os
 import pstats
 import statistics
 import tempfile
@@ -145,9 +144,6 @@ def main() -> None:
     from eoslog.server.run import new_event_loop
 
     loop = new_event_loop()
-    if os.environ.get("BENCH_GC") == "off":
-        import gc
-        gc.disable()
     try:
         loop.run_until_complete(run(args))
     finally:
