@@ -100,7 +100,7 @@ class ProducerEntry:
 
     def copy(self) -> ProducerEntry:
         # Once per appended batch: fields set directly, without __init__'s defaults and __post_init__'s
-        # check (the deque made here already has the right maxlen).
+        # check (the deque made here already has the right maxlen). Every field: keep in step with the class.
         entry = _new_entry(ProducerEntry)
         entry.producer_id = self.producer_id
         entry.producer_epoch = self.producer_epoch
