@@ -96,6 +96,7 @@ class GroupCoordinator(ConsumerGroupApis):
         self._write_ids = itertools.count(1)
         self._writes_in_flight: dict[int, WriteCallback] = {}
         self._loading: set[int] = set()
+        self._loaded: set[int] = set()  # loaded and led since, without an unload in between
         # The __consumer_offsets partitions this coordinator serves: None on a single node (all of them);
         # in a cluster, the ones this broker leads. Groups of other partitions answer NOT_COORDINATOR.
         self._owned: set[int] | None = None
@@ -612,6 +613,7 @@ class GroupCoordinator(ConsumerGroupApis):
             self._consumer_durable.pop(group_id, None)
         self.offsets.unload(group_ids)
         self._loading.discard(partition)
+        self._loaded.discard(partition)
         if self._owned is not None:
             self._owned.discard(partition)
         return group_ids
@@ -631,6 +633,14 @@ class GroupCoordinator(ConsumerGroupApis):
             if self.partition_for(group_id) == partition and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)  # a group known only by its offsets
         self._loading.discard(partition)
+        self._loaded.add(partition)
+
+    def groups_in(self, partition: int) -> int:
+        return sum(1 for g in set(self.groups) | set(self.consumer.groups) if self.partition_for(g) == partition)
+
+    def is_loaded(self, partition: int) -> bool:
+        """Loaded here and led without interruption since (no unload)."""
+        return partition in self._loaded
 
 
 def _commit_error(error: Errors, offsets: list[PartitionCommit]) -> OffsetCommitResponse:

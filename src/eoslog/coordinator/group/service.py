@@ -149,9 +149,24 @@ class GroupService:
         self._schedule()
 
     def load_partition(self, index: int) -> None:
+        """This broker leads ``__consumer_offsets``-``index`` (at start-up, or from now on)."""
         partition = self.registry.partition(CONSUMER_OFFSETS, index)
+        if self.coordinator.is_loaded(index):
+            # A new leader epoch of a partition this broker never stopped leading (in ZooKeeper mode an
+            # ISR change bumps it). The groups in memory are newer than the log: joins waiting for the
+            # rebalance, members' session deadlines. Reading them again from the log would drop the
+            # waiting JoinGroup responses, and their clients would wait out their request timeouts
+            # (minutes). Kafka keeps its cached groups too.
+            log.info("group coordinator keeps %s-%d: led here without interruption, now in leader epoch %s",
+                     CONSUMER_OFFSETS, index, partition.leader_epoch)
+            return
+        started = time.monotonic()
         self.coordinator.begin_loading(index)
         self.coordinator.load_partition(index, read_entries(partition), now_ms=now_ms())
+        if partition.leader_epoch is not None:  # a cluster's takeover (start-up logs its own line)
+            log.info("group coordinator took over %s-%d (leader epoch %s): %d groups in %.0f ms", CONSUMER_OFFSETS,
+                     index, partition.leader_epoch, self.coordinator.groups_in(index),
+                     (time.monotonic() - started) * 1000)
 
     # ---- calls from the API handlers --------------------------------------------------------------
 
