@@ -145,7 +145,7 @@ def test_fencing_errors(ch):
     assert ch.hb("zz", 1).error is Errors.UNKNOWN_MEMBER_ID
     assert ch.hb("a", 1, group="other").error is Errors.UNKNOWN_MEMBER_ID
     assert ch.hb("n", 0, subscribed_topic_names=("t",), server_assignor="nope").error is Errors.UNSUPPORTED_ASSIGNOR
-    assert ch.hb("n", 0, subscribed_topic_regex="[").error is Errors.INVALID_REQUEST
+    assert ch.hb("n", 0, subscribed_topic_regex="[").error is Errors.INVALID_REGULAR_EXPRESSION
     # The previous epoch is accepted once more when the client owns nothing it was not given.
     ch.hb("b", 0, subscribed_topic_names=("t",))
     revoking = ch.hb("a", 1, owned={"t": frozenset(range(6))})
@@ -162,6 +162,39 @@ def test_regex_subscription_follows_new_topics(ch):
     r = ch.hb("a", r.member_epoch, owned=r.assignment)
     assert r.member_epoch == 2 and set(r.assignment["v1"]) == {0, 1}
     assert ch.hb("z", 0, subscribed_topic_regex="nomatch").assignment == {}
+
+
+def test_a_regex_resolves_per_member_to_what_its_principal_may_describe(ch, make_harness):
+    ch.topics = {"t": 2, "secret": 2}
+
+    def alice_may(topic: str) -> bool:
+        return topic != "secret"
+
+    a = ch.hb("a", 0, subscribed_topic_regex=".*", may_describe=alice_may)
+    assert a.assignment == {"t": frozenset({0, 1})}
+    # b may describe everything: its heartbeats do not widen a's resolution.
+    b = ch.hb("b", 0, subscribed_topic_regex=".*", may_describe=None)
+    a = ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=alice_may)
+    for _ in range(3):
+        b = ch.hb("b", b.member_epoch, owned=b.assignment, may_describe=None)
+        a = ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=alice_may)
+    group = ch.c.consumer.groups["cg"]
+    assert set(group.target["a"]) == {"t"} and "secret" in group.target["b"]
+    assert set(b.assignment["secret"]) == {0, 1}
+    # A describe right granted later counts from the member's next heartbeat (a new group epoch).
+    epoch = group.group_epoch
+    ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=None)
+    assert group.group_epoch == epoch + 1 and group.members["a"].regex_topics == {"t", "secret"}
+    # After a load nobody's rights are known: until a member's own heartbeat, its regex counts only
+    # the topics it already had, whoever's heartbeat recomputes the target.
+    ch.hb("a", group.members["a"].member_epoch, owned=dict(group.members["a"].assigned), may_describe=alice_may)
+    other = make_harness(consumer_session_timeout_ms=SESSION)
+    partition = ch.c.partition_for("cg")
+    other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
+    loaded = other.c.consumer.groups["cg"]
+    assert loaded.members["a"].regex_topics is None
+    assert loaded.subscribed_topics(loaded.members["a"], ch.topics) == frozenset(loaded.target["a"])
+    assert "secret" not in loaded.subscribed_topics(loaded.members["a"], ch.topics)
 
 
 def test_static_member_leave_and_return(ch):

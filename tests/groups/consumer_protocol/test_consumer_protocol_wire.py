@@ -15,6 +15,7 @@ import pytest
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.process import BrokerProcess
+from eoslog.testing.wait import wait_until
 from eoslog.tools.groups_cli import BrokerConnection
 from tests.groups.conftest import create_topic
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
@@ -151,7 +152,7 @@ def test_regex_with_no_match_joins_with_nothing(conn):
     assert response.error_code == 0 and response.member_epoch >= 1
     assert response.assignment.topic_partitions == []
     bad = heartbeat(conn, "edge-regex", uuid.uuid4().hex, 0, subscribed_topic_regex="(unclosed")
-    assert bad.error_code == ErrorCode.INVALID_REQUEST
+    assert bad.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION and "(unclosed" in bad.error_message
 
 
 def test_unknown_assignor_is_refused(conn):
@@ -268,3 +269,29 @@ def test_groups_cli_shows_the_group_type(broker, conn):
     assert described.exit_code == 0, described.output
     assert "group edge-cli (consumer): Stable, protocol consumer/uniform, 1 members" in described.output
     assert member_id in described.output and "orders:0,1" in described.output
+
+
+def test_a_real_client_sees_invalid_regular_expression(broker):
+    # librdkafka checks a "^" subscription with its own regex engine first; "x**" passes there but not
+    # RE2 (nor Python's re), so the coordinator's answer is what the application sees. librdkafka makes
+    # it a fatal error whose text is its description of code 128 (for INVALID_REQUEST: "Invalid request").
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "edge-regex-client",
+                                         "group.protocol": "consumer"})
+    errors = []
+
+    def refused() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is not None:
+            errors.append(message.error())
+        return bool(errors)
+
+    try:
+        consumer.subscribe(["^x**"])
+        wait_until(refused, 15, "the heartbeat's error reaching the application")
+    finally:
+        consumer.close()
+    error = errors[0]
+    assert error.code() == confluent_kafka.KafkaError._FATAL, error
+    assert "The regular expression is not valid" in error.str(), error

@@ -49,6 +49,9 @@ class ConsumerHeartbeat:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    # Whether the member's principal may DESCRIBE a topic (None: no authorizer, every topic). A regex
+    # only ever resolves to topics this allows (KAFKA-18813).
+    may_describe: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +101,28 @@ class ConsumerGroup:
     def subscribed_topics(self, member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = compile_regex(member.subscribed_topic_regex)
-            names.update(t for t in topics if pattern.fullmatch(t))
+            if member.regex_topics is None:
+                # Not resolved with its principal since the group was loaded: only what it already had
+                # (given under its rights then), until its own heartbeat resolves the regex again.
+                pattern = compile_regex(member.subscribed_topic_regex)
+                held = set(member.assigned) | set(member.pending_revocation) | set(self.target.get(member.member_id, {}))
+                names.update(t for t in held if t in topics and pattern.fullmatch(t))
+            else:
+                names.update(t for t in member.regex_topics if t in topics)
         return frozenset(names)
+
+    def resolve_regex(self, member: ConsumerMember, topics: Mapping[str, int],
+                      may_describe: Callable[[str], bool] | None) -> bool:
+        """Matches the member's regex against ``topics``, keeping those its principal may describe;
+        True if that changes what the member is subscribed to (a new group epoch)."""
+        before = self.subscribed_topics(member, topics)
+        if member.subscribed_topic_regex:
+            pattern = compile_regex(member.subscribed_topic_regex)
+            member.regex_topics = frozenset(t for t in topics if pattern.fullmatch(t)
+                                            and (may_describe is None or may_describe(t)))
+        else:
+            member.regex_topics = frozenset()
+        return self.subscribed_topics(member, topics) != before
 
     def all_subscribed_topics(self, topics: Mapping[str, int]) -> set[str]:
         out: set[str] = set()
@@ -138,10 +160,8 @@ class ConsumerGroup:
             try:
                 compile_regex(req.subscribed_topic_regex)
             except re.error as e:
-                # Kafka 4.x answers INVALID_REGULAR_EXPRESSION (128), a code newer than the error table
-                # eoslog pins to kafka-python's (tests/protocol/test_errors.py); the client fails either way.
-                return self._error(Errors.INVALID_REQUEST, req, f"invalid regular expression "
-                                   f"{req.subscribed_topic_regex!r}: {e}")
+                return self._error(Errors.INVALID_REGULAR_EXPRESSION, req, f"SubscribedTopicRegex "
+                                   f"{req.subscribed_topic_regex!r} is not a valid regular expression: {e}")
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req, now_ms)
         bump = False
@@ -160,6 +180,7 @@ class ConsumerGroup:
                 return self._error(Errors.FENCED_MEMBER_EPOCH, req,
                                    f"epoch {req.member_epoch}; the member is at {member.member_epoch}")
         bump |= self._update_member(member, req)
+        bump |= self.resolve_regex(member, topics, req.may_describe)
         self.advance(topics, bump)
         self.reconcile_member(member, req.owned, now_ms)
         member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
