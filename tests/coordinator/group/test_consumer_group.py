@@ -257,6 +257,61 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     assert commit_error() is Errors.NONE
 
 
+def test_consumer_group_offsets_expire_by_commit_time_and_an_expired_empty_group_is_deleted(make_harness):
+    h = make_harness(consumer_session_timeout_ms=SESSION, offsets_retention_ms=10_000)
+    h.topics = dict(TOPICS)
+
+    def hb(member_id, epoch, **kw):
+        return h.answer(h.run(h.c.consumer_group_heartbeat("cg", ConsumerHeartbeat(member_id, epoch, **kw),
+                                                           topics=h.topics, now_ms=h.now)))
+
+    def expire():
+        return h.run(h.c.expire_offsets(h.now))
+
+    a = hb("a", 0, subscribed_topic_names=("t",))
+    commits = [PartitionCommit("t", 0, 10), PartitionCommit("u", 0, 7)]  # u: not subscribed
+    h.run(h.c.commit_offsets("cg", commits, member_id="a", generation_id=a.member_epoch, now_ms=h.now))
+    h.now = 9_999
+    hb("a", a.member_epoch)
+    assert expire().writes == []
+    h.now = 10_000
+    assert len(expire().writes) == 1  # u-0 only: a subscribes to t
+    assert set(h.c.offsets.committed("cg")) == {("t", 0)}
+    # The last member leaves; t-0 was committed 10 s ago, so it is due at once (Kafka 4.x counts from
+    # the commit, not from the group becoming empty), and the empty group goes with it.
+    h.run(h.c.commit_offsets("cg", [PartitionCommit("t", 0, 11)], member_id="a", generation_id=a.member_epoch,
+                             now_ms=h.now))
+    hb("a", -1)
+    h.now = 19_999
+    assert expire().writes == []
+    assert h.c.consumer.groups["cg"].is_empty()
+    h.now = 20_000
+    (write,) = expire().writes
+    assert "cg" not in h.c.consumer.groups and not h.c.offsets.committed("cg")
+    assert write.records and all(value is None for _, value in write.records)
+    # the offset (key version 1), then the group's own records (3, 4, 6; its member's went when it left)
+    assert sorted({int.from_bytes(k[:2], "big") for k, _ in write.records}) == [1, 3, 4, 6]
+    # Reloaded from the log, nothing of the group is left.
+    other = make_harness(consumer_session_timeout_ms=SESSION)
+    partition = h.c.partition_for("cg")
+    other.c.load_partition(partition, h.log[partition], now_ms=h.now)
+    assert "cg" not in other.c.consumer.groups and not other.c.offsets.committed("cg")
+
+
+def test_an_empty_consumer_group_with_pending_transactional_offsets_is_not_deleted(make_harness):
+    h = make_harness(consumer_session_timeout_ms=SESSION, offsets_retention_ms=1_000)
+    h.run(h.c.consumer_group_heartbeat("cg", ConsumerHeartbeat("a", 0, subscribed_topic_names=("t",)),
+                                       topics=dict(TOPICS), now_ms=h.now))
+    h.run(h.c.consumer_group_heartbeat("cg", ConsumerHeartbeat("a", -1), topics=dict(TOPICS), now_ms=h.now))
+    h.run(h.c.txn_commit_offsets("cg", 5, 0, [PartitionCommit("t", 0, 3)], now_ms=h.now))
+    h.now = 5_000
+    assert h.run(h.c.expire_offsets(h.now)).writes == [] and "cg" in h.c.consumer.groups
+    h.marker(5, commit=True)
+    h.now = 10_000
+    h.run(h.c.expire_offsets(h.now))
+    assert "cg" not in h.c.consumer.groups and not h.c.offsets.committed("cg")
+
+
 def test_a_commit_racing_the_members_epoch_bump_is_accepted_for_partitions_it_kept(ch):
     a = ch.hb("a", 0, subscribed_topic_names=("t",))
     b = ch.hb("b", 0, subscribed_topic_names=("t",))

@@ -124,6 +124,16 @@ class ConsumerGroup:
             member.regex_topics = frozenset()
         return self.subscribed_topics(member, topics) != before
 
+    def topics_in_use(self) -> set[str]:
+        """Every topic a member subscribes to, by name or through its regex as last resolved (Kafka's
+        isSubscribedToTopic): the offsets of other topics may expire."""
+        out: set[str] = set()
+        for member in self.members.values():
+            out.update(member.subscribed_topic_names, member.regex_topics or ())
+            # and what it holds or is meant to (all a regex stands for until re-resolved after a load)
+            out.update(member.assigned, member.pending_revocation, self.target.get(member.member_id, ()))
+        return out
+
     def all_subscribed_topics(self, topics: Mapping[str, int]) -> set[str]:
         out: set[str] = set()
         for member in self.members.values():

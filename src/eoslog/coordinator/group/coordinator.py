@@ -495,7 +495,7 @@ class GroupCoordinator(ConsumerGroupApis):
         """Offset retention (KIP-211): an Empty group's offsets expire ``offsets_retention_ms`` after
         it became Empty; a Stable consumer group's offsets of topics it no longer subscribes to, and a
         simple consumer's offsets, that long after their commit. An Empty group left with no offsets
-        is deleted (Dead, tombstone)."""
+        is deleted (Dead, tombstone). Consumer groups: see ``_expire_consumer_group_offsets``."""
         result = Result()
         retention = self.config.offsets_retention_ms
         for group_id, group in list(self.groups.items()):
@@ -517,13 +517,17 @@ class GroupCoordinator(ConsumerGroupApis):
                     not self.offsets.has_pending_txn_offsets(group_id):
                 result.writes.append(self._prepare_group_removal(group, expired, now_ms))
             elif expired:
-                def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects,
-                            group_id: str = group_id, expired: list[TopicPartition] = expired) -> None:
-                    if error is None:
-                        self.offsets.apply_delete(group_id, expired)
-                result.writes.append(self._write(group_id, self.offsets.deletion_records(group_id, expired),
-                                                 on_done))
+                result.writes.append(self._offset_expiry_write(group_id, expired))
+        self._expire_consumer_group_offsets(now_ms, result)
         return result
+
+    def _offset_expiry_write(self, group_id: str, expired: list[TopicPartition]) -> Write:
+        """Tombstones for expired offsets; they leave memory once durable."""
+        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
+            if error is None:
+                self.offsets.apply_delete(group_id, expired)
+
+        return self._write(group_id, self.offsets.deletion_records(group_id, expired), on_done)
 
     # ------------------------------------------------------------------------------------------------
     # Time
