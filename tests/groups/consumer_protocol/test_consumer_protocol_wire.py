@@ -295,3 +295,59 @@ def test_a_real_client_sees_invalid_regular_expression(broker):
     error = errors[0]
     assert error.code() == confluent_kafka.KafkaError._FATAL, error
     assert "The regular expression is not valid" in error.str(), error
+
+
+def classic_join(conn, group, member_id="", instance_id=None, topics=("orders",)):
+    from tests.coordinator.group.test_consumer_group import subscription
+
+    return conn.request(11, 9, messages.JoinGroupRequest(
+        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id=member_id,
+        group_instance_id=instance_id, protocol_type="consumer", reason=None,
+        protocols=[messages.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=subscription(topics))]))
+
+
+def classic_sync(conn, group, member_id, generation, instance_id=None):
+    from eoslog.coordinator.group.consumer_classic import decode_assignment
+
+    synced = conn.request(14, 5, messages.SyncGroupRequest(
+        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=instance_id,
+        protocol_type="consumer", protocol_name="range", assignments=[]))
+    assert synced.error_code == 0
+    return decode_assignment(synced.assignment)
+
+
+def test_a_classic_join_into_a_consumer_group_needs_a_member_id(conn):
+    join(conn, "edge-member-id", topics=("other",))
+    required = classic_join(conn, "edge-member-id")
+    assert required.error_code == ErrorCode.MEMBER_ID_REQUIRED and required.member_id
+    joined = classic_join(conn, "edge-member-id", member_id=required.member_id)
+    assert joined.error_code == 0 and joined.member_id == required.member_id and joined.generation_id >= 2
+    assert classic_sync(conn, "edge-member-id", joined.member_id, joined.generation_id) == {
+        "orders": frozenset({0, 1})}
+    assert classic_join(conn, "edge-member-id", member_id="never-handed-out").error_code == \
+        ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_classic_static_member_comes_back_to_its_partitions_without_a_rebalance(conn):
+    group = "edge-classic-static"
+    join(conn, group, topics=("other",))
+    first = classic_join(conn, group, instance_id="static-1")  # static: no MEMBER_ID_REQUIRED round
+    assert first.error_code == 0
+    assignment = classic_sync(conn, group, first.member_id, first.generation_id, "static-1")
+    assert assignment == {"orders": frozenset({0, 1})}
+    epoch = conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False)).groups[0].group_epoch
+    # The process restarts (a classic static member sends no LeaveGroup) and joins with no member id.
+    back = classic_join(conn, group, instance_id="static-1")
+    assert back.error_code == 0 and back.member_id != first.member_id
+    assert back.generation_id == first.generation_id
+    assert classic_sync(conn, group, back.member_id, back.generation_id, "static-1") == assignment
+    described = conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False)).groups[0]
+    assert described.group_epoch == epoch and len(described.members) == 2
+    # The old member id is gone; naming it with the instance id is fenced.
+    stale = conn.request(12, 4, messages.HeartbeatRequest(group_id=group, generation_id=first.generation_id,
+                                                           member_id=first.member_id, group_instance_id=None))
+    assert stale.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert classic_join(conn, group, member_id=first.member_id, instance_id="static-1").error_code == \
+        ErrorCode.FENCED_INSTANCE_ID

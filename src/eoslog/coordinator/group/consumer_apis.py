@@ -120,13 +120,17 @@ class ConsumerGroupApis:
 
     def _classic_join_consumer_group(self, group_id: str, member_id: str, *, protocols, session_timeout_ms: int,
                                      rebalance_timeout_ms: int, group_instance_id: str | None, client_id: str,
-                                     client_host: str, topics: dict[str, int] | None, now_ms: int) -> Result:
+                                     client_host: str, topics: dict[str, int] | None, now_ms: int,
+                                     require_known_member_id: bool = False) -> Result:
         group = self.consumer.groups[group_id]
         response = classic_join(group, member_id, protocols=tuple(protocols), session_timeout_ms=session_timeout_ms,
                                 rebalance_timeout_ms=rebalance_timeout_ms, group_instance_id=group_instance_id,
                                 client_id=client_id, client_host=client_host,
                                 topics=topics if topics is not None else dict(group.subscription_metadata),
-                                now_ms=now_ms, new_member_id=lambda: self._member_id_factory(client_id))
+                                now_ms=now_ms, new_member_id=lambda: self._member_id_factory(client_id),
+                                require_known_member_id=require_known_member_id)
+        if response.error is Errors.MEMBER_ID_REQUIRED:
+            return Result(response)  # nothing changed but the id handed out
         return self._answer_when_durable(group_id, "join_group", response.member_id, response,
                                          lambda error: JoinGroupResponse(error, member_id=member_id))
 

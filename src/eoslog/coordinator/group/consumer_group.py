@@ -81,6 +81,10 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, int] = {}  # subscribed topic -> partition count
         self.owners: dict[tuple[str, int], str] = {}
         self.state = G.EMPTY
+        # Member ids handed to classic JoinGroups with MEMBER_ID_REQUIRED, until when they may come
+        # back with them (their session timeout). Not persisted: after a restart such a JoinGroup is
+        # UNKNOWN_MEMBER_ID and the client starts over.
+        self.classic_pending: dict[str, int] = {}
 
     # ---- views ---------------------------------------------------------------------------------
 
@@ -217,18 +221,7 @@ class ConsumerGroup:
                 if holder.member_epoch != STATIC_LEAVE_EPOCH:
                     return self._error(Errors.UNRELEASED_INSTANCE_ID, req,
                                        f"instance id {req.instance_id} is still held by member {holder.member_id}")
-                # A static member came back: the new member id takes over the old one's partitions and
-                # epoch, without a new group epoch (no rebalance), as KIP-345/848 promise.
-                member_id = req.member_id or new_member_id()
-                old_id = holder.member_id
-                del self.members[old_id]
-                holder.member_id = member_id
-                holder.member_epoch = holder.previous_member_epoch
-                self.members[member_id] = holder
-                self.target[member_id] = self.target.pop(old_id, {})
-                for tp, owner in list(self.owners.items()):
-                    if owner == old_id:
-                        self.owners[tp] = member_id
+                self.replace_static_member(holder, req.member_id or new_member_id())
                 return holder, False
         member = self.members.get(req.member_id) if req.member_id else None
         if member is None:
@@ -241,6 +234,20 @@ class ConsumerGroup:
         self.set_assignment(member, MemberState.STABLE, 0, 0,
                              {t: frozenset(p for p in ps if (t, p) in owned) for t, ps in member.assigned.items()}, {})
         return member, False
+
+    def replace_static_member(self, holder: ConsumerMember, member_id: str) -> None:
+        """A static member came back (KIP-345/848): the new member id takes over the old one's partitions
+        and epoch, without a new group epoch (no rebalance)."""
+        old_id = holder.member_id
+        del self.members[old_id]
+        holder.member_id = member_id
+        if holder.member_epoch == STATIC_LEAVE_EPOCH:
+            holder.member_epoch = holder.previous_member_epoch
+        self.members[member_id] = holder
+        self.target[member_id] = self.target.pop(old_id, {})
+        for tp, owner in list(self.owners.items()):
+            if owner == old_id:
+                self.owners[tp] = member_id
 
     def _update_member(self, member: ConsumerMember, req: ConsumerHeartbeat) -> bool:
         changed = False

@@ -199,7 +199,7 @@ class GroupCoordinator(ConsumerGroupApis):
                     group_id, member_id, protocols=protocols, session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,
                     group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
-                    topics=topics, now_ms=now_ms)
+                    topics=topics, now_ms=now_ms, require_known_member_id=require_known_member_id)
             else:
                 error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error is Errors.NONE and group is None and member_id:
