@@ -206,6 +206,28 @@ def test_static_member_leave_and_return(ch):
     assert "a" not in ch.c.consumer.groups["cg"].members
 
 
+def test_a_static_member_comes_back_as_a_classic_member(ch):
+    a = ch.hb("a", 0, subscribed_topic_names=("t",), instance_id="i1")
+    ch.hb("b", 0, subscribed_topic_names=("u",))
+    protocols = (("range", subscription(["t"])),)
+    # Still heartbeating with the consumer protocol: the instance id is not released.
+    live = ch.answer(ch.join("", "cg", instance="i1", protocols=protocols, topics=dict(TOPICS)))
+    assert live.error is Errors.UNRELEASED_INSTANCE_ID
+    assert ch.hb("a", -2, instance_id="i1").error is Errors.NONE
+    epoch = ch.c.consumer.groups["cg"].group_epoch
+    back = ch.answer(ch.join("", "cg", instance="i1", protocols=protocols, topics=dict(TOPICS)))
+    group = ch.c.consumer.groups["cg"]
+    assert back.error is Errors.NONE and a.member_epoch <= back.generation_id == group.assignment_epoch
+    member = group.members[back.member_id]
+    assert member.classic is not None and set(member.assigned["t"]) == set(range(6))
+    assert group.group_epoch == epoch and "a" not in group.members
+    # A dynamic classic member's first v4+ join: MEMBER_ID_REQUIRED, then the id it was given works.
+    first = ch.answer(ch.join("", "cg", protocols=protocols, topics=dict(TOPICS)))
+    assert first.error is Errors.MEMBER_ID_REQUIRED
+    assert ch.answer(ch.join("made-up", "cg", protocols=protocols)).error is Errors.UNKNOWN_MEMBER_ID
+    assert ch.answer(ch.join(first.member_id, "cg", protocols=protocols)).error is Errors.NONE
+
+
 def test_session_timeout_removes_a_silent_member(ch):
     a = ch.hb("a", 0, subscribed_topic_names=("t",))
     b = ch.hb("b", 0, subscribed_topic_names=("t",))

@@ -144,7 +144,7 @@ def classic_join(group: ConsumerGroup, member_id: str, *, protocols: Protocols, 
         member_id = new_member_id()
         group.classic_pending[member_id] = now_ms + session_timeout_ms
         return JoinGroupResponse(Errors.MEMBER_ID_REQUIRED, member_id=member_id)
-    holder = None
+    holder, replaced = None, False
     if group_instance_id is not None:
         holder = next((m for m in group.members.values() if m.instance_id == group_instance_id), None)
         if holder is not None and member_id and holder.member_id != member_id:
@@ -153,10 +153,10 @@ def classic_join(group: ConsumerGroup, member_id: str, *, protocols: Protocols, 
         if holder.classic is None and holder.member_epoch != STATIC_LEAVE_EPOCH:
             return JoinGroupResponse(Errors.UNRELEASED_INSTANCE_ID, member_id=member_id)
         group.replace_static_member(holder, new_member_id())
-        member_id = holder.member_id
+        member_id, replaced = holder.member_id, True
     member = group.members.get(member_id) if member_id else None
     pending = member is None and group.classic_pending.pop(member_id, None) is not None
-    if member_id and not pending and (member is None or getattr(member, "classic", None) is None):
+    if member_id and not (pending or replaced) and (member is None or member.classic is None):
         return JoinGroupResponse(Errors.UNKNOWN_MEMBER_ID, member_id=member_id)
     bump = False
     if member is None:
