@@ -57,7 +57,7 @@ def handle(context, request):
             # refused as a whole; a regex is filtered instead (the core asks ``may_describe``).
             return ConsumerGroupHeartbeatResponse(
                 throttle_time_ms=0, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                error_message=f"Topics {denied} are not authorized.", member_id=request.member_id or None,
+                error_message=f"Topics {', '.join(denied)} are not authorized.", member_id=request.member_id or None,
                 member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
 
         def may_describe(topic: str) -> bool:
