@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK = 8 * 1024 * 1024
-# offsets.retention.check.interval.ms (Kafka's default, 10 minutes)
-OFFSETS_RETENTION_CHECK_INTERVAL_S = 600.0
-
 # What a failed append to __consumer_offsets means to a group client (Kafka's GroupMetadataManager
 # mapping): "the coordinator is not there right now" makes the client look it up again and retry.
 _WRITE_ERRORS = {
@@ -276,7 +273,7 @@ class GroupService:
 
     async def _retention_loop(self) -> None:
         while True:
-            await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_S)
+            await asyncio.sleep(self.broker.config.offsets_retention_check_interval_ms / 1000)
             try:
                 self._process(self.coordinator.expire_offsets(now_ms()))
             except Exception:
