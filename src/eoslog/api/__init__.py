@@ -18,7 +18,7 @@ from types import ModuleType
 APIS: dict[str, tuple[int, int, int]] = {
     "api_versions": (18, 0, 4),
     "metadata": (3, 0, 13),
-    "produce": (0, 3, 12),
+    "produce": (0, 3, 13),
     "fetch": (1, 4, 18),
     "list_offsets": (2, 1, 10),
     "create_topics": (19, 2, 7),
