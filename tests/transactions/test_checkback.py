@@ -1,0 +1,156 @@
+"""Check-back transactions with real processes (issue 20; docs/transactions.md, "Check-back transactions"):
+a real `eoslog serve`, the producer as a child process SIGKILLed at a named point of its local transaction
+(checkback_child.py), the group's resolver a CheckBackProducer in this process answering from the same SQLite
+database, and a read_committed confluent-kafka reader checking the outcome against the database: no
+duplicates, every committed row's record delivered, no record visible without its row.
+
+Short settings so each case takes a few seconds: transaction timeout 1 s, timer every 100 ms, back-off 100 ms,
+max checks 3."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+
+from eoslog.checkback import CheckBackProducer
+from eoslog.coordinator.transaction.log_format import decode_key, decode_value, key_version, partition_for
+from eoslog.protocol import messages
+from eoslog.testing.process import BrokerProcess
+from eoslog.testing.wait import wait_until
+from eoslog.tools.brokers import KafkaWire
+from tests.transactions.checkback_child import committed_orders, resolve, value_of
+from tests.transactions.txn_clients import READERS, create_topics
+
+CHILD = Path(__file__).parent / "checkback_child.py"
+GROUP = "orders-app"
+TOPIC = "cb-orders"
+MAX_CHECKS = 3
+PROPERTIES = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100",
+    "eoslog.transaction.check.max.checks": str(MAX_CHECKS),
+    "eoslog.transaction.check.backoff.ms": "100",
+    "eoslog.transaction.check.backoff.max.ms": "400",
+    "eoslog.transaction.check.lease.ms": "3000",
+}
+TRANSACTION_STATE_PARTITIONS = 10  # the broker's default transaction.state.log.num.partitions
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with BrokerProcess(data_dir=tmp_path / "data", properties=PROPERTIES) as process:
+        create_topics(process.bootstrap, {TOPIC: 2})
+        yield process
+
+
+def run_producer(broker: BrokerProcess, db: Path, transactional_id: str, count: int, crash_point: str) -> str:
+    """Runs the child until it kills itself in its last transaction; returns that transaction's txn id."""
+    done = subprocess.run([sys.executable, str(CHILD), broker.bootstrap, str(db), GROUP, transactional_id, TOPIC,
+                           "0", str(count), crash_point], check=False, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == -9, f"child ended with {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    opened = [line.split() for line in done.stdout.splitlines() if line.startswith("txn ")]
+    assert [int(order) for _, order, _ in opened] == list(range(count))
+    return opened[-1][2]
+
+
+def check_delivery(broker: BrokerProcess, db: Path) -> list[bytes]:
+    """The read_committed checker: exactly the committed rows' records, each once."""
+    got = READERS["confluent"](broker.bootstrap, [(TOPIC, 0), (TOPIC, 1)], "read_committed")
+    values = [value for partition in got.values() for value in partition]
+    assert len(values) == len(set(values)), f"duplicates: {sorted(values)}"
+    assert set(values) == {value_of(order) for order in committed_orders(str(db))}
+    return values
+
+
+def transaction_state(broker: BrokerProcess, transactional_id: str) -> str:
+    wire = KafkaWire(broker.bootstrap)
+    try:
+        response = wire.call(65, 0, messages.DescribeTransactionsRequest(transactional_ids=[transactional_id]))
+    finally:
+        wire.close()
+    return response.transaction_states[0].transaction_state
+
+
+def logged_values(broker: BrokerProcess, transactional_id: str) -> list:
+    """Every __transaction_state value logged for ``transactional_id``, read by a plain Kafka client."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cb-log-reader",
+                                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        partition = partition_for(transactional_id, TRANSACTION_STATE_PARTITIONS)
+        consumer.assign([confluent_kafka.TopicPartition("__transaction_state", partition,
+                                                        confluent_kafka.OFFSET_BEGINNING)])
+        values = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    return values
+                continue
+            key = message.key()
+            if key_version(key) == 0 and decode_key(key) == transactional_id and message.value() is not None:
+                values.append(decode_value(message.value()))
+        raise TimeoutError("__transaction_state not read to its end")
+    finally:
+        consumer.close()
+
+
+def answers_for(resolver: CheckBackProducer, txn_id: str) -> list[tuple[str, int]]:
+    return [(answer, code) for answered, answer, code in list(resolver.answered) if answered == txn_id]
+
+
+def test_killed_after_the_db_commit_is_delivered_once_after_check_back(broker, tmp_path):
+    db = tmp_path / "orders.db"
+    crashed = run_producer(broker, db, "cb-a", 3, "after-db-commit")
+    assert committed_orders(str(db)) == {0, 1, 2}
+    with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: resolve(str(db), txn_id),
+                           poll_wait_ms=500) as resolver:
+        wait_until(lambda: ("commit", 0) in answers_for(resolver, crashed), 15, f"{crashed} committed by check-back")
+    assert transaction_state(broker, "cb-a") == "CompleteCommit"
+    assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1, 2)]
+
+
+def test_killed_before_the_db_commit_is_never_visible(broker, tmp_path):
+    db = tmp_path / "orders.db"
+    crashed = run_producer(broker, db, "cb-b", 3, "before-db-commit")
+    with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: resolve(str(db), txn_id),
+                           poll_wait_ms=500) as resolver:
+        wait_until(lambda: ("rollback", 0) in answers_for(resolver, crashed), 15, f"{crashed} rolled back")
+    assert transaction_state(broker, "cb-b") == "CompleteAbort"
+    assert committed_orders(str(db)) == {0, 1}
+    assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1)]
+    reasons = [v.abort_reason for v in logged_values(broker, "cb-b") if v.abort_reason]
+    assert reasons and set(reasons) == {"check-back: rollback"}
+
+
+def test_a_resolver_that_never_knows_is_aborted_after_max_checks_with_the_reason(broker, tmp_path):
+    db = tmp_path / "orders.db"
+    crashed = run_producer(broker, db, "cb-c", 2, "before-db-commit")
+    with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: "unknown", poll_wait_ms=500) as resolver:
+        wait_until(lambda: transaction_state(broker, "cb-c") == "CompleteAbort", 15, "aborted after max checks")
+        assert answers_for(resolver, crashed) == [("unknown", 0)] * MAX_CHECKS
+    check_delivery(broker, db)
+    logged = logged_values(broker, "cb-c")
+    checking = [v.check_count for v in logged if v.check_count >= 0 and v.state.kafka_name == "Checking"]
+    assert checking == list(range(MAX_CHECKS)), "one Checking record per check, counts in order"
+    assert logged[-1].state.kafka_name == "CompleteAbort"
+    assert logged[-1].abort_reason == f"check-back: max checks ({MAX_CHECKS}) reached"
+
+
+def test_coordinator_killed_while_checking_resolves_after_restart(broker, tmp_path):
+    db = tmp_path / "orders.db"
+    crashed = run_producer(broker, db, "cb-r", 2, "after-db-commit")
+    wait_until(lambda: transaction_state(broker, "cb-r") == "Checking", 10, "the abandoned transaction checking")
+    broker.restart(hard=True)  # SIGKILL: nothing flushed beyond what the group commit made durable
+    assert transaction_state(broker, "cb-r") == "Checking"  # loaded back from __transaction_state
+    with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: resolve(str(db), txn_id),
+                           poll_wait_ms=500) as resolver:
+        wait_until(lambda: ("commit", 0) in answers_for(resolver, crashed), 15, f"{crashed} committed after restart")
+    assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1)]
