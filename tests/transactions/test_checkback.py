@@ -154,3 +154,30 @@ def test_coordinator_killed_while_checking_resolves_after_restart(broker, tmp_pa
                            poll_wait_ms=500) as resolver:
         wait_until(lambda: ("commit", 0) in answers_for(resolver, crashed), 15, f"{crashed} committed after restart")
     assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1)]
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "checkback_sqlite.py"
+
+
+def test_the_sqlite_example_runs_as_documented(broker, tmp_path):
+    """examples/checkback_sqlite.py, the way docs/transactions.md says to run it (shorter timeout)."""
+    db = str(tmp_path / "example.db")
+    common = [sys.executable, str(EXAMPLE), "--bootstrap", broker.bootstrap, "--db", db]
+    placed = subprocess.run([*common, "place", "2", "--crash-after-db-commit", "--transaction-timeout-ms", "1000"],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert placed.returncode == -9 and "crashing before the Kafka commit" in placed.stdout, placed.stderr
+    resolving = subprocess.Popen([*common, "resolve", "--seconds", "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = wait_until(lambda: resolving.stdout.readline(), 20, "the example's resolver answering")
+        assert line.startswith("check-back asked about ") and line.strip().endswith(": commit"), line
+        # The answer goes to the broker after the resolver returns: keep the resolver up until it has. Until
+        # then the open transaction holds the LSO below order 2, so read_committed sees order 1 only.
+        wait_until(lambda: len(committed_values(broker, "orders")) == 2, 10, "the abandoned order committed")
+    finally:
+        resolving.kill()
+        resolving.wait()
+    assert sorted(committed_values(broker, "orders")) == [b"1:item-1", b"2:item-2"]
+
+
+def committed_values(broker: BrokerProcess, topic: str) -> list[bytes]:
+    return READERS["confluent"](broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)]
