@@ -16,13 +16,16 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from click.testing import CliRunner
 
 from eoslog.checkback import CheckBackProducer
 from eoslog.coordinator.transaction.log_format import decode_key, decode_value, key_version, partition_for
 from eoslog.protocol import messages
-from eoslog.testing.process import BrokerProcess
+from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
+from eoslog.tools.txn_cli import transactions_group
+from tests.server.test_metrics import Scrape
 from tests.transactions.checkback_child import committed_orders, resolve, value_of
 from tests.transactions.txn_clients import READERS, create_topics
 
@@ -42,7 +45,10 @@ TRANSACTION_STATE_PARTITIONS = 10  # the broker's default transaction.state.log.
 
 @pytest.fixture
 def broker(tmp_path):
-    with BrokerProcess(data_dir=tmp_path / "data", properties=PROPERTIES) as process:
+    metrics_port = free_port()
+    properties = {**PROPERTIES, "eoslog.metrics.listen": f"127.0.0.1:{metrics_port}"}
+    with BrokerProcess(data_dir=tmp_path / "data", properties=properties) as process:
+        process.metrics_port = metrics_port
         create_topics(process.bootstrap, {TOPIC: 2})
         yield process
 
@@ -106,15 +112,30 @@ def answers_for(resolver: CheckBackProducer, txn_id: str) -> list[tuple[str, int
     return [(answer, code) for answered, answer, code in list(resolver.answered) if answered == txn_id]
 
 
+def cli(*args: str) -> str:
+    result = CliRunner().invoke(transactions_group, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
 def test_killed_after_the_db_commit_is_delivered_once_after_check_back(broker, tmp_path):
     db = tmp_path / "orders.db"
     crashed = run_producer(broker, db, "cb-a", 3, "after-db-commit")
     assert committed_orders(str(db)) == {0, 1, 2}
+    # Nobody resolves yet: the transaction waits in Checking, first check due (tools show it, with its count).
+    wait_until(lambda: transaction_state(broker, "cb-a") == "Checking", 10, "the abandoned transaction checking")
+    listed = [line.split() for line in cli("list", "-b", broker.bootstrap).splitlines() if line.startswith("cb-a ")]
+    assert [row[2:] for row in listed] == [["Checking", "0"]]
+    assert "CheckBackGroup: orders-app\nCheckCount: 0\n" in cli("describe", "-b", broker.bootstrap, "cb-a")
+    assert cli("find-hanging", "-b", broker.bootstrap).count(TOPIC) == 0  # open on purpose, not hanging
     with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: resolve(str(db), txn_id),
                            poll_wait_ms=500) as resolver:
         wait_until(lambda: ("commit", 0) in answers_for(resolver, crashed), 15, f"{crashed} committed by check-back")
     assert transaction_state(broker, "cb-a") == "CompleteCommit"
     assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1, 2)]
+    scrape = Scrape(broker.metrics_port)
+    assert scrape.value("eoslog_transaction_coordinator_check_back_resolved_total", outcome="commit") == 1
+    assert scrape.value("eoslog_transaction_coordinator_check_back_answers_total", answer="commit") == 1
 
 
 def test_killed_before_the_db_commit_is_never_visible(broker, tmp_path):
@@ -142,6 +163,13 @@ def test_a_resolver_that_never_knows_is_aborted_after_max_checks_with_the_reason
     assert checking == list(range(MAX_CHECKS)), "one Checking record per check, counts in order"
     assert logged[-1].state.kafka_name == "CompleteAbort"
     assert logged[-1].abort_reason == f"check-back: max checks ({MAX_CHECKS}) reached"
+    assert f"AbortReason: check-back: max checks ({MAX_CHECKS}) reached" in cli("describe", "-b", broker.bootstrap,
+                                                                                 "cb-c")
+    scrape = Scrape(broker.metrics_port)
+    assert scrape.value("eoslog_transaction_coordinator_check_back_checks_total") == MAX_CHECKS
+    assert scrape.value("eoslog_transaction_coordinator_check_back_answers_total", answer="unknown") == MAX_CHECKS
+    assert scrape.value("eoslog_transaction_coordinator_check_back_resolved_total", outcome="abort") == 1
+    assert scrape.value("eoslog_transaction_coordinator_transactional_ids", state="Checking") == 0
 
 
 def test_coordinator_killed_while_checking_resolves_after_restart(broker, tmp_path):

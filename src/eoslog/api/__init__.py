@@ -72,6 +72,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "begin_check_back": (0x7E10, 0, 0),
     "poll_check_back": (0x7E11, 0, 0),
     "answer_check_back": (0x7E12, 0, 0),
+    "list_check_backs": (0x7E13, 0, 0),
 }
 
 

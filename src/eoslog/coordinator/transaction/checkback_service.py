@@ -49,8 +49,9 @@ class CheckBackService:
     def __init__(self, coordinator: TransactionCoordinator) -> None:
         self.coordinator = coordinator
         self._changed = asyncio.Event()
-        # checks asked (a Checking record logged, by count) and how they ended, for metrics.py
-        self.outcomes: Counter[str] = Counter()
+        # for metrics.py: "checking" (a Checking record logged), "answer:<kind>" (an answer or an expired
+        # lease that decided something), "resolved:<commit|abort>" (the broker decided for the group)
+        self.counts: Counter[str] = Counter()
 
     @property
     def _config(self) -> d.TransactionConfig:
@@ -68,20 +69,22 @@ class CheckBackService:
             return TxnError.CONCURRENT_TRANSACTIONS
         return None
 
-    async def _carry_out(self, transactional_id: str, decision: Decision, why: str) -> TxnError:
+    async def _carry_out(self, transactional_id: str, decision: Decision, why: str, answer: str) -> TxnError:
         metadata = self.coordinator.get(transactional_id)
         transit = decision.transit
         error = await self.coordinator.carry_out(transactional_id, metadata, decision)
         if transit is None or error is not decision.error:  # nothing logged, or the append failed
             return error
+        if answer:
+            self.counts[f"answer:{answer}"] += 1
         if transit.state is TransactionState.CHECKING:
-            self.outcomes["checking"] += 1
+            self.counts["checking"] += 1
             log.info("check-back: %r (producer %d) checking, check %d due at %d (%s)", transactional_id,
                      transit.producer_id, transit.check_count, transit.next_check_ms, why)
             self._wake()
         elif transit.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             outcome = "commit" if transit.state is TransactionState.PREPARE_COMMIT else "abort"
-            self.outcomes[outcome] += 1
+            self.counts[f"resolved:{outcome}"] += 1
             log.info("check-back: %r (producer %d) %s (%s)%s", transactional_id, transit.producer_id, outcome, why,
                      f": {transit.abort_reason}" if transit.abort_reason else "")
         return error
@@ -132,7 +135,7 @@ class CheckBackService:
             decision = d.answer_check_back(metadata, transactional_id, producer_id, producer_epoch, check_number,
                                            answered, self.coordinator.now_ms(), self._config.check_policy)
             error = await self._carry_out(transactional_id, decision, f"answer {answered.name.lower()} to check "
-                                                                      f"{check_number}")
+                                                                      f"{check_number}", answered.name.lower())
             if error is TxnError.NONE and decision.write_markers is not None:
                 await self.coordinator.wait_for_completion(transactional_id, ANSWER_COMPLETION_WAIT_S)
         return ErrorCode[error.value]
@@ -149,7 +152,7 @@ class CheckBackService:
             log.info("aborting transaction of %r (producer %d): older than its timeout of %d ms",
                      transactional_id, metadata.producer_id, metadata.txn_timeout_ms)
             return await self.coordinator.carry_out(transactional_id, metadata, decision)
-        return await self._carry_out(transactional_id, decision, "transaction timeout")
+        return await self._carry_out(transactional_id, decision, "transaction timeout", "")
 
     async def _expire_leases(self, group: str | None = None) -> None:
         """A lent-out check nobody answered in time counts as an unknown answer."""
@@ -163,7 +166,8 @@ class CheckBackService:
                     continue
                 decision = d.check_lease_expired(metadata, now, self._config.check_policy)
                 if decision.transit is not None:
-                    await self._carry_out(transactional_id, decision, f"check {metadata.check_count} unanswered")
+                    await self._carry_out(transactional_id, decision, f"check {metadata.check_count} unanswered",
+                                          "unanswered")
 
     async def tick(self) -> None:
         """The coordinator timer's check-back part (the timeouts themselves go through :meth:`time_out`)."""

@@ -866,7 +866,7 @@ class TransactionCoordinator:
                 continue
             if wanted_pids and metadata.producer_id not in wanted_pids:
                 continue
-            if min_duration_ms >= 0 and (metadata.state is not TransactionState.ONGOING
+            if min_duration_ms >= 0 and (metadata.state not in (TransactionState.ONGOING, TransactionState.CHECKING)
                                          or now - metadata.txn_start_timestamp < min_duration_ms):
                 continue
             if regex is not None and not regex.fullmatch(metadata.transactional_id):
