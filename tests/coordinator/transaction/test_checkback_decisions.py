@@ -283,3 +283,13 @@ def test_a_plain_transaction_is_written_byte_for_byte_as_before():
     _apply(m, d.add_partitions_to_txn(m, "cb-1", m.producer_id, m.producer_epoch, [TP], T0))
     value = encode_value(m.snapshot())
     assert struct.unpack_from(">h", value)[0] == 0  # value version 0: no tags at all
+
+
+def test_the_worked_example_of_docs_transactions_md():
+    m = TransactionMetadata("txn-1", producer_id=1000, producer_epoch=2, txn_timeout_ms=60000, state=S.CHECKING,
+                            topic_partitions={TopicPartition("orders", 0)}, txn_start_timestamp=1700000000000,
+                            txn_last_update_timestamp=1700000060123, check_back_group="app", check_count=1,
+                            next_check_ms=1700000061123)
+    assert encode_value(m.snapshot()) == bytes.fromhex(
+        "000100000000000003e800020000ea60" "0102076f72646572730200000000000000"
+        "018bcfe652db0000018bcfe568000380fc01040461707081fc01040000000182fc01080000018bcfe656c3")
