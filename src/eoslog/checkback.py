@@ -143,6 +143,10 @@ class CheckBackProducer:
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self.answered: list[tuple[str, str, int]] = []  # (txn_id, answer, error code), for tools and tests
+        # The txn id whose EndTxn(commit) failed: left to the group's check-back. This instance must not
+        # open another one, because its InitProducerId would fence (abort) that transaction while the
+        # database may already hold its row.
+        self._left_to_check_back: str | None = None
         if resolver is not None:
             self._start_poller()
 
@@ -152,6 +156,9 @@ class CheckBackProducer:
     def local_transaction(self, check: Resolver | None = None) -> Iterator[LocalTransaction]:
         """Opens a check-back transaction; commits it when the block ends, aborts it on an exception.
         ``check`` replaces the group resolver this instance answers with."""
+        if self._left_to_check_back is not None:
+            raise RuntimeError(f"{self._left_to_check_back} could not be committed and is left to check-back; "
+                               f"use a new CheckBackProducer (its own transactional id) for new transactions")
         if check is not None:
             self._resolver = check
             self._start_poller()
@@ -167,7 +174,11 @@ class CheckBackProducer:
             except Exception as exc:  # noqa: BLE001 - the original error matters more; the broker aborts anyway
                 log.warning("could not abort %s: %s", txn.id, exc)
             raise
-        self._producer.end_transaction(commit=True)
+        try:
+            self._producer.end_transaction(commit=True)
+        except BaseException:
+            self._left_to_check_back = txn.id
+            raise
 
     # ---- answering checks ------------------------------------------------------------------------------
 

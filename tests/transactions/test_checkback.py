@@ -26,7 +26,7 @@ from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
 from eoslog.tools.txn_cli import transactions_group
 from tests.server.test_metrics import Scrape
-from tests.transactions.checkback_child import committed_orders, resolve, value_of
+from tests.transactions.checkback_child import committed_orders, connect, resolve, value_of
 from tests.transactions.txn_clients import READERS, create_topics
 
 CHILD = Path(__file__).parent / "checkback_child.py"
@@ -64,9 +64,10 @@ def run_producer(broker: BrokerProcess, db: Path, transactional_id: str, count: 
     return opened[-1][2]
 
 
-def check_delivery(broker: BrokerProcess, db: Path) -> list[bytes]:
-    """The read_committed checker: exactly the committed rows' records, each once."""
-    got = READERS["confluent"](broker.bootstrap, [(TOPIC, 0), (TOPIC, 1)], "read_committed")
+def check_delivery(broker: BrokerProcess, db: Path, partitions=(0, 1)) -> list[bytes]:
+    """The read_committed checker: exactly the committed rows' records, each once. (The reader waits for a
+    position at the end offset, which an empty partition never reports: pass only partitions written to.)"""
+    got = READERS["confluent"](broker.bootstrap, [(TOPIC, p) for p in partitions], "read_committed")
     values = [value for partition in got.values() for value in partition]
     assert len(values) == len(set(values)), f"duplicates: {sorted(values)}"
     assert set(values) == {value_of(order) for order in committed_orders(str(db))}
@@ -209,3 +210,31 @@ def test_the_sqlite_example_runs_as_documented(broker, tmp_path):
 
 def committed_values(broker: BrokerProcess, topic: str) -> list[bytes]:
     return READERS["confluent"](broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)]
+
+
+def test_a_lost_end_txn_is_left_to_check_back_and_the_instance_refuses_new_work(broker, tmp_path):
+    """EndTxn(commit) cannot reach the broker (it was SIGKILLed after the database commit): the client raises,
+    refuses another local transaction (its InitProducerId would fence the undecided one), and after the
+    restart the group commits it by check-back."""
+    db = tmp_path / "orders.db"
+    producer = CheckBackProducer(broker.bootstrap, GROUP, transactional_id="cb-lost", transaction_timeout_ms=1000,
+                                 timeout_s=2)
+    try:
+        with pytest.raises((TimeoutError, ConnectionError, OSError)), producer.local_transaction() as txn:
+            txn.send(TOPIC, value_of(7), partition=1)
+            connection = connect(str(db))
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("INSERT INTO txn_outcomes VALUES (?, 'commit')", (txn.id,))
+            connection.execute("INSERT INTO orders VALUES (7, ?)", (txn.id,))
+            connection.execute("COMMIT")
+            connection.close()
+            broker.kill()
+        broker.start()
+        with pytest.raises(RuntimeError, match="left to check-back"), producer.local_transaction():
+            pass
+    finally:
+        producer.close()
+    with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: resolve(str(db), txn_id),
+                           poll_wait_ms=500) as resolver:
+        wait_until(lambda: ("commit", 0) in answers_for(resolver, txn.id), 15, f"{txn.id} committed by check-back")
+    assert check_delivery(broker, db, partitions=(1,)) == [value_of(7)]
