@@ -293,3 +293,13 @@ def test_the_worked_example_of_docs_transactions_md():
     assert encode_value(m.snapshot()) == bytes.fromhex(
         "000100000000000003e800020000ea60" "0102076f72646572730200000000000000"
         "018bcfe652db0000018bcfe568000380fc01040461707081fc01040000000182fc01080000018bcfe656c3")
+
+
+def test_an_abort_by_prefix_takes_a_checking_transaction_with_its_reason():
+    from eoslog.coordinator.transaction import group_decisions as gd
+
+    m = _checking()
+    assert gd.prefix_abort_candidates([m], "cb-", (), ()) == ["cb-1"]
+    decision = gd.abort_by_prefix(m, T0 + 2100)
+    assert decision.transit.state is S.PREPARE_ABORT and decision.transit.producer_epoch == m.producer_epoch + 1
+    assert decision.transit.abort_reason == gd.ABORTED_BY_PREFIX
