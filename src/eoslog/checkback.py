@@ -19,8 +19,9 @@ names exactly that transaction: a stale answer or a zombie can never decide a la
 every producer instance needs a transactional id of its own (the default is the group plus a random
 suffix): a second instance with the same id would fence the first one's open transactions.
 
-Built on the Spark sink's protocol code (``spark/native_producer.py``); single-node brokers (on a cluster
-the poll would have to go to every transaction coordinator; see the doc's Status line).
+Built on the Spark sink's protocol code (``spark/native_producer.py``). On a cluster each broker hands out
+the checks of the transactions it coordinates, so the background thread polls every broker (one poller
+thread each, the broker list refreshed from Metadata), and answers go to each transactional id's coordinator.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.spark.native_producer import NativeProducer, ProducerError, _Batch
-from eoslog.spark.txn_group_client import TxnGroupClient
+from eoslog.spark.txn_group_client import METADATA, METADATA_VERSION, TxnGroupClient, _Connection
 
 __all__ = ["COMMIT", "ROLLBACK", "UNKNOWN", "CheckBackProducer", "LocalTransaction", "ProducerError"]
 
 log = logging.getLogger(__name__)
 
+BROKER_REFRESH_S = 10.0  # how often the poller looks for brokers added to the cluster
 COMMIT, ROLLBACK, UNKNOWN = "commit", "rollback", "unknown"
 _ANSWERS = {COMMIT: 0, ROLLBACK: 1, UNKNOWN: 2}
 BEGIN_CHECK_BACK, POLL_CHECK_BACK, ANSWER_CHECK_BACK = 0x7E10, 0x7E11, 0x7E12
@@ -189,26 +191,68 @@ class CheckBackProducer:
             self._poller.start()
 
     def _poll_loop(self) -> None:
-        polls = TxnGroupClient(self.bootstrap, self.timeout_s, security=self.security)
+        """Keeps one poller thread per broker of the cluster (one, on a single node)."""
+        pollers: dict[tuple[str, int], threading.Thread] = {}
+        while not self._stop.is_set():
+            try:
+                addresses = self._broker_addresses()
+            except Exception as exc:  # noqa: BLE001 - the bootstrap may be restarting: try again soon
+                log.warning("check-back: no broker list from %s: %s", self.bootstrap, exc)
+                self._stop.wait(0.5)
+                continue
+            for address in addresses:
+                poller = pollers.get(address)
+                if poller is None or not poller.is_alive():
+                    pollers[address] = threading.Thread(target=self._poll_broker, args=(address,), daemon=True,
+                                                        name=f"check-back-{self.transactional_id}-{address[1]}")
+                    pollers[address].start()
+            self._stop.wait(BROKER_REFRESH_S)
+        for poller in pollers.values():
+            poller.join(self.poll_wait_ms / 1000 + 5)
+
+    def _broker_addresses(self) -> list[tuple[str, int]]:
+        with TxnGroupClient(self.bootstrap, self.timeout_s, security=self.security) as client:
+            conn = client._bootstrap_connection()
+            try:
+                response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                    topics=[], allow_auto_topic_creation=False))
+            finally:
+                conn.close()
+        return sorted((b.host, b.port) for b in response.brokers)
+
+    def _poll_broker(self, address: tuple[str, int]) -> None:
+        """Long-polls one broker; gives up after a few failures in a row (the loop above starts it again
+        while Metadata still lists the broker)."""
+        conn = None
+        failures = 0
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and failures < 3:
                 try:
-                    response = polls._call(self.check_back_group, POLL_CHECK_BACK, messages.PollCheckBackRequest(
+                    if conn is None:
+                        conn = _Connection(*address, min(self.timeout_s, 30.0) + self.poll_wait_ms / 1000,
+                                           self.security)
+                    response = conn.spec_request(POLL_CHECK_BACK, 0, messages.PollCheckBackRequest(
                         check_back_group=self.check_back_group, member_id=self.transactional_id,
-                        max_wait_ms=self.poll_wait_ms, max_checks=16), lambda r: r.error_code)
+                        max_wait_ms=self.poll_wait_ms, max_checks=16))
                     if response.error_code:
                         raise ProducerError("PollCheckBack", response.error_code)
+                    failures = 0
                     for check in response.checks:
                         if self._stop.is_set():
                             return
                         self._answer(check)
                 except Exception as exc:  # noqa: BLE001 - keep polling: the broker asks again
+                    if conn is not None:
+                        conn.close()
+                        conn = None
                     if self._stop.is_set():
                         return
-                    log.warning("check-back poll of %r failed: %s", self.check_back_group, exc)
+                    failures += 1
+                    log.warning("check-back poll of %r at %s:%d failed: %s", self.check_back_group, *address, exc)
                     self._stop.wait(0.5)
         finally:
-            polls.close()
+            if conn is not None:
+                conn.close()
 
     def _answer(self, check) -> None:
         txn_id = txn_id_of(check.transactional_id, check.producer_id, check.producer_epoch)
