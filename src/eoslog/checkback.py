@@ -30,6 +30,7 @@ import contextlib
 import logging
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Self
 
@@ -144,7 +145,8 @@ class CheckBackProducer:
         self._resolver = resolver
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
-        self.answered: list[tuple[str, str, int]] = []  # (txn_id, answer, error code), for tools and tests
+        # (txn_id, answer, error code) of the latest answers, for tools and tests; bounded for long-lived producers
+        self.answered: deque[tuple[str, str, int]] = deque(maxlen=1000)
         # The txn id whose EndTxn(commit) failed: left to the group's check-back. This instance must not
         # open another one, because its InitProducerId would fence (abort) that transaction while the
         # database may already hold its row.
