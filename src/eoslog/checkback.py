@@ -37,6 +37,7 @@ from typing import Self
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
+from eoslog.records.murmur2 import partition_for_key
 from eoslog.spark.native_producer import NativeProducer, ProducerError, _Batch
 from eoslog.spark.txn_group_client import METADATA, METADATA_VERSION, TxnGroupClient, _Connection
 
@@ -121,9 +122,7 @@ class LocalTransaction:
     def _partition_of(self, topic: str, key: bytes | None) -> int:
         if key is None:
             return 0
-        from eoslog.spark.record_encoder import murmur2_bytes  # Kafka's default partitioner; needs numpy
-
-        return (murmur2_bytes(key) & 0x7FFFFFFF) % self._producer._partition_count(topic)
+        return partition_for_key(key, self._producer._partition_count(topic))  # Kafka's default partitioner
 
 
 class CheckBackProducer:

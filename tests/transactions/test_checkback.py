@@ -238,3 +238,29 @@ def test_a_lost_end_txn_is_left_to_check_back_and_the_instance_refuses_new_work(
                            poll_wait_ms=500) as resolver:
         wait_until(lambda: ("commit", 0) in answers_for(resolver, txn.id), 15, f"{txn.id} committed by check-back")
     assert check_delivery(broker, db, partitions=(1,)) == [value_of(7)]
+
+
+def test_the_client_needs_no_spark_extra():
+    """eoslog.checkback reuses the Spark sink's protocol code but must not need its extra (numpy, pyarrow)."""
+    code = "import sys, eoslog.checkback; print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]"
+
+
+def test_keyed_records_land_where_kafka_clients_put_them(broker):
+    """A keyed send picks the partition Java's default partitioner picks (murmur2), as librdkafka's
+    murmur2_random does: check-back records co-partition with other producers' records of the same key."""
+    create_topics(broker.bootstrap, {"cb-keyed": 3})
+    keys = [f"customer-{i}".encode() for i in range(12)]
+    reference = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"})
+    expected = {}
+    for key in keys:
+        reference.produce("cb-keyed", key=key, value=b"probe",
+                          on_delivery=lambda err, msg: expected.__setitem__(msg.key(), msg.partition()))
+    assert reference.flush(30) == 0 and len(expected) == len(keys)
+    with CheckBackProducer(broker.bootstrap, GROUP) as producer, producer.local_transaction() as txn:
+        for key in keys:
+            txn.send("cb-keyed", key, key=key, wait=False)
+    got = READERS["confluent"](broker.bootstrap, [("cb-keyed", p) for p in range(3)], "read_committed")
+    placed = {value: partition for (_, partition), values in got.items() for value in values if value != b"probe"}
+    assert placed == expected
