@@ -127,8 +127,9 @@ class LocalTransaction:
 
 class CheckBackProducer:
     """A transactional producer whose transactions are resolved by ``check_back_group`` when it cannot
-    end them itself. Not thread-safe (one local transaction at a time); the checks are answered by a
-    background thread that calls ``resolver`` from that thread."""
+    end them itself. Not thread-safe (one local transaction at a time); the checks are answered by background
+    threads (one per broker), so ``resolver`` may run on several threads at once and must open its own
+    database connection per call, as the example's does."""
 
     def __init__(self, bootstrap: str, check_back_group: str, *, resolver: Resolver | None = None,
                  transactional_id: str | None = None, transaction_timeout_ms: int = 60_000,
