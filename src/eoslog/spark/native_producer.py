@@ -30,12 +30,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import now_ms
-from eoslog.spark import record_encoder
 from eoslog.spark.txn_group_client import (
     METADATA,
     METADATA_VERSION,
@@ -110,7 +107,7 @@ class NativeProducer:
         self._added: set[tuple[str, int]] = set()
         self._sequences: dict[tuple[str, int], int] = {}
         self._failed: list[_Batch] = []
-        self._rng = np.random.default_rng()
+        self._rng = None  # numpy's, made on the first Arrow send (the check-back client never needs numpy)
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -236,6 +233,12 @@ class NativeProducer:
     def send(self, batch, topic_option: str | None) -> int:
         """Encodes one Arrow record batch of sink rows and sends it; returns its row count. Answers are
         collected as the in-flight bound requires, and all of them by :meth:`flush`."""
+        import numpy as np  # the Arrow path only: eoslog.checkback reuses this class without numpy
+
+        from eoslog.spark import record_encoder
+
+        if self._rng is None:
+            self._rng = np.random.default_rng()
         columns = record_encoder.sink_columns(batch, topic_option)
         if len(columns) == 0:
             return 0
