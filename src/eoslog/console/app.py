@@ -59,6 +59,14 @@ def _duration(ms: int | None) -> str:
     return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
+def _until(ms: int | None) -> str:
+    """How long until ``ms`` (ms since the epoch): "in 1.2 s", "due" once passed, "-" for none."""
+    if ms is None or ms < 0:
+        return "-"
+    left = ms - int(time.time() * 1000)
+    return f"in {_duration(left)}" if left > 0 else "due"
+
+
 def _int(request: Request, name: str, default: int | None = None, low: int | None = None,
          high: int | None = None) -> int | None:
     raw = request.query_params.get(name, "").strip()
@@ -114,7 +122,7 @@ def _reset_target(to: str, value: str) -> Target:
 
 def create_app(session: views.Session, allow_writes: bool = False, hanging_after_ms: int = 900_000) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.filters.update(datetime=_datetime, duration=_duration, text=text, segment=segment)
+    templates.env.filters.update(datetime=_datetime, duration=_duration, until=_until, text=text, segment=segment)
     templates.env.globals.update(allow_writes=allow_writes, refresh_s=REFRESH_S, bootstrap=session.bootstrap)
     templates.env.tests["not_authorized"] = lambda value: isinstance(value, NotAuthorized)
     principal = session.security.username if session.security is not None else None

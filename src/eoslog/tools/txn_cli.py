@@ -65,15 +65,22 @@ def list_transactions(brokers: Brokers, states=(), producer_ids=(), min_duration
 
 def list_check_backs(brokers: Brokers) -> dict:
     """transactional id -> eoslog's ListCheckBacks row, from every broker that serves that API."""
-    rows = {}
+    return {row.transactional_id: row for rows in check_backs_by_broker(brokers).values() for row in rows or ()}
+
+
+def check_backs_by_broker(brokers: Brokers) -> dict:
+    """broker id -> its ListCheckBacks rows, or None where the broker does not serve that API (Kafka, an
+    older eoslog: no check-back transactions there)."""
+    by_broker = {}
     for node_id, wire in brokers.each():
         versions = wire.call(API_VERSIONS, 0, messages.ApiVersionsRequest())
         if not any(k.api_key == LIST_CHECK_BACKS for k in versions.api_keys):
-            continue  # Kafka, or an older eoslog: no check-back transactions there
+            by_broker[node_id] = None
+            continue
         response = wire.call(LIST_CHECK_BACKS, 0, messages.ListCheckBacksRequest(check_back_groups=[]))
         _check(response.error_code, f"ListCheckBacks at broker {node_id}")
-        rows.update({row.transactional_id: row for row in response.transactions})
-    return rows
+        by_broker[node_id] = list(response.transactions)
+    return by_broker
 
 
 def describe_transactions(brokers: Brokers, transactional_ids):
