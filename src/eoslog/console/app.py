@@ -261,8 +261,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
 
     async def transactions(request: Request):
         return render(request, "transactions.html", page="transactions",
-                      view=await call(views.transactions, hanging_after_ms),
-                      notice=request.query_params.get("notice"))
+                      view=await call(views.transactions, hanging_after_ms), **outcome(request))
 
     async def _form(request: Request) -> dict[str, str]:
         # url-encoded forms only: no multipart parser needed for three short fields
@@ -286,7 +285,9 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         transactional_id = (await _form(request)).get("transactional_id", "")
         if not transactional_id:
             raise HTTPException(400, "transactional_id is required")
-        await call(actions.abort_transaction, transactional_id)
+        _, refused = await attempt(actions.abort_transaction, transactional_id)
+        if refused is not None:
+            return RedirectResponse(f"/transactions?{urlencode({'error': refused})}", status_code=303)
         notice = f"aborting the open transaction of {transactional_id} (producer fenced)"
         return RedirectResponse(f"/transactions?{urlencode({'notice': notice})}", status_code=303)
 
