@@ -28,7 +28,14 @@ from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
 from eoslog.tools.txn_cli import transactions_group
 from tests.server.test_metrics import Scrape
-from tests.transactions.checkback_child import committed_orders, connect, connect_postgres, resolve, store, value_of
+from tests.transactions.checkback_child import (
+    committed_orders,
+    connect,
+    connect_postgres,
+    resolve,
+    store,
+    value_of,
+)
 from tests.transactions.txn_clients import READERS, create_topics
 
 CHILD = Path(__file__).parent / "checkback_child.py"

@@ -28,6 +28,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
+from typing import Self
 
 from eoslog.testing.process import free_port
 
@@ -42,8 +43,8 @@ class PostgresUnavailable(RuntimeError):
 def find_bindir() -> Path:
     """Debian installs each major version under /usr/lib/postgresql/<major>/bin and puts none of the server
     programs on PATH; take the newest, or a ``postgres`` on PATH elsewhere."""
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"),
-                      key=lambda path: int(Path(path).parts[-3]) if Path(path).parts[-3].isdigit() else 0)
+    versions = sorted((path for path in glob.glob("/usr/lib/postgresql/*/bin/postgres")
+                       if Path(path).parts[-3].isdigit()), key=lambda path: int(Path(path).parts[-3]))
     found = versions[-1] if versions else shutil.which("postgres")
     if not found or not shutil.which("initdb", path=str(Path(found).parent)):
         raise PostgresUnavailable("PostgreSQL server programs not found (Debian's postgresql package); "
@@ -78,7 +79,7 @@ class PostgresServer:
     def dsn_for(self, database: str) -> str:
         return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={database} connect_timeout=5"
 
-    def start(self) -> PostgresServer:
+    def start(self) -> Self:
         # mkdtemp rather than pytest's tmp_path: pytest makes its directories 0700 for root, which the
         # postgres user could not enter.
         self.directory = Path(tempfile.mkdtemp(prefix="eoslog-postgres-"))
@@ -88,7 +89,7 @@ class PostgresServer:
         initdb = subprocess.run(
             [str(self.bindir / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust", "--no-sync",
              "-E", "UTF8", "--locale=C"],
-            capture_output=True, text=True, timeout=120, cwd=self.directory, **self._as)
+            check=False, capture_output=True, text=True, timeout=120, cwd=self.directory, **self._as)
         if initdb.returncode != 0:
             raise PostgresUnavailable(f"initdb failed ({initdb.returncode}):\n{initdb.stdout}\n{initdb.stderr}")
         log_path = self.directory / "postgres.log"
@@ -163,7 +164,7 @@ class PostgresServer:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
 
-    def __enter__(self) -> PostgresServer:
+    def __enter__(self) -> Self:
         try:
             return self.start()
         except BaseException:
