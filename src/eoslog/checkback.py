@@ -19,7 +19,7 @@ names exactly that transaction: a stale answer or a zombie can never decide a la
 every producer instance needs a transactional id of its own (the default is the group plus a random
 suffix): a second instance with the same id would fence the first one's open transactions.
 
-Built on the Spark sink's protocol code (``spark/native_producer.py``). On a cluster each broker hands out
+Built on eoslog's own producer (``client/producer.py``, which the Spark sink's native writer uses too). On a cluster each broker hands out
 the checks of the transactions it coordinates, so the background thread polls every broker (one poller
 thread each, the broker list refreshed from Metadata), and answers go to each transactional id's coordinator.
 """
@@ -34,12 +34,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Self
 
+from eoslog.client.producer import Batch, Producer, ProducerError
+from eoslog.client.txn_groups import METADATA, METADATA_VERSION, Connection, TxnGroupClient
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.murmur2 import partition_for_key
-from eoslog.spark.native_producer import NativeProducer, ProducerError, _Batch
-from eoslog.spark.txn_group_client import METADATA, METADATA_VERSION, TxnGroupClient, _Connection
 
 __all__ = ["COMMIT", "ROLLBACK", "UNKNOWN", "CheckBackProducer", "LocalTransaction", "ProducerError"]
 
@@ -59,8 +59,8 @@ def txn_id_of(transactional_id: str, producer_id: int, producer_epoch: int) -> s
     return f"{transactional_id}:{producer_id}:{producer_epoch}"
 
 
-class _Producer(NativeProducer):
-    """NativeProducer plus plain records and the calls that begin and end a transaction."""
+class _Producer(Producer):
+    """Producer plus plain records and the calls that begin and end a transaction."""
 
     def init_transaction(self) -> None:
         """InitProducerId with the current identity (KIP-360): a fresh epoch for every transaction."""
@@ -94,7 +94,7 @@ class _Producer(NativeProducer):
         self._sequences[tp] = (sequence + len(records)) & 0x7FFFFFFF
         data = build_batch(records, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                            base_sequence=sequence, is_transactional=True)
-        self._send(self._leaders[tp], [_Batch(topic, partition, sequence, len(records), data)])
+        self._send(self._leaders[tp], [Batch(topic, partition, sequence, len(records), data)])
 
 
 class LocalTransaction:
@@ -231,7 +231,7 @@ class CheckBackProducer:
             while not self._stop.is_set() and failures < 3:
                 try:
                     if conn is None:
-                        conn = _Connection(*address, min(self.timeout_s, 30.0) + self.poll_wait_ms / 1000,
+                        conn = Connection(*address, min(self.timeout_s, 30.0) + self.poll_wait_ms / 1000,
                                            self.security)
                     response = conn.spec_request(POLL_CHECK_BACK, 0, messages.PollCheckBackRequest(
                         check_back_group=self.check_back_group, member_id=self.transactional_id,

@@ -2,7 +2,8 @@
 a real `eoslog serve`, the producer as a child process SIGKILLed at a named point of its local transaction
 (checkback_child.py), the group's resolver a CheckBackProducer in this process answering from the same SQLite
 database, and a read_committed confluent-kafka reader checking the outcome against the database: no
-duplicates, every committed row's record delivered, no record visible without its row.
+duplicates, every committed row's record delivered, no record visible without its row. The crash cases (a)
+and (b) and the example run with SQLite and with a real PostgreSQL server (``orders_db``).
 
 Short settings so each case takes a few seconds: transaction timeout 1 s, timer every 100 ms, back-off 100 ms,
 max checks 3."""
@@ -12,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import confluent_kafka
@@ -26,7 +28,14 @@ from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
 from eoslog.tools.txn_cli import transactions_group
 from tests.server.test_metrics import Scrape
-from tests.transactions.checkback_child import committed_orders, connect, resolve, value_of
+from tests.transactions.checkback_child import (
+    committed_orders,
+    connect,
+    connect_postgres,
+    resolve,
+    store,
+    value_of,
+)
 from tests.transactions.txn_clients import READERS, create_topics
 
 CHILD = Path(__file__).parent / "checkback_child.py"
@@ -53,7 +62,16 @@ def broker(tmp_path):
         yield process
 
 
-def run_producer(broker: BrokerProcess, db: Path, transactional_id: str, count: int, crash_point: str) -> str:
+@pytest.fixture(params=["sqlite", "postgres"])
+def orders_db(request, tmp_path) -> str:
+    """Where the orders go: a SQLite file's path, or the DSN of a fresh database on the module's PostgreSQL
+    server (checkback_child.py's helpers take either)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "orders.db")
+    return request.getfixturevalue("postgres_server").create_database(f"orders_{tmp_path.name.lower()}")
+
+
+def run_producer(broker: BrokerProcess, db: Path | str, transactional_id: str, count: int, crash_point: str) -> str:
     """Runs the child until it kills itself in its last transaction; returns that transaction's txn id."""
     done = subprocess.run([sys.executable, str(CHILD), broker.bootstrap, str(db), GROUP, transactional_id, TOPIC,
                            "0", str(count), crash_point], check=False, capture_output=True, text=True,
@@ -64,7 +82,7 @@ def run_producer(broker: BrokerProcess, db: Path, transactional_id: str, count: 
     return opened[-1][2]
 
 
-def check_delivery(broker: BrokerProcess, db: Path, partitions=(0, 1)) -> list[bytes]:
+def check_delivery(broker: BrokerProcess, db: Path | str, partitions=(0, 1)) -> list[bytes]:
     """The read_committed checker: exactly the committed rows' records, each once. (The reader waits for a
     position at the end offset, which an empty partition never reports: pass only partitions written to.)"""
     got = READERS["confluent"](broker.bootstrap, [(TOPIC, p) for p in partitions], "read_committed")
@@ -119,8 +137,8 @@ def cli(*args: str) -> str:
     return result.output
 
 
-def test_killed_after_the_db_commit_is_delivered_once_after_check_back(broker, tmp_path):
-    db = tmp_path / "orders.db"
+def test_killed_after_the_db_commit_is_delivered_once_after_check_back(broker, orders_db):
+    db = orders_db
     crashed = run_producer(broker, db, "cb-a", 3, "after-db-commit")
     assert committed_orders(str(db)) == {0, 1, 2}
     # Nobody resolves yet: the transaction waits in Checking, first check due (tools show it, with its count).
@@ -139,8 +157,8 @@ def test_killed_after_the_db_commit_is_delivered_once_after_check_back(broker, t
     assert scrape.value("eoslog_transaction_coordinator_check_back_answers_total", answer="commit") == 1
 
 
-def test_killed_before_the_db_commit_is_never_visible(broker, tmp_path):
-    db = tmp_path / "orders.db"
+def test_killed_before_the_db_commit_is_never_visible(broker, orders_db):
+    db = orders_db
     crashed = run_producer(broker, db, "cb-b", 3, "before-db-commit")
     with CheckBackProducer(broker.bootstrap, GROUP, resolver=lambda txn_id: resolve(str(db), txn_id),
                            poll_wait_ms=500) as resolver:
@@ -185,13 +203,18 @@ def test_coordinator_killed_while_checking_resolves_after_restart(broker, tmp_pa
     assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1)]
 
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "checkback_sqlite.py"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
-def test_the_sqlite_example_runs_as_documented(broker, tmp_path):
-    """examples/checkback_sqlite.py, the way docs/transactions.md says to run it (shorter timeout)."""
-    db = str(tmp_path / "example.db")
-    common = [sys.executable, str(EXAMPLE), "--bootstrap", broker.bootstrap, "--db", db]
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_the_example_runs_as_documented(broker, tmp_path, request, database):
+    """examples/checkback_sqlite.py and checkback_postgres.py, the way docs/transactions.md says to run them
+    (shorter timeout)."""
+    if database == "sqlite":
+        where = ["--db", str(tmp_path / "example.db")]
+    else:
+        where = ["--dsn", request.getfixturevalue("postgres_server").create_database(f"example_{tmp_path.name}")]
+    common = [sys.executable, str(EXAMPLES / f"checkback_{database}.py"), "--bootstrap", broker.bootstrap, *where]
     placed = subprocess.run([*common, "place", "2", "--crash-after-db-commit", "--transaction-timeout-ms", "1000"],
                             check=False, capture_output=True, text=True, timeout=60)
     assert placed.returncode == -9 and "crashing before the Kafka commit" in placed.stdout, placed.stderr
@@ -238,6 +261,63 @@ def test_a_lost_end_txn_is_left_to_check_back_and_the_instance_refuses_new_work(
                            poll_wait_ms=500) as resolver:
         wait_until(lambda: ("commit", 0) in answers_for(resolver, txn.id), 15, f"{txn.id} committed by check-back")
     assert check_delivery(broker, db, partitions=(1,)) == [value_of(7)]
+
+
+def test_postgres_decides_each_transaction_once_when_producer_and_resolver_race(postgres_server, tmp_path):
+    """The outcome table's rule on PostgreSQL, with the two sides really concurrent: a check that meets the
+    producer's uncommitted row waits for it and answers what the producer's transaction did (commit, or
+    rollback when it dies first); a producer that comes after the resolver's row fails on the primary key
+    (its `with` block then aborts the Kafka transaction)."""
+    import psycopg
+
+    dsn = postgres_server.create_database(f"race_{tmp_path.name}")
+    producer = connect_postgres(dsn)
+    watcher = connect_postgres(dsn)
+
+    def resolver_waiting() -> bool:  # the resolver's INSERT waits on the producer's transaction id
+        (waiting,) = watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                     " AND wait_event_type = 'Lock' AND wait_event = 'transactionid'"
+                                     " AND query LIKE '%INSERT INTO txn_outcomes%'").fetchone()
+        return waiting == 1
+
+    pool = ThreadPoolExecutor(1)
+    try:
+        with producer.transaction():
+            producer.execute("INSERT INTO txn_outcomes VALUES ('t-slow', 'commit')")
+            answer = pool.submit(resolve, dsn, "t-slow")
+            wait_until(resolver_waiting, 5, "the resolver waiting for the producer's open transaction")
+            assert not answer.done()
+            producer.execute("INSERT INTO orders VALUES (1, 't-slow')")
+        assert answer.result(5) == "commit"
+
+        with pytest.raises(ConnectionAbortedError), producer.transaction():  # the producer fails before COMMIT
+            producer.execute("INSERT INTO txn_outcomes VALUES ('t-dying', 'commit')")
+            answer = pool.submit(resolve, dsn, "t-dying")
+            wait_until(resolver_waiting, 5, "the resolver waiting for the producer's open transaction")
+            raise ConnectionAbortedError("the producer dies before its database commit")
+        assert answer.result(5) == "rollback"
+
+        assert resolve(dsn, "t-late") == "rollback"
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            store(producer, 3, "t-late")
+        assert [resolve(dsn, t) for t in ("t-slow", "t-dying", "t-late")] == ["commit", "rollback", "rollback"]
+        assert committed_orders(dsn) == {1}
+    finally:
+        pool.shutdown()
+        producer.close()
+        watcher.close()
+
+
+def test_the_broker_and_the_client_do_not_load_psycopg(broker):
+    """psycopg belongs to the test extra and the Postgres example: neither `eoslog serve` nor the check-back
+    client may load it (psycopg[binary] maps its C extension, so a running broker would show it)."""
+    code = ("import sys, eoslog.cli, eoslog.server.run, eoslog.checkback; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_binary')))")
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]"
+    maps = Path(f"/proc/{broker.process.pid}/maps").read_text()
+    assert "site-packages" in maps  # the broker's own C extensions (crc32c, cramjam) are there to see
+    assert "psycopg" not in maps
 
 
 def test_the_client_needs_no_spark_extra():
