@@ -191,6 +191,32 @@ def test_a_resolver_that_never_knows_is_aborted_after_max_checks_with_the_reason
     assert scrape.value("eoslog_transaction_coordinator_transactional_ids", state="Checking") == 0
 
 
+def test_a_transaction_being_checked_past_the_max_timeout_is_not_hanging(tmp_path):
+    """Open past transaction.max.timeout.ms on purpose: neither find-hanging nor the partition metric calls
+    it hanging (an ABORT marker written by hand could contradict its group's commit answer)."""
+    metrics_port = free_port()
+    properties = {**PROPERTIES, "transaction.max.timeout.ms": "1500",
+                  "eoslog.metrics.listen": f"127.0.0.1:{metrics_port}"}
+    with BrokerProcess(data_dir=tmp_path / "data", properties=properties) as process:
+        create_topics(process.bootstrap, {TOPIC: 2})
+        run_producer(process, tmp_path / "orders.db", "cb-h", 1, "after-db-commit")  # nobody resolves it
+        wait_until(lambda: transaction_state(process, "cb-h") == "Checking", 10, "Checking")
+
+        def oldest_age_s() -> float:
+            scrape = Scrape(metrics_port)
+            return max(scrape.value("eoslog_partition_oldest_open_transaction_age_seconds", topic=TOPIC, partition=p)
+                       for p in (0, 1))
+
+        wait_until(lambda: oldest_age_s() > 2.0, 10, "an open transaction older than transaction.max.timeout.ms")
+        assert transaction_state(process, "cb-h") == "Checking"
+        scrape = Scrape(metrics_port)
+        open_txns = sum(scrape.value("eoslog_partition_open_transactions", topic=TOPIC, partition=p) for p in (0, 1))
+        hanging = sum(scrape.value("eoslog_partition_hanging_transactions", topic=TOPIC, partition=p) for p in (0, 1))
+        assert (open_txns, hanging) == (1, 0)
+        header, *rows = cli("find-hanging", "-b", process.bootstrap, "--max-age-ms", "1500").splitlines()
+        assert header.startswith("Partition") and rows == []
+
+
 def test_coordinator_killed_while_checking_resolves_after_restart(broker, tmp_path):
     db = tmp_path / "orders.db"
     crashed = run_producer(broker, db, "cb-r", 2, "after-db-commit")

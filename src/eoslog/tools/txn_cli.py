@@ -113,15 +113,18 @@ def find_hanging(brokers: Brokers, topic: str | None, max_age_ms: int,
     if errors is not None:
         errors.update(failed)
     open_ids = sorted({p.producer_id for ps in active.values() for p in ps if p.current_txn_start_offset >= 0})
-    ongoing = set()
+    ongoing, checking = set(), set()
     if open_ids:
         # Checking: an eoslog check-back transaction waiting for its producer group (docs/transactions.md) --
         # open on purpose, not hanging. A Kafka broker reports the state as unknown and lists the Ongoing.
         listed = list_transactions(brokers, ["Ongoing", "Checking"], open_ids)
         for d in describe_transactions(brokers, [t.transactional_id for t in listed]) if listed else []:
             if d.error_code == 0:  # listed as open; committing or aborting since then is not hanging
-                ongoing.update((d.producer_id, t.topic, p) for t in d.topics for p in t.partitions)
-    return hanging_transactions(active, ongoing, max_age_ms, now)
+                held = {(d.producer_id, t.topic, p) for t in d.topics for p in t.partitions}
+                ongoing |= held
+                if d.transaction_state == "Checking":
+                    checking |= held  # an ABORT marker here could contradict the group's commit
+    return hanging_transactions(active, ongoing, max_age_ms, now, frozenset(checking))
 
 
 def abort_transaction(brokers: Brokers, topic: str, partition: int, start_offset: int) -> None:

@@ -53,6 +53,11 @@ def _check_back_families(coordinator: TransactionCoordinator) -> list[Family]:
     return [checks, answers, resolved]
 
 
+def being_checked(coordinator: TransactionCoordinator) -> frozenset[int]:
+    """Producer ids whose check-back transaction is Checking here (its group decides, not a timeout)."""
+    return frozenset(m.producer_id for m in coordinator.all_metadata() if m.state is TransactionState.CHECKING)
+
+
 def open_over(coordinator: TransactionCoordinator) -> dict[int, frozenset[tuple[str, int]]]:
     """producer id -> the partitions its coordinator (this broker) has its transaction open over."""
     return {metadata.producer_id: frozenset((tp[0], tp[1]) for tp in metadata.topic_partitions)
