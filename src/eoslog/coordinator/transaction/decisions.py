@@ -124,6 +124,15 @@ def _is_live(metadata: TransactionMetadata | None) -> bool:
     return metadata is not None and metadata.state is not S.DEAD
 
 
+def _refuse_unknown_or_busy(metadata: TransactionMetadata | None) -> Decision | None:
+    """What EndTxn and a check-back answer first refuse: an unknown id, or one with a transit in flight."""
+    if not _is_live(metadata):
+        return _fail(TxnError.INVALID_PRODUCER_ID_MAPPING)
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    return None
+
+
 def _check_producer(metadata: TransactionMetadata | None, producer_id: int, producer_epoch: int
                     ) -> TxnError | None:
     """None when (producer_id, producer_epoch) is the id's current producer, else the error to answer."""
@@ -349,11 +358,10 @@ def _end_txn_v2(metadata: TransactionMetadata | None, producer_id: int, producer
       moved on to another transaction (Ongoing / Empty): it is a stale request, never a retry.
     - anything else: PRODUCER_FENCED, or INVALID_PRODUCER_ID_MAPPING for an unknown producer id.
     """
-    if not _is_live(metadata):
-        return _fail(TxnError.INVALID_PRODUCER_ID_MAPPING)
+    refused = _refuse_unknown_or_busy(metadata)
+    if refused is not None:
+        return refused
     assert metadata is not None
-    if metadata.pending_transition_in_progress:
-        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
     state = metadata.state
     current = (producer_id, producer_epoch) == (metadata.producer_id, metadata.producer_epoch)
     if not current:
@@ -548,11 +556,10 @@ def answer_check_back(metadata: TransactionMetadata | None, transactional_id: st
     the transaction's nor the one it was aborted under is PRODUCER_FENCED: a zombie cannot resolve."""
     if not transactional_id:
         return _fail(TxnError.INVALID_REQUEST)
-    if not _is_live(metadata):
-        return _fail(TxnError.INVALID_PRODUCER_ID_MAPPING)
+    refused = _refuse_unknown_or_busy(metadata)
+    if refused is not None:
+        return refused
     assert metadata is not None
-    if metadata.pending_transition_in_progress:
-        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
     state = metadata.state
     current = (producer_id, producer_epoch) == (metadata.producer_id, metadata.producer_epoch)
     decided = result_of(state) if state not in (S.EMPTY,) else None
