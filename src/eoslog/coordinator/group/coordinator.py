@@ -96,6 +96,7 @@ class GroupCoordinator(ConsumerGroupApis):
         self._write_ids = itertools.count(1)
         self._writes_in_flight: dict[int, WriteCallback] = {}
         self._loading: set[int] = set()
+        self._loaded: set[int] = set()
         # The __consumer_offsets partitions this coordinator serves: None on a single node (all of them);
         # in a cluster, the ones this broker leads. Groups of other partitions answer NOT_COORDINATOR.
         self._owned: set[int] | None = None
@@ -600,21 +601,34 @@ class GroupCoordinator(ConsumerGroupApis):
         if self._owned is not None:
             self._owned.add(partition)
 
-    def unload_partition(self, partition: int) -> list[str]:
+    def groups_in(self, partition: int) -> int:
+        """How many groups (classic and consumer) of ``partition`` are loaded here."""
+        return sum(1 for g in (*self.groups, *self.consumer.groups) if self.partition_for(g) == partition)
+
+    def is_loaded(self, partition: int) -> bool:
+        """Whether ``partition``'s groups are in memory (loaded, and not unloaded since)."""
+        return partition in self._loaded
+
+    def unload_partition(self, partition: int) -> Result:
         """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
-        loads them from the replicated log); their requests answer NOT_COORDINATOR from now on."""
+        loads them from the replicated log); their requests answer NOT_COORDINATOR from now on, and so
+        do the JoinGroup and SyncGroup calls still waiting in them."""
         group_ids = [g for g in set(self.groups) | self.offsets.groups() if self.partition_for(g) == partition]
         group_ids += [g for g in self.consumer.groups if self.partition_for(g) == partition and g not in group_ids]
+        fx = Effects()
         for group_id in group_ids:
-            self.groups.pop(group_id, None)
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                group.unload(fx)
             self.consumer.groups.pop(group_id, None)
             self._consumer_written.pop(group_id, None)
             self._consumer_durable.pop(group_id, None)
         self.offsets.unload(group_ids)
         self._loading.discard(partition)
+        self._loaded.discard(partition)
         if self._owned is not None:
             self._owned.discard(partition)
-        return group_ids
+        return self._finish(fx, Result())
 
     def load_partition(self, partition: int, entries: Iterable[LogEntry], *, now_ms: int) -> None:
         """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from its records."""
@@ -631,6 +645,7 @@ class GroupCoordinator(ConsumerGroupApis):
             if self.partition_for(group_id) == partition and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)  # a group known only by its offsets
         self._loading.discard(partition)
+        self._loaded.add(partition)
 
 
 def _commit_error(error: Errors, offsets: list[PartitionCommit]) -> OffsetCommitResponse:

@@ -142,16 +142,30 @@ class GroupService:
 
     def unload_partition(self, index: int) -> None:
         """Leadership of ``__consumer_offsets``-``index`` moved away (cluster mode)."""
-        unloaded = self.coordinator.unload_partition(index)
-        if unloaded:
-            log.info("group coordinator gave up %s-%d: %d groups now coordinated elsewhere", CONSUMER_OFFSETS,
-                     index, len(unloaded))
-        self._schedule()
+        groups = self.coordinator.groups_in(index)
+        result = self.coordinator.unload_partition(index)
+        log.info("unloading %s-%d: %d groups now coordinated elsewhere, %d waiting calls answered "
+                 "NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
+        self._process(result)
 
     def load_partition(self, index: int) -> None:
+        """This broker leads ``__consumer_offsets``-``index`` now: its groups are served from what the
+        replicated log says."""
         partition = self.registry.partition(CONSUMER_OFFSETS, index)
+        if self.coordinator.is_loaded(index):
+            # A new leader epoch while we led all along (the controller dropped a dead follower from the
+            # ISR): the log was not truncated, so the groups in memory are still exact. Reloading would
+            # replace them with their last stored record and strand every JoinGroup and SyncGroup
+            # waiting in a rebalance (their futures never answered) -- Kafka keeps a cached group too.
+            log.info("%s-%d: still leader, now for leader epoch %s; its %d groups stay as they are",
+                     CONSUMER_OFFSETS, index, partition.leader_epoch, self.coordinator.groups_in(index))
+            return
+        started = time.monotonic()
         self.coordinator.begin_loading(index)
         self.coordinator.load_partition(index, read_entries(partition), now_ms=now_ms())
+        # Said on every takeover (cluster) so a client stalled on NOT_COORDINATOR can be matched against it.
+        log.info("loading %s-%d for leader epoch %s: %d groups in %.0f ms", CONSUMER_OFFSETS, index,
+                 partition.leader_epoch, self.coordinator.groups_in(index), (time.monotonic() - started) * 1000)
 
     # ---- calls from the API handlers --------------------------------------------------------------
 
