@@ -26,21 +26,37 @@ def test_numbers_are_kafkas():
         assert ErrorCode[name] == number
 
 
+# Kafka 4.x's codes above kafka-python 3.0's table: (number, retriable) as in Kafka's Errors.java and
+# the exception class each maps to (InvalidRegularExpression is a plain, not retriable, ApiException).
+KAFKA_4 = {"INVALID_REGULAR_EXPRESSION": (128, False)}
+
+
 def test_codes_are_contiguous_and_unique():
     values = [int(c) for c in ErrorCode]
     assert len(values) == len(set(values))
-    assert sorted(values) == list(range(-1, 128))
+    assert sorted(v for v in values if v < 128) == list(range(-1, 128))
+    assert sorted(v for v in values if v >= 128) == list(range(128, 128 + len(KAFKA_4)))
+
+
+def test_kafka_4_codes_are_kafkas_and_listed_in_one_place():
+    assert {c.name: (int(c), c.retriable) for c in errors.KAFKA_4_CODES} == KAFKA_4
+    assert {c for c in ErrorCode if c >= 128} == errors.KAFKA_4_CODES
+    assert error_for_code(128).__name__ == "InvalidRegularExpressionError"
 
 
 def test_agrees_with_kafka_python_numbers_and_retriable_flags():
     import kafka.errors as kp
     theirs = {c.errno: c for c in vars(kp).values()
               if isinstance(c, type) and issubclass(c, kp.BrokerResponseError) and c.errno is not None}
-    for code in ErrorCode:
+    known = [c for c in ErrorCode if c not in errors.KAFKA_4_CODES]
+    for code in known:
         assert code in theirs, code
     # Where we differ from kafka-python we follow Kafka's Java client (CorruptRecordException is retriable).
-    differ = {c for c in ErrorCode if c.retriable != theirs[c].retriable}
+    differ = {c for c in known if c.retriable != theirs[c].retriable}
     assert differ == {ErrorCode.CORRUPT_MESSAGE}
+    # Kafka 4.x's codes are beyond its table; should a newer kafka-python know one, it must agree.
+    for code in errors.KAFKA_4_CODES:
+        assert code not in theirs or theirs[code].retriable == code.retriable, code
 
 
 def test_retriable_flags_and_descriptions():

@@ -6,7 +6,10 @@ from __future__ import annotations
 from click.testing import CliRunner
 from txn_clients import READERS, create_topics, run_plan
 
+from eoslog.protocol import messages
+from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
+from eoslog.tools.brokers import KafkaWire
 from eoslog.tools.txn_cli import producers_group, transactions_group
 
 
@@ -52,3 +55,28 @@ def test_list_describe_and_abort_a_hanging_transaction(txn_broker):
     assert txn_broker.call(lambda: partition.last_stable_offset) == partition.high_watermark
     assert runner.invoke(transactions_group, ["find-hanging", "-b", bootstrap]).output.count("\n") == 1
     assert READERS["kafka-python"](bootstrap, [("cli", 0)], "read_committed") == {("cli", 0): [b"ok", b"open"]}
+
+
+def test_list_by_pattern_and_an_invalid_pattern(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    create_topics(bootstrap, {"pattern": 1})
+    producer = run_plan("confluent", bootstrap, "pattern-tx", [("open", [("pattern", 0, b"open")])])
+    try:
+        runner = CliRunner()
+        listed = runner.invoke(transactions_group, ["list", "-b", bootstrap, "--pattern", "pattern-.*"])
+        assert listed.exit_code == 0 and "pattern-tx" in listed.output, listed.output
+        other = runner.invoke(transactions_group, ["list", "-b", bootstrap, "--pattern", "other-.*"])
+        assert other.exit_code == 0 and "pattern-tx" not in other.output, other.output
+        # Kafka 4.x's answer to a pattern that does not compile: INVALID_REGULAR_EXPRESSION (128).
+        bad = runner.invoke(transactions_group, ["list", "-b", bootstrap, "--pattern", "pattern-(.*"])
+        assert bad.exit_code != 0 and "INVALID_REGULAR_EXPRESSION" in bad.output, bad.output
+        wire = KafkaWire(bootstrap)
+        try:
+            response = wire.call(66, 2, messages.ListTransactionsRequest(transactional_id_pattern="(", state_filters=[],
+                                                                         producer_id_filters=[]))
+        finally:
+            wire.close()
+        assert response.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION == 128
+    finally:
+        producer.finish_open(commit=False)
+        producer.close()

@@ -38,6 +38,12 @@ def handle(context, request):
         if code(d.error) != 0:
             groups.append(_refused(group_id, code(d.error), d.error_message))
             continue
+        # Kafka 4.x (KAFKA-18813): a group holding a topic the caller may not describe is not described.
+        topics = {t for m in d.members for t in (*m.assignment, *m.target_assignment)}
+        if context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, topics) != topics:
+            groups.append(_refused(group_id, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   "the group holds topics the client may not describe"))
+            continue
         groups.append(DescribedGroup(
             error_code=0, error_message=None, group_id=group_id, group_state=d.state, group_epoch=d.group_epoch,
             assignment_epoch=d.assignment_epoch, assignor_name=d.assignor_name,

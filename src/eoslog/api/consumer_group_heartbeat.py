@@ -4,7 +4,8 @@ One call joins (member epoch 0), keeps the session alive and reconciles the assi
 epoch), or leaves (-1; -2 for a static member leaving for a while). Partitions travel as topic ids;
 the core works with names, so ids the broker does not know are dropped here (a deleted topic). v0 lets
 the coordinator pick the member id; from v1 the client picks it (KIP-1082) and v1 adds
-SubscribedTopicRegex."""
+SubscribedTopicRegex. With an authorizer, topics the principal may not DESCRIBE are refused when named
+and left out of what its regex matches (Kafka 4.x, KAFKA-18813)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,19 @@ def handle(context, request):
         return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST),
                                               error_message=problem, member_id=request.member_id or None,
                                               member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    may_describe = None
+    if context.broker.authorizer is not None:
+        denied = _denied_topics(context, request.subscribed_topic_names or ())
+        if denied:
+            # Kafka 4.x (KAFKA-18813): a subscription naming a topic the principal may not describe is
+            # refused as a whole; a regex is filtered instead (the core asks ``may_describe``).
+            return ConsumerGroupHeartbeatResponse(
+                throttle_time_ms=0, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Topics {', '.join(denied)} are not authorized.", member_id=request.member_id or None,
+                member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+
+        def may_describe(topic: str) -> bool:
+            return context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
     infos = [info for info in context.broker.registry.topics.topics.values() if not info.is_internal]
     names = {info.topic_id: info.name for info in infos}
     owned = None
@@ -60,11 +74,15 @@ def handle(context, request):
         subscribed_topic_names=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
         subscribed_topic_regex=request.subscribed_topic_regex if version >= 1 else None,
         server_assignor=request.server_assignor, owned=owned, client_id=context.client_id or "",
-        client_host=client_host(context))
+        client_host=client_host(context), may_describe=may_describe)
     answer = service(context).call("consumer_group_heartbeat", request.group_id, heartbeat,
                                    topics={info.name: info.partitions for info in infos})
     ids = {info.name: info.topic_id for info in infos}
     return _respond(answer, ids)
+
+
+def _denied_topics(context, topics) -> list[str]:
+    return sorted(set(topics) - context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, topics))
 
 
 async def _respond(answer, ids):

@@ -1,9 +1,13 @@
 """ListTransactions (key 66, KIP-664), v0-2: transactional ids with their producer id and state, filtered by
-state, producer id, duration (v1, KIP-994) and id pattern (v2)."""
+state, producer id, duration (v1, KIP-994) and id pattern (v2; one that does not compile is
+INVALID_REGULAR_EXPRESSION, as in Kafka 4.x)."""
 
 from __future__ import annotations
 
+import re
+
 from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ListTransactionsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -24,6 +28,11 @@ def handle(context, request):
             unknown.append(name)
     duration = request.duration_filter if context.api_version >= 1 else -1
     pattern = request.transactional_id_pattern if context.api_version >= 2 else None
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error:
+            return error_response(context, request, ErrorCode.INVALID_REGULAR_EXPRESSION)
     if unknown and not states:
         found = []  # only unknown states asked for: nothing can match
     else:

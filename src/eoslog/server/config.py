@@ -92,6 +92,7 @@ _SIMPLE_INTS = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", 1),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", 1),
     "offsets.retention.minutes": ("offsets_retention_minutes", 1),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 1),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", 1),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
@@ -283,6 +284,7 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000  # Kafka's default, 10 minutes
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000

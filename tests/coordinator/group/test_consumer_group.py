@@ -145,7 +145,7 @@ def test_fencing_errors(ch):
     assert ch.hb("zz", 1).error is Errors.UNKNOWN_MEMBER_ID
     assert ch.hb("a", 1, group="other").error is Errors.UNKNOWN_MEMBER_ID
     assert ch.hb("n", 0, subscribed_topic_names=("t",), server_assignor="nope").error is Errors.UNSUPPORTED_ASSIGNOR
-    assert ch.hb("n", 0, subscribed_topic_regex="[").error is Errors.INVALID_REQUEST
+    assert ch.hb("n", 0, subscribed_topic_regex="[").error is Errors.INVALID_REGULAR_EXPRESSION
     # The previous epoch is accepted once more when the client owns nothing it was not given.
     ch.hb("b", 0, subscribed_topic_names=("t",))
     revoking = ch.hb("a", 1, owned={"t": frozenset(range(6))})
@@ -164,6 +164,39 @@ def test_regex_subscription_follows_new_topics(ch):
     assert ch.hb("z", 0, subscribed_topic_regex="nomatch").assignment == {}
 
 
+def test_a_regex_resolves_per_member_to_what_its_principal_may_describe(ch, make_harness):
+    ch.topics = {"t": 2, "secret": 2}
+
+    def alice_may(topic: str) -> bool:
+        return topic != "secret"
+
+    a = ch.hb("a", 0, subscribed_topic_regex=".*", may_describe=alice_may)
+    assert a.assignment == {"t": frozenset({0, 1})}
+    # b may describe everything: its heartbeats do not widen a's resolution.
+    b = ch.hb("b", 0, subscribed_topic_regex=".*", may_describe=None)
+    a = ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=alice_may)
+    for _ in range(3):
+        b = ch.hb("b", b.member_epoch, owned=b.assignment, may_describe=None)
+        a = ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=alice_may)
+    group = ch.c.consumer.groups["cg"]
+    assert set(group.target["a"]) == {"t"} and "secret" in group.target["b"]
+    assert set(b.assignment["secret"]) == {0, 1}
+    # A describe right granted later counts from the member's next heartbeat (a new group epoch).
+    epoch = group.group_epoch
+    ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=None)
+    assert group.group_epoch == epoch + 1 and group.members["a"].regex_topics == {"t", "secret"}
+    # After a load nobody's rights are known: until a member's own heartbeat, its regex counts only
+    # the topics it already had, whoever's heartbeat recomputes the target.
+    ch.hb("a", group.members["a"].member_epoch, owned=dict(group.members["a"].assigned), may_describe=alice_may)
+    other = make_harness(consumer_session_timeout_ms=SESSION)
+    partition = ch.c.partition_for("cg")
+    other.c.load_partition(partition, ch.log[partition], now_ms=ch.now)
+    loaded = other.c.consumer.groups["cg"]
+    assert loaded.members["a"].regex_topics is None
+    assert loaded.subscribed_topics(loaded.members["a"], ch.topics) == frozenset(loaded.target["a"])
+    assert "secret" not in loaded.subscribed_topics(loaded.members["a"], ch.topics)
+
+
 def test_static_member_leave_and_return(ch):
     a = ch.hb("a", 0, subscribed_topic_names=("t",), instance_id="i1")
     assert ch.hb("a2", 0, subscribed_topic_names=("t",), instance_id="i1").error is Errors.UNRELEASED_INSTANCE_ID
@@ -171,6 +204,28 @@ def test_static_member_leave_and_return(ch):
     back = ch.hb("a2", 0, subscribed_topic_names=("t",), instance_id="i1")
     assert back.error is Errors.NONE and back.member_epoch == a.member_epoch and parts(back) == parts(a)
     assert "a" not in ch.c.consumer.groups["cg"].members
+
+
+def test_a_static_member_comes_back_as_a_classic_member(ch):
+    a = ch.hb("a", 0, subscribed_topic_names=("t",), instance_id="i1")
+    ch.hb("b", 0, subscribed_topic_names=("u",))
+    protocols = (("range", subscription(["t"])),)
+    # Still heartbeating with the consumer protocol: the instance id is not released.
+    live = ch.answer(ch.join("", "cg", instance="i1", protocols=protocols, topics=dict(TOPICS)))
+    assert live.error is Errors.UNRELEASED_INSTANCE_ID
+    assert ch.hb("a", -2, instance_id="i1").error is Errors.NONE
+    epoch = ch.c.consumer.groups["cg"].group_epoch
+    back = ch.answer(ch.join("", "cg", instance="i1", protocols=protocols, topics=dict(TOPICS)))
+    group = ch.c.consumer.groups["cg"]
+    assert back.error is Errors.NONE and a.member_epoch <= back.generation_id == group.assignment_epoch
+    member = group.members[back.member_id]
+    assert member.classic is not None and set(member.assigned["t"]) == set(range(6))
+    assert group.group_epoch == epoch and "a" not in group.members
+    # A dynamic classic member's first v4+ join: MEMBER_ID_REQUIRED, then the id it was given works.
+    first = ch.answer(ch.join("", "cg", protocols=protocols, topics=dict(TOPICS)))
+    assert first.error is Errors.MEMBER_ID_REQUIRED
+    assert ch.answer(ch.join("made-up", "cg", protocols=protocols)).error is Errors.UNKNOWN_MEMBER_ID
+    assert ch.answer(ch.join(first.member_id, "cg", protocols=protocols)).error is Errors.NONE
 
 
 def test_session_timeout_removes_a_silent_member(ch):
@@ -222,6 +277,61 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     assert ch.c.fetch_offsets("cg", None, member_id="x", member_epoch=1).response.error is Errors.UNKNOWN_MEMBER_ID
     ch.hb("a", -1)
     assert commit_error() is Errors.NONE
+
+
+def test_consumer_group_offsets_expire_by_commit_time_and_an_expired_empty_group_is_deleted(make_harness):
+    h = make_harness(consumer_session_timeout_ms=SESSION, offsets_retention_ms=10_000)
+    h.topics = dict(TOPICS)
+
+    def hb(member_id, epoch, **kw):
+        return h.answer(h.run(h.c.consumer_group_heartbeat("cg", ConsumerHeartbeat(member_id, epoch, **kw),
+                                                           topics=h.topics, now_ms=h.now)))
+
+    def expire():
+        return h.run(h.c.expire_offsets(h.now))
+
+    a = hb("a", 0, subscribed_topic_names=("t",))
+    commits = [PartitionCommit("t", 0, 10), PartitionCommit("u", 0, 7)]  # u: not subscribed
+    h.run(h.c.commit_offsets("cg", commits, member_id="a", generation_id=a.member_epoch, now_ms=h.now))
+    h.now = 9_999
+    hb("a", a.member_epoch)
+    assert expire().writes == []
+    h.now = 10_000
+    assert len(expire().writes) == 1  # u-0 only: a subscribes to t
+    assert set(h.c.offsets.committed("cg")) == {("t", 0)}
+    # The last member leaves; t-0 was committed 10 s ago, so it is due at once (Kafka 4.x counts from
+    # the commit, not from the group becoming empty), and the empty group goes with it.
+    h.run(h.c.commit_offsets("cg", [PartitionCommit("t", 0, 11)], member_id="a", generation_id=a.member_epoch,
+                             now_ms=h.now))
+    hb("a", -1)
+    h.now = 19_999
+    assert expire().writes == []
+    assert h.c.consumer.groups["cg"].is_empty()
+    h.now = 20_000
+    (write,) = expire().writes
+    assert "cg" not in h.c.consumer.groups and not h.c.offsets.committed("cg")
+    assert write.records and all(value is None for _, value in write.records)
+    # the offset (key version 1), then the group's own records (3, 4, 6; its member's went when it left)
+    assert sorted({int.from_bytes(k[:2], "big") for k, _ in write.records}) == [1, 3, 4, 6]
+    # Reloaded from the log, nothing of the group is left.
+    other = make_harness(consumer_session_timeout_ms=SESSION)
+    partition = h.c.partition_for("cg")
+    other.c.load_partition(partition, h.log[partition], now_ms=h.now)
+    assert "cg" not in other.c.consumer.groups and not other.c.offsets.committed("cg")
+
+
+def test_an_empty_consumer_group_with_pending_transactional_offsets_is_not_deleted(make_harness):
+    h = make_harness(consumer_session_timeout_ms=SESSION, offsets_retention_ms=1_000)
+    h.run(h.c.consumer_group_heartbeat("cg", ConsumerHeartbeat("a", 0, subscribed_topic_names=("t",)),
+                                       topics=dict(TOPICS), now_ms=h.now))
+    h.run(h.c.consumer_group_heartbeat("cg", ConsumerHeartbeat("a", -1), topics=dict(TOPICS), now_ms=h.now))
+    h.run(h.c.txn_commit_offsets("cg", 5, 0, [PartitionCommit("t", 0, 3)], now_ms=h.now))
+    h.now = 5_000
+    assert h.run(h.c.expire_offsets(h.now)).writes == [] and "cg" in h.c.consumer.groups
+    h.marker(5, commit=True)
+    h.now = 10_000
+    h.run(h.c.expire_offsets(h.now))
+    assert "cg" not in h.c.consumer.groups and not h.c.offsets.committed("cg")
 
 
 def test_a_commit_racing_the_members_epoch_bump_is_accepted_for_partitions_it_kept(ch):

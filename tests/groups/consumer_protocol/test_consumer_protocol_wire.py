@@ -15,6 +15,7 @@ import pytest
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.process import BrokerProcess
+from eoslog.testing.wait import wait_until
 from eoslog.tools.groups_cli import BrokerConnection
 from tests.groups.conftest import create_topic
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
@@ -151,7 +152,7 @@ def test_regex_with_no_match_joins_with_nothing(conn):
     assert response.error_code == 0 and response.member_epoch >= 1
     assert response.assignment.topic_partitions == []
     bad = heartbeat(conn, "edge-regex", uuid.uuid4().hex, 0, subscribed_topic_regex="(unclosed")
-    assert bad.error_code == ErrorCode.INVALID_REQUEST
+    assert bad.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION and "(unclosed" in bad.error_message
 
 
 def test_unknown_assignor_is_refused(conn):
@@ -268,3 +269,85 @@ def test_groups_cli_shows_the_group_type(broker, conn):
     assert described.exit_code == 0, described.output
     assert "group edge-cli (consumer): Stable, protocol consumer/uniform, 1 members" in described.output
     assert member_id in described.output and "orders:0,1" in described.output
+
+
+def test_a_real_client_sees_invalid_regular_expression(broker):
+    # librdkafka checks a "^" subscription with its own regex engine first; "x**" passes there but not
+    # RE2 (nor Python's re), so the coordinator's answer is what the application sees. librdkafka makes
+    # it a fatal error whose text is its description of code 128 (for INVALID_REQUEST: "Invalid request").
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "edge-regex-client",
+                                         "group.protocol": "consumer"})
+    errors = []
+
+    def refused() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is not None:
+            errors.append(message.error())
+        return bool(errors)
+
+    try:
+        consumer.subscribe(["^x**"])
+        wait_until(refused, 15, "the heartbeat's error reaching the application")
+    finally:
+        consumer.close()
+    error = errors[0]
+    assert error.code() == confluent_kafka.KafkaError._FATAL, error
+    assert "The regular expression is not valid" in error.str(), error
+
+
+def classic_join(conn, group, member_id="", instance_id=None, topics=("orders",)):
+    from tests.coordinator.group.test_consumer_group import subscription
+
+    return conn.request(11, 9, messages.JoinGroupRequest(
+        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id=member_id,
+        group_instance_id=instance_id, protocol_type="consumer", reason=None,
+        protocols=[messages.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=subscription(topics))]))
+
+
+def classic_sync(conn, group, member_id, generation, instance_id=None):
+    from eoslog.coordinator.group.consumer_classic import decode_assignment
+
+    synced = conn.request(14, 5, messages.SyncGroupRequest(
+        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=instance_id,
+        protocol_type="consumer", protocol_name="range", assignments=[]))
+    assert synced.error_code == 0
+    return decode_assignment(synced.assignment)
+
+
+def test_a_classic_join_into_a_consumer_group_needs_a_member_id(conn):
+    join(conn, "edge-member-id", topics=("other",))
+    required = classic_join(conn, "edge-member-id")
+    assert required.error_code == ErrorCode.MEMBER_ID_REQUIRED and required.member_id
+    joined = classic_join(conn, "edge-member-id", member_id=required.member_id)
+    assert joined.error_code == 0 and joined.member_id == required.member_id and joined.generation_id >= 2
+    assert classic_sync(conn, "edge-member-id", joined.member_id, joined.generation_id) == {
+        "orders": frozenset({0, 1})}
+    assert classic_join(conn, "edge-member-id", member_id="never-handed-out").error_code == \
+        ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_classic_static_member_comes_back_to_its_partitions_without_a_rebalance(conn):
+    group = "edge-classic-static"
+    join(conn, group, topics=("other",))
+    first = classic_join(conn, group, instance_id="static-1")  # static: no MEMBER_ID_REQUIRED round
+    assert first.error_code == 0
+    assignment = classic_sync(conn, group, first.member_id, first.generation_id, "static-1")
+    assert assignment == {"orders": frozenset({0, 1})}
+    epoch = conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False)).groups[0].group_epoch
+    # The process restarts (a classic static member sends no LeaveGroup) and joins with no member id.
+    back = classic_join(conn, group, instance_id="static-1")
+    assert back.error_code == 0 and back.member_id != first.member_id
+    assert back.generation_id == first.generation_id
+    assert classic_sync(conn, group, back.member_id, back.generation_id, "static-1") == assignment
+    described = conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False)).groups[0]
+    assert described.group_epoch == epoch and len(described.members) == 2
+    # The old member id is gone; naming it with the instance id is fenced.
+    stale = conn.request(12, 4, messages.HeartbeatRequest(group_id=group, generation_id=first.generation_id,
+                                                           member_id=first.member_id, group_instance_id=None))
+    assert stale.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert classic_join(conn, group, member_id=first.member_id, instance_id="static-1").error_code == \
+        ErrorCode.FENCED_INSTANCE_ID

@@ -1,8 +1,8 @@
 """The consumer-group (KIP-848) entry points of :class:`~.coordinator.GroupCoordinator`, kept apart so
 the coordinator module stays one screen per concern: ConsumerGroupHeartbeat, ConsumerGroupDescribe, the
 deletion of a consumer group, and the diff-based persistence of a group's records (see
-consumer_log_format.py). A mixin: it uses the coordinator's ``_check``, ``_write``, ``_new_token``,
-``groups``, ``offsets`` and ``consumer``."""
+consumer_log_format.py), and the expiry of consumer groups' offsets. A mixin: it uses the coordinator's
+``_check``, ``_write``, ``_new_token``, ``_offset_expiry_write``, ``groups``, ``offsets`` and ``consumer``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from eoslog.coordinator.group.consumer_classic import (
 from eoslog.coordinator.group.consumer_coordinator import ConsumerGroupDescription
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResponse
 from eoslog.coordinator.group.consumer_log_format import Records, group_records, rebuild
+from eoslog.coordinator.group.consumer_state import ConsumerGroupState
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.group import ClassicGroup
 from eoslog.coordinator.group.log_format import GroupMetadataKey, encode_group_metadata_key
@@ -35,6 +36,7 @@ from eoslog.coordinator.group.results import (
 from eoslog.coordinator.group.state import GroupState
 
 S = GroupState
+CS = ConsumerGroupState
 
 
 class ConsumerGroupApis:
@@ -118,13 +120,17 @@ class ConsumerGroupApis:
 
     def _classic_join_consumer_group(self, group_id: str, member_id: str, *, protocols, session_timeout_ms: int,
                                      rebalance_timeout_ms: int, group_instance_id: str | None, client_id: str,
-                                     client_host: str, topics: dict[str, int] | None, now_ms: int) -> Result:
+                                     client_host: str, topics: dict[str, int] | None, now_ms: int,
+                                     require_known_member_id: bool = False) -> Result:
         group = self.consumer.groups[group_id]
         response = classic_join(group, member_id, protocols=tuple(protocols), session_timeout_ms=session_timeout_ms,
                                 rebalance_timeout_ms=rebalance_timeout_ms, group_instance_id=group_instance_id,
                                 client_id=client_id, client_host=client_host,
                                 topics=topics if topics is not None else dict(group.subscription_metadata),
-                                now_ms=now_ms, new_member_id=lambda: self._member_id_factory(client_id))
+                                now_ms=now_ms, new_member_id=lambda: self._member_id_factory(client_id),
+                                require_known_member_id=require_known_member_id)
+        if response.error is Errors.MEMBER_ID_REQUIRED:
+            return Result(response)  # nothing changed but the id handed out
         return self._answer_when_durable(group_id, "join_group", response.member_id, response,
                                          lambda error: JoinGroupResponse(error, member_id=member_id))
 
@@ -182,10 +188,27 @@ class ConsumerGroupApis:
 
         return self._write(group_id, diff, done)
 
-    def _prepare_consumer_group_removal(self, group_id: str, finish: Callable[[Effects], None],
-                                        answers: dict[str, Errors | None]) -> Write:
-        """DeleteGroups of an empty consumer group: Dead (described as gone, refusing joins) until the
-        tombstones of its records and offsets are durable; a failed write brings it back as Empty."""
+    def _expire_consumer_group_offsets(self, now_ms: int, result: Result) -> None:
+        """Offset retention for consumer groups, Kafka 4.x's rule: an offset of a topic no member
+        subscribes to expires ``offsets_retention_ms`` after its commit (or at its explicit expire
+        timestamp) -- for an Empty group, every offset. An Empty group left with no offsets (and none
+        pending in a transaction) is deleted, its records tombstoned, as DeleteGroups does."""
+        retention = self.config.offsets_retention_ms
+        for group_id, group in list(self.consumer.groups.items()):
+            if group.state is CS.DEAD:
+                continue
+            expired = self.offsets.expired(group_id, now_ms, retention, None, skip_topics=group.topics_in_use())
+            remaining = set(self.offsets.committed(group_id)) - set(expired)
+            if group.is_empty() and not remaining and not self.offsets.has_pending_txn_offsets(group_id):
+                result.writes.append(self._prepare_consumer_group_removal(group_id))
+            elif expired:
+                result.writes.append(self._offset_expiry_write(group_id, expired))
+
+    def _prepare_consumer_group_removal(self, group_id: str, finish: Callable[[Effects], None] | None = None,
+                                        answers: dict[str, Errors | None] | None = None) -> Write:
+        """DeleteGroups of an empty consumer group (or its expiry): Dead (described as gone, refusing
+        joins) until the tombstones of its records and offsets are durable; a failed write brings it
+        back as Empty."""
         group = self.consumer.groups[group_id]
         group.mark_dead()
         tombstones = tuple((k, None) for k in self._consumer_written.get(group_id, {}))
@@ -200,8 +223,9 @@ class ConsumerGroupApis:
                 self._consumer_durable.pop(group_id, None)
             else:
                 group.refresh_state()  # back to Empty
-            answers[group_id] = error or Errors.NONE
-            finish(fx)
+            if answers is not None and finish is not None:
+                answers[group_id] = error or Errors.NONE
+                finish(fx)
 
         return self._write(group_id, records, on_done)
 

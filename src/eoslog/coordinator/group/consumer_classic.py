@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from eoslog.coordinator.group.assignors import Assignment
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.consumer_group import ConsumerGroup
-from eoslog.coordinator.group.consumer_member import ConsumerMember
+from eoslog.coordinator.group.consumer_member import STATIC_LEAVE_EPOCH, ConsumerMember
 from eoslog.coordinator.group.consumer_state import MemberState
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.log_format import GroupMetadataValue, MemberRecord
@@ -123,8 +123,15 @@ def to_classic_record(group: ConsumerGroup) -> GroupMetadataValue | None:
 
 def classic_join(group: ConsumerGroup, member_id: str, *, protocols: Protocols, session_timeout_ms: int,
                  rebalance_timeout_ms: int, group_instance_id: str | None, client_id: str, client_host: str,
-                 topics: Mapping[str, int], now_ms: int, new_member_id: Callable[[], str]) -> JoinGroupResponse:
-    """A classic JoinGroup into a consumer group: reconciled and answered at once."""
+                 topics: Mapping[str, int], now_ms: int, new_member_id: Callable[[], str],
+                 require_known_member_id: bool = False) -> JoinGroupResponse:
+    """A classic JoinGroup into a consumer group: reconciled and answered at once.
+
+    As in Kafka 4.x, a dynamic member's first JoinGroup (v4+, no member id) gets MEMBER_ID_REQUIRED
+    with an id to come back with (KIP-394), and a static member coming back with its instance id and
+    no member id (a restart: classic clients send no LeaveGroup for a static member) takes over its
+    old member's partitions and epoch without a rebalance, if that member is classic or has left for a
+    while; one still heartbeating with the consumer protocol keeps it (UNRELEASED_INSTANCE_ID)."""
     if not protocols:
         return JoinGroupResponse(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
     protocol_name, metadata = protocols[0]
@@ -132,19 +139,40 @@ def classic_join(group: ConsumerGroup, member_id: str, *, protocols: Protocols, 
     if parsed is None:
         return JoinGroupResponse(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
     subscribed, owned = parsed
+    group.classic_pending = {m: deadline for m, deadline in group.classic_pending.items() if deadline > now_ms}
+    if not member_id and group_instance_id is None and require_known_member_id:
+        member_id = new_member_id()
+        group.classic_pending[member_id] = now_ms + session_timeout_ms
+        return JoinGroupResponse(Errors.MEMBER_ID_REQUIRED, member_id=member_id)
+    holder, replaced = None, False
+    if group_instance_id is not None:
+        holder = next((m for m in group.members.values() if m.instance_id == group_instance_id), None)
+        if holder is not None and member_id and holder.member_id != member_id:
+            return JoinGroupResponse(Errors.FENCED_INSTANCE_ID, member_id=member_id)
+    if holder is not None and not member_id:
+        if holder.classic is None and holder.member_epoch != STATIC_LEAVE_EPOCH:
+            return JoinGroupResponse(Errors.UNRELEASED_INSTANCE_ID, member_id=member_id)
+        group.replace_static_member(holder, new_member_id())
+        member_id, replaced = holder.member_id, True
     member = group.members.get(member_id) if member_id else None
-    if member_id and (member is None or getattr(member, "classic", None) is None):
+    pending = member is None and group.classic_pending.pop(member_id, None) is not None
+    if member_id and not (pending or replaced) and (member is None or member.classic is None):
         return JoinGroupResponse(Errors.UNKNOWN_MEMBER_ID, member_id=member_id)
     bump = False
     if member is None:
-        member = ConsumerMember(new_member_id(), instance_id=group_instance_id)
+        member = ConsumerMember(member_id or new_member_id(), instance_id=group_instance_id)
         group.members[member.member_id] = member
         bump = True
     else:
         # The client says what it still owns; everything else it held is released now.
         kept = {t: ps & owned.get(t, frozenset()) for t, ps in member.assigned.items()}
-        group.set_assignment(member, MemberState.STABLE, member.member_epoch, member.previous_member_epoch,
-                             kept, {})
+        # Released partitions of its current target (an eager client, or a restarted static member)
+        # come back through reconciliation: at the target epoch it is then waiting for them.
+        target = {t: ps for t, ps in group.target.get(member.member_id, {}).items() if ps}
+        state = MemberState.STABLE
+        if member.member_epoch == group.assignment_epoch and {t: ps for t, ps in kept.items() if ps} != target:
+            state = MemberState.UNRELEASED_PARTITIONS
+        group.set_assignment(member, state, member.member_epoch, member.previous_member_epoch, kept, {})
     member.classic = ClassicMetadata(session_timeout_ms, tuple(protocols))
     member.client_id, member.client_host, member.rebalance_timeout_ms = client_id, client_host, rebalance_timeout_ms
     if subscribed != member.subscribed_topic_names:

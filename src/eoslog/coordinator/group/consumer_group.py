@@ -49,6 +49,9 @@ class ConsumerHeartbeat:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    # Whether the member's principal may DESCRIBE a topic (None: no authorizer, every topic). A regex
+    # only ever resolves to topics this allows (KAFKA-18813).
+    may_describe: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, int] = {}  # subscribed topic -> partition count
         self.owners: dict[tuple[str, int], str] = {}
         self.state = G.EMPTY
+        # Member ids handed to classic JoinGroups with MEMBER_ID_REQUIRED, until when they may come
+        # back with them (their session timeout). Not persisted: after a restart such a JoinGroup is
+        # UNKNOWN_MEMBER_ID and the client starts over.
+        self.classic_pending: dict[str, int] = {}
 
     # ---- views ---------------------------------------------------------------------------------
 
@@ -98,9 +105,38 @@ class ConsumerGroup:
     def subscribed_topics(self, member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = compile_regex(member.subscribed_topic_regex)
-            names.update(t for t in topics if pattern.fullmatch(t))
+            if member.regex_topics is None:
+                # Not resolved with its principal since the group was loaded: only what it already had
+                # (given under its rights then), until its own heartbeat resolves the regex again.
+                pattern = compile_regex(member.subscribed_topic_regex)
+                held = set(member.assigned) | set(member.pending_revocation) | set(self.target.get(member.member_id, {}))
+                names.update(t for t in held if t in topics and pattern.fullmatch(t))
+            else:
+                names.update(t for t in member.regex_topics if t in topics)
         return frozenset(names)
+
+    def resolve_regex(self, member: ConsumerMember, topics: Mapping[str, int],
+                      may_describe: Callable[[str], bool] | None) -> bool:
+        """Matches the member's regex against ``topics``, keeping those its principal may describe;
+        True if that changes what the member is subscribed to (a new group epoch)."""
+        before = self.subscribed_topics(member, topics)
+        if member.subscribed_topic_regex:
+            pattern = compile_regex(member.subscribed_topic_regex)
+            member.regex_topics = frozenset(t for t in topics if pattern.fullmatch(t)
+                                            and (may_describe is None or may_describe(t)))
+        else:
+            member.regex_topics = frozenset()
+        return self.subscribed_topics(member, topics) != before
+
+    def topics_in_use(self) -> set[str]:
+        """Every topic a member subscribes to, by name or through its regex as last resolved (Kafka's
+        isSubscribedToTopic): the offsets of other topics may expire."""
+        out: set[str] = set()
+        for member in self.members.values():
+            out.update(member.subscribed_topic_names, member.regex_topics or ())
+            # and what it holds or is meant to (all a regex stands for until re-resolved after a load)
+            out.update(member.assigned, member.pending_revocation, self.target.get(member.member_id, ()))
+        return out
 
     def all_subscribed_topics(self, topics: Mapping[str, int]) -> set[str]:
         out: set[str] = set()
@@ -138,10 +174,8 @@ class ConsumerGroup:
             try:
                 compile_regex(req.subscribed_topic_regex)
             except re.error as e:
-                # Kafka 4.x answers INVALID_REGULAR_EXPRESSION (128), a code newer than the error table
-                # eoslog pins to kafka-python's (tests/protocol/test_errors.py); the client fails either way.
-                return self._error(Errors.INVALID_REQUEST, req, f"invalid regular expression "
-                                   f"{req.subscribed_topic_regex!r}: {e}")
+                return self._error(Errors.INVALID_REGULAR_EXPRESSION, req, f"SubscribedTopicRegex "
+                                   f"{req.subscribed_topic_regex!r} is not a valid regular expression: {e}")
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req, now_ms)
         bump = False
@@ -160,6 +194,7 @@ class ConsumerGroup:
                 return self._error(Errors.FENCED_MEMBER_EPOCH, req,
                                    f"epoch {req.member_epoch}; the member is at {member.member_epoch}")
         bump |= self._update_member(member, req)
+        bump |= self.resolve_regex(member, topics, req.may_describe)
         self.advance(topics, bump)
         self.reconcile_member(member, req.owned, now_ms)
         member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
@@ -186,18 +221,7 @@ class ConsumerGroup:
                 if holder.member_epoch != STATIC_LEAVE_EPOCH:
                     return self._error(Errors.UNRELEASED_INSTANCE_ID, req,
                                        f"instance id {req.instance_id} is still held by member {holder.member_id}")
-                # A static member came back: the new member id takes over the old one's partitions and
-                # epoch, without a new group epoch (no rebalance), as KIP-345/848 promise.
-                member_id = req.member_id or new_member_id()
-                old_id = holder.member_id
-                del self.members[old_id]
-                holder.member_id = member_id
-                holder.member_epoch = holder.previous_member_epoch
-                self.members[member_id] = holder
-                self.target[member_id] = self.target.pop(old_id, {})
-                for tp, owner in list(self.owners.items()):
-                    if owner == old_id:
-                        self.owners[tp] = member_id
+                self.replace_static_member(holder, req.member_id or new_member_id())
                 return holder, False
         member = self.members.get(req.member_id) if req.member_id else None
         if member is None:
@@ -210,6 +234,20 @@ class ConsumerGroup:
         self.set_assignment(member, MemberState.STABLE, 0, 0,
                              {t: frozenset(p for p in ps if (t, p) in owned) for t, ps in member.assigned.items()}, {})
         return member, False
+
+    def replace_static_member(self, holder: ConsumerMember, member_id: str) -> None:
+        """A static member came back (KIP-345/848): the new member id takes over the old one's partitions
+        and epoch, without a new group epoch (no rebalance)."""
+        old_id = holder.member_id
+        del self.members[old_id]
+        holder.member_id = member_id
+        if holder.member_epoch == STATIC_LEAVE_EPOCH:
+            holder.member_epoch = holder.previous_member_epoch
+        self.members[member_id] = holder
+        self.target[member_id] = self.target.pop(old_id, {})
+        for tp, owner in list(self.owners.items()):
+            if owner == old_id:
+                self.owners[tp] = member_id
 
     def _update_member(self, member: ConsumerMember, req: ConsumerHeartbeat) -> bool:
         changed = False

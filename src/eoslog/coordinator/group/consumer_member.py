@@ -65,6 +65,11 @@ class ConsumerMember:
     partition_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
     # A classic-protocol member in a consumer group (consumer_classic.ClassicMetadata), else None.
     classic: Any = None
+    # The topics its regex matched at its own last heartbeat, among those its principal may DESCRIBE
+    # (ACLs). Resolved per member, with the member's own principal, because a regex resolved with
+    # another member's rights would hand it topics it may not see. Not persisted: None until the first
+    # heartbeat after a load, and meanwhile the regex counts only the topics the member already had.
+    regex_topics: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@
 OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, DescribeGroups, ListGroups)
 and what the transaction machinery calls when a marker lands on ``__consumer_offsets``
 (:meth:`complete_txn`). Every method returns a :class:`~eoslog.coordinator.group.results.Result`
-(see results.py for the pending / completion / write protocol).
+(see results.py for the pending / completion / write protocol). The entry points are split by
+responsibility: membership, time, views and loading here; offsets in offset_apis.py; DeleteGroups
+and offset retention in group_removal.py; consumer groups (KIP-848) in consumer_apis.py -- mixins
+over this class's state and plumbing (``_check``, ``_write``, ``_finish``).
 
 Contract with the I/O layer (one event loop, no threads):
 * Append every ``Write`` to ``__consumer_offsets``-``write.partition`` as one batch, in the order the
@@ -21,7 +24,6 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
 
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.consumer_apis import ConsumerGroupApis
@@ -30,6 +32,7 @@ from eoslog.coordinator.group.consumer_log_format import Records, rebuild
 from eoslog.coordinator.group.consumer_state import ConsumerGroupState as CS
 from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
 from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
+from eoslog.coordinator.group.group_removal import GroupRemoval
 from eoslog.coordinator.group.log_format import (
     GroupMetadataKey,
     LogEntry,
@@ -39,21 +42,15 @@ from eoslog.coordinator.group.log_format import (
     partition_for,
 )
 from eoslog.coordinator.group.member import Protocols
-from eoslog.coordinator.group.offsets import NO_PRODUCER_ID, OffsetAndMetadata, OffsetStore, TopicPartition
+from eoslog.coordinator.group.offset_apis import OffsetApis
+from eoslog.coordinator.group.offsets import NO_PRODUCER_ID, OffsetStore
 from eoslog.coordinator.group.results import (
-    Completion,
-    DeletedGroup,
-    DeleteGroupsResponse,
     GroupDescription,
     GroupListing,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
     MemberLeaveResult,
-    OffsetCommitResponse,
-    OffsetDeleteResponse,
-    OffsetFetchResponse,
-    PartitionResult,
     Pending,
     Result,
     SyncGroupResponse,
@@ -65,21 +62,11 @@ S = GroupState
 WriteCallback = Callable[[Errors | None, int, int, Effects], None]  # (error, log_offset, now_ms, fx)
 
 
-class PartitionCommit(NamedTuple):
-    """One partition of an OffsetCommit / TxnOffsetCommit request."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-
-
 def _default_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupCoordinator(ConsumerGroupApis):
+class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
     def __init__(self, config: GroupConfig | None = None, *,
                  member_id_factory: Callable[[str], str] = _default_member_id) -> None:
         self.config = config or GroupConfig()
@@ -96,7 +83,7 @@ class GroupCoordinator(ConsumerGroupApis):
         self._write_ids = itertools.count(1)
         self._writes_in_flight: dict[int, WriteCallback] = {}
         self._loading: set[int] = set()
-        self._loaded: set[int] = set()
+        self._loaded: set[int] = set()  # loaded and led since, without an unload in between
         # The __consumer_offsets partitions this coordinator serves: None on a single node (all of them);
         # in a cluster, the ones this broker leads. Groups of other partitions answer NOT_COORDINATOR.
         self._owned: set[int] | None = None
@@ -200,7 +187,7 @@ class GroupCoordinator(ConsumerGroupApis):
                     group_id, member_id, protocols=protocols, session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,
                     group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
-                    topics=topics, now_ms=now_ms)
+                    topics=topics, now_ms=now_ms, require_known_member_id=require_known_member_id)
             else:
                 error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error is Errors.NONE and group is None and member_id:
@@ -277,256 +264,6 @@ class GroupCoordinator(ConsumerGroupApis):
             self.groups.pop(group.group_id, None)
 
     # ------------------------------------------------------------------------------------------------
-    # Offsets
-
-    def commit_offsets(self, group_id: str, offsets: Iterable[PartitionCommit], *, member_id: str = "",
-                       generation_id: int = -1, group_instance_id: str | None = None,
-                       retention_ms: int = -1, now_ms: int) -> Result:
-        """OffsetCommit. ``generation_id=-1`` and no member id: a commit from a client that does not
-        use group management (allowed only while the group has no members)."""
-        offsets = [PartitionCommit(*c) for c in offsets]
-        error = self._check(group_id, allow_empty_id=True)
-        consumer_group = self.consumer.groups.get(group_id)
-        if consumer_group is not None:
-            if error is Errors.NONE:
-                error = consumer_group.validate_offset_commit(member_id, generation_id,
-                                                              partitions=[(c.topic, c.partition) for c in offsets])
-            if error is not Errors.NONE:
-                return Result(_commit_error(error, offsets))
-            expire = now_ms + retention_ms if retention_ms >= 0 else None
-            return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id, NO_PRODUCER_ID, -1)
-        group = self.groups.get(group_id)
-        if error is Errors.NONE and group is None and generation_id >= 0:
-            error = Errors.ILLEGAL_GENERATION  # the group is gone, or the commit is from a stale member
-        if error is Errors.NONE:
-            group = self._get_or_create(group_id, now_ms)
-            error = group.validate_offset_commit(member_id, generation_id, group_instance_id, False)
-        if error is not Errors.NONE:
-            return Result(_commit_error(error, offsets))
-        assert group is not None
-        group.touch(member_id, now_ms)
-        expire = now_ms + retention_ms if retention_ms >= 0 else None
-        return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id,
-                            NO_PRODUCER_ID, -1)
-
-    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                           offsets: Iterable[PartitionCommit], *, member_id: str = "",
-                           generation_id: int = -1, group_instance_id: str | None = None,
-                           now_ms: int) -> Result:
-        """TxnOffsetCommit: offsets written in the producer's transaction, invisible until its COMMIT
-        marker (:meth:`complete_txn`). v3+ carry the member's generation for KIP-447 fencing."""
-        offsets = [PartitionCommit(*c) for c in offsets]
-        error = self._check(group_id)
-        consumer_group = self.consumer.groups.get(group_id)
-        if error is Errors.NONE and consumer_group is not None:
-            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True,
-                                                          partitions=[(c.topic, c.partition) for c in offsets])
-        elif error is Errors.NONE:
-            group = self._get_or_create(group_id, now_ms)
-            error = group.validate_offset_commit(member_id, generation_id, group_instance_id, True)
-        if error is not Errors.NONE:
-            return Result(_commit_error(error, offsets))
-        return self._commit(group_id, offsets, now_ms, None, "txn_offset_commit", member_id,
-                            producer_id, producer_epoch)
-
-    def _commit(self, group_id: str, offsets: list[PartitionCommit], now_ms: int, expire: int | None,
-                api: str, member_id: str, producer_id: int, producer_epoch: int) -> Result:
-        tps = [TopicPartition(c.topic, c.partition) for c in offsets]
-        values = [(tp, OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata or "", now_ms, expire))
-                  for tp, c in zip(tps, offsets)]
-        refused, plan = self.offsets.prepare_commit(
-            group_id, values, metadata_max_bytes=self.config.offset_metadata_max_bytes,
-            producer_id=producer_id, producer_epoch=producer_epoch)
-
-        def response(write_error: Errors | None) -> OffsetCommitResponse:
-            return OffsetCommitResponse(Errors.NONE, tuple(
-                PartitionResult(tp.topic, tp.partition, refused.get(tp, write_error or Errors.NONE))
-                for tp in tps))
-
-        if not plan.records:
-            return Result(response(None))
-        pending = Pending(self._new_token(), api, group_id, member_id)
-
-        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
-            if error is None:
-                self.offsets.apply_commit(plan, log_offset)
-            else:
-                self.offsets.abort_commit(plan)
-            fx.completed.append(Completion(pending.token, api, group_id, member_id, response(error)))
-
-        write = self._write(group_id, plan.records, on_done, producer_id=producer_id,
-                            producer_epoch=producer_epoch)
-        return Result(pending=pending, writes=[write])
-
-    def complete_txn(self, producer_id: int, commit: bool, *, partitions: Iterable[int] | None = None,
-                     now_ms: int) -> Result:
-        """The producer's COMMIT (``commit=True``) or ABORT marker was written to the given
-        ``__consumer_offsets`` partitions (all when None): publish or drop its pending offsets."""
-        wanted = None if partitions is None else set(partitions)
-        group_ids = [g for g in self.offsets.groups() if wanted is None or self.partition_for(g) in wanted]
-        for group_id in self.offsets.complete_txn(producer_id, commit, group_ids):
-            if commit and group_id not in self.consumer.groups:
-                self._get_or_create(group_id, now_ms)
-        return Result()
-
-    def has_pending_txn_offsets(self, group_id: str,
-                                topic_partitions: Iterable[TopicPartition] | None = None) -> bool:
-        return self.offsets.has_pending_txn_offsets(group_id, topic_partitions)
-
-    def fetch_offsets(self, group_id: str, topic_partitions: Iterable[tuple[str, int]] | None = None, *,
-                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1) -> Result:
-        """OffsetFetch; ``topic_partitions=None`` fetches all. With ``require_stable`` (KIP-447) a
-        partition with a commit not yet decided answers UNSTABLE_OFFSET_COMMIT. v9's member of a consumer
-        group must exist at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), as in Kafka 4.x."""
-        error = self._check(group_id, allow_empty_id=True)
-        consumer_group = self.consumer.groups.get(group_id)
-        if error is Errors.NONE and consumer_group is not None and member_id and member_epoch >= 0:
-            error = consumer_group.validate_offset_fetch(member_id, member_epoch)
-        if error is not Errors.NONE:
-            return Result(OffsetFetchResponse(error))
-        tps = None if topic_partitions is None else [TopicPartition(t, p) for t, p in topic_partitions]
-        return Result(OffsetFetchResponse(Errors.NONE,
-                                          tuple(self.offsets.fetch(group_id, tps, require_stable))))
-
-    def delete_offsets(self, group_id: str, topic_partitions: Iterable[tuple[str, int]], *,
-                       now_ms: int) -> Result:
-        """OffsetDelete (KIP-496): only offsets of topics the group does not consume."""
-        tps = [TopicPartition(t, p) for t, p in topic_partitions]
-        error = self._check(group_id)
-        group = self.groups.get(group_id)
-        if error is Errors.NONE and (group is None or group.state is S.DEAD):
-            error = Errors.GROUP_ID_NOT_FOUND
-        if error is not Errors.NONE:
-            return Result(OffsetDeleteResponse(error))
-        assert group is not None
-        if group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            topics = group.subscribed_topics()
-            refused = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in tps
-                       if topics is None or tp.topic in topics}
-        elif group.state is S.EMPTY:
-            refused = {}
-        else:
-            return Result(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP))
-        to_delete = [tp for tp in tps if tp not in refused]
-        records = self.offsets.deletion_records(group_id, to_delete)
-
-        def response(write_error: Errors | None) -> OffsetDeleteResponse:
-            return OffsetDeleteResponse(Errors.NONE, tuple(
-                PartitionResult(tp.topic, tp.partition, refused.get(tp, write_error or Errors.NONE))
-                for tp in tps))
-
-        if not records:
-            return Result(response(None))
-        pending = Pending(self._new_token(), "offset_delete", group_id)
-
-        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
-            if error is None:
-                self.offsets.apply_delete(group_id, to_delete)
-            fx.completed.append(Completion(pending.token, "offset_delete", group_id, "", response(error)))
-
-        return Result(pending=pending, writes=[self._write(group_id, records, on_done)])
-
-    # ------------------------------------------------------------------------------------------------
-    # Group deletion and offset expiry
-
-    def delete_groups(self, group_ids: Iterable[str], *, now_ms: int) -> Result:
-        """DeleteGroups: only Empty groups. The group is Dead (refusing joins and commits) from here
-        until its tombstones are written; a failed write brings it back as Empty."""
-        answers: dict[str, Errors | None] = {}
-        order = list(dict.fromkeys(group_ids))
-        pending = Pending(self._new_token(), "delete_groups", "")
-        result = Result()
-
-        def finish(fx: Effects) -> None:
-            if all(answers[g] is not None for g in order):
-                fx.completed.append(Completion(pending.token, "delete_groups", "", "", DeleteGroupsResponse(
-                    tuple(DeletedGroup(g, answers[g] or Errors.NONE) for g in order))))
-
-        for group_id in order:
-            error = self._check(group_id, allow_empty_id=True)
-            consumer_group = self.consumer.groups.get(group_id)
-            if error is Errors.NONE and consumer_group is not None and consumer_group.state is not CS.DEAD:
-                if not consumer_group.is_empty():
-                    answers[group_id] = Errors.NON_EMPTY_GROUP
-                    continue
-                answers[group_id] = None
-                result.writes.append(self._prepare_consumer_group_removal(group_id, finish, answers))
-                continue
-            group = self.groups.get(group_id)
-            if error is Errors.NONE and (group is None or group.state is S.DEAD):
-                error = Errors.GROUP_ID_NOT_FOUND
-            elif error is Errors.NONE and group is not None and \
-                    (group.state is not S.EMPTY or not group.is_empty()):
-                error = Errors.NON_EMPTY_GROUP
-            if error is not Errors.NONE or group is None:
-                answers[group_id] = error
-                continue
-            answers[group_id] = None
-            result.writes.append(self._prepare_group_removal(group, None, now_ms, finish, answers))
-        if not result.writes:
-            fx = Effects()
-            finish(fx)
-            result.response = fx.completed[0].response
-            return result
-        result.pending = pending
-        return result
-
-    def _prepare_group_removal(self, group: ClassicGroup, offsets: list[TopicPartition] | None, now_ms: int,
-                               finish: Callable[[Effects], None] | None = None,
-                               answers: dict[str, Errors | None] | None = None) -> Write:
-        group_id = group.group_id
-        group.mark_dead(now_ms)
-        records = (self.offsets.deletion_records(group_id, offsets)
-                   + ((encode_group_metadata_key(GroupMetadataKey(group_id)), None),))
-
-        def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects) -> None:
-            if error is None:
-                self.offsets.apply_delete(group_id, offsets)
-                if self.groups.get(group_id) is group:
-                    del self.groups[group_id]
-            else:
-                group.revive(now)
-            if answers is not None and finish is not None:
-                answers[group_id] = error or Errors.NONE
-                finish(fx)
-
-        return self._write(group_id, records, on_done)
-
-    def expire_offsets(self, now_ms: int) -> Result:
-        """Offset retention (KIP-211): an Empty group's offsets expire ``offsets_retention_ms`` after
-        it became Empty; a Stable consumer group's offsets of topics it no longer subscribes to, and a
-        simple consumer's offsets, that long after their commit. An Empty group left with no offsets
-        is deleted (Dead, tombstone)."""
-        result = Result()
-        retention = self.config.offsets_retention_ms
-        for group_id, group in list(self.groups.items()):
-            if group.state is S.DEAD or group.pending_members:
-                continue
-            if group.state is S.EMPTY and group.protocol_type is not None:
-                expired = self.offsets.expired(group_id, now_ms, retention, group.state_timestamp_ms)
-            elif group.protocol_type is None:
-                expired = self.offsets.expired(group_id, now_ms, retention, None)
-            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is S.STABLE:
-                topics = group.subscribed_topics()
-                if topics is None:
-                    continue
-                expired = self.offsets.expired(group_id, now_ms, retention, None, skip_topics=topics)
-            else:
-                continue
-            remaining = set(self.offsets.committed(group_id)) - set(expired)
-            if group.state is S.EMPTY and not remaining and \
-                    not self.offsets.has_pending_txn_offsets(group_id):
-                result.writes.append(self._prepare_group_removal(group, expired, now_ms))
-            elif expired:
-                def on_done(error: Errors | None, log_offset: int, now: int, fx: Effects,
-                            group_id: str = group_id, expired: list[TopicPartition] = expired) -> None:
-                    if error is None:
-                        self.offsets.apply_delete(group_id, expired)
-                result.writes.append(self._write(group_id, self.offsets.deletion_records(group_id, expired),
-                                                 on_done))
-        return result
-
-    # ------------------------------------------------------------------------------------------------
     # Time
 
     def tick(self, now_ms: int) -> Result:
@@ -601,14 +338,6 @@ class GroupCoordinator(ConsumerGroupApis):
         if self._owned is not None:
             self._owned.add(partition)
 
-    def groups_in(self, partition: int) -> int:
-        """How many groups (classic and consumer) of ``partition`` are loaded here."""
-        return sum(1 for g in (*self.groups, *self.consumer.groups) if self.partition_for(g) == partition)
-
-    def is_loaded(self, partition: int) -> bool:
-        """Whether ``partition``'s groups are in memory (loaded, and not unloaded since)."""
-        return partition in self._loaded
-
     def unload_partition(self, partition: int) -> Result:
         """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
         loads them from the replicated log); their requests answer NOT_COORDINATOR from now on, and so
@@ -647,6 +376,9 @@ class GroupCoordinator(ConsumerGroupApis):
         self._loading.discard(partition)
         self._loaded.add(partition)
 
+    def groups_in(self, partition: int) -> int:
+        return sum(1 for g in set(self.groups) | set(self.consumer.groups) if self.partition_for(g) == partition)
 
-def _commit_error(error: Errors, offsets: list[PartitionCommit]) -> OffsetCommitResponse:
-    return OffsetCommitResponse(error, tuple(PartitionResult(c.topic, c.partition, error) for c in offsets))
+    def is_loaded(self, partition: int) -> bool:
+        """Loaded here and led without interruption since (no unload)."""
+        return partition in self._loaded

@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK = 8 * 1024 * 1024
-# offsets.retention.check.interval.ms (Kafka's default, 10 minutes)
-OFFSETS_RETENTION_CHECK_INTERVAL_S = 600.0
-
 # What a failed append to __consumer_offsets means to a group client (Kafka's GroupMetadataManager
 # mapping): "the coordinator is not there right now" makes the client look it up again and retry.
 _WRITE_ERRORS = {
@@ -144,28 +141,29 @@ class GroupService:
         """Leadership of ``__consumer_offsets``-``index`` moved away (cluster mode)."""
         groups = self.coordinator.groups_in(index)
         result = self.coordinator.unload_partition(index)
-        log.info("unloading %s-%d: %d groups now coordinated elsewhere, %d waiting calls answered "
-                 "NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
+        log.info("group coordinator gave up %s-%d: %d groups now coordinated elsewhere, %d waiting calls "
+                 "answered NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
         self._process(result)
 
     def load_partition(self, index: int) -> None:
-        """This broker leads ``__consumer_offsets``-``index`` now: its groups are served from what the
-        replicated log says."""
+        """This broker leads ``__consumer_offsets``-``index`` (at start-up, or from now on)."""
         partition = self.registry.partition(CONSUMER_OFFSETS, index)
         if self.coordinator.is_loaded(index):
-            # A new leader epoch while we led all along (the controller dropped a dead follower from the
-            # ISR): the log was not truncated, so the groups in memory are still exact. Reloading would
-            # replace them with their last stored record and strand every JoinGroup and SyncGroup
-            # waiting in a rebalance (their futures never answered) -- Kafka keeps a cached group too.
-            log.info("%s-%d: still leader, now for leader epoch %s; its %d groups stay as they are",
-                     CONSUMER_OFFSETS, index, partition.leader_epoch, self.coordinator.groups_in(index))
+            # A new leader epoch of a partition this broker never stopped leading (in ZooKeeper mode an
+            # ISR change bumps it). The groups in memory are newer than the log: joins waiting for the
+            # rebalance, members' session deadlines. Reading them again from the log would drop the
+            # waiting JoinGroup responses, and their clients would wait out their request timeouts
+            # (minutes). Kafka keeps its cached groups too.
+            log.info("group coordinator keeps %s-%d: led here without interruption, now in leader epoch %s",
+                     CONSUMER_OFFSETS, index, partition.leader_epoch)
             return
         started = time.monotonic()
         self.coordinator.begin_loading(index)
         self.coordinator.load_partition(index, read_entries(partition), now_ms=now_ms())
-        # Said on every takeover (cluster) so a client stalled on NOT_COORDINATOR can be matched against it.
-        log.info("loading %s-%d for leader epoch %s: %d groups in %.0f ms", CONSUMER_OFFSETS, index,
-                 partition.leader_epoch, self.coordinator.groups_in(index), (time.monotonic() - started) * 1000)
+        if partition.leader_epoch is not None:  # a cluster's takeover (start-up logs its own line)
+            log.info("group coordinator took over %s-%d (leader epoch %s): %d groups in %.0f ms", CONSUMER_OFFSETS,
+                     index, partition.leader_epoch, self.coordinator.groups_in(index),
+                     (time.monotonic() - started) * 1000)
 
     # ---- calls from the API handlers --------------------------------------------------------------
 
@@ -275,7 +273,7 @@ class GroupService:
 
     async def _retention_loop(self) -> None:
         while True:
-            await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_S)
+            await asyncio.sleep(self.broker.config.offsets_retention_check_interval_ms / 1000)
             try:
                 self._process(self.coordinator.expire_offsets(now_ms()))
             except Exception:

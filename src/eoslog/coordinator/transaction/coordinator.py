@@ -245,8 +245,8 @@ class TransactionCoordinator:
         self._states[index] = {}
         self._loaded.discard(index)
         self.groups.unload(index)
-        log.info("unloading %s-%d: %d transactional ids now coordinated elsewhere", TRANSACTION_STATE, index,
-                 len(states))
+        log.info("transaction coordinator gave up %s-%d: %d transactional ids now coordinated elsewhere",
+                 TRANSACTION_STATE, index, len(states))
 
     def load_partition(self, index: int) -> None:
         """This broker now leads ``__transaction_state``-``index``: load it and finish what it decided."""
@@ -257,8 +257,9 @@ class TransactionCoordinator:
             # of each decided transaction beside the running one (a late duplicate marker could land
             # in the producer's next transaction). The coordinator epoch stays the one loaded with: no
             # other coordinator wrote markers for this partition meanwhile.
-            log.info("%s-%d: still leader; its %d transactional ids stay as they are (coordinator epoch %d)",
-                     TRANSACTION_STATE, index, len(self._states.get(index, {})), self._coordinator_epochs[index])
+            log.info("transaction coordinator keeps %s-%d: led here without interruption, %d transactional ids, "
+                     "coordinator epoch still %d", TRANSACTION_STATE, index, len(self._states.get(index, {})),
+                     self._coordinator_epochs[index])
             return
         started = time.monotonic()
         if self._owned is not None:
@@ -276,8 +277,8 @@ class TransactionCoordinator:
             actions += 1
             self._spawn_completion(action.markers, action.complete)
         actions += self.groups.recover(index)  # its members are coordinated here too
-        log.info("loading %s-%d for leader epoch %d: %d transactional ids in %.0f ms, finishing %d decided "
-                 "transactions", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded,
+        log.info("transaction coordinator took over %s-%d (coordinator epoch %d): %d transactional ids in "
+                 "%.0f ms, finishing %d", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded,
                  (time.monotonic() - started) * 1000, actions)
 
     async def stop(self) -> None:
