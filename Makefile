@@ -7,14 +7,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.eoslog-installed
 APT_PACKAGES := kcat zookeeper chromium chromium-driver
+# Debian packages only the tests use (postgresql: the check-back PostgreSQL tests' throw-away server,
+# eoslog/testing/postgres.py): `make test` installs them too, `make demo` never needs them.
+TEST_APT_PACKAGES := postgresql
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast bench system-packages clean
+.PHONY: demo test test-fast bench system-packages test-system-packages clean
 
 demo: $(STAMP) system-packages
 	$(PY) -m eoslog pipeline
 
-test: $(STAMP) system-packages
+test: $(STAMP) test-system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -32,8 +35,9 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 	touch $(STAMP)
 
 # Installs only what is missing; `apt-get update` runs once, and only when something is missing.
-system-packages:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# test-system-packages: APT_PACKAGES and TEST_APT_PACKAGES.
+system-packages test-system-packages:
+	@missing=""; for p in $(APT_PACKAGES) $(if $(filter test-%,$@),$(TEST_APT_PACKAGES)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

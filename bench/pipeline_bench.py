@@ -102,8 +102,8 @@ def run(records: int, size: int, per_trigger: int, conf: dict[str, str] | None =
         variants: list[str] = ("eos-librdkafka",), rounds: int = 1) -> list[dict]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from eoslog.client.txn_groups import broker_supports_txn_groups
     from eoslog.pipeline.runner import spark_session
-    from eoslog.spark.txn_group_client import broker_supports_txn_groups
     from eoslog.testing.at_least_once_sink import AtLeastOnceSource
     from eoslog.testing.process import BrokerProcess
 

@@ -49,9 +49,9 @@ def _process_cpu(pid: int) -> float:
 
 
 def _write(variant: str, bootstrap: str, topic: str, batches, n: int):
+    from eoslog.client.txn_groups import TxnMember
     from eoslog.spark.end_txn import end_transaction
     from eoslog.spark.task_writer import write_transaction
-    from eoslog.spark.txn_group_client import TxnMember
 
     guarantee, writer = variant.split("-", 1)
     if guarantee == "eos":

@@ -1,5 +1,5 @@
 """Transaction groups (the exactly-once Spark sink's multi-task commit) on a 3-broker cluster, through the
-sink's own client (spark/txn_group_client.py): the members, named as the sink names them (coordinated
+sink's own client (client/txn_groups.py): the members, named as the sink names them (coordinated
 with their group), write to partitions led by every broker; the group's coordinator SIGKILLs itself
 right after the commit point (a test-only crash point), and the broker that takes over its
 __transaction_state partition rolls the group forward. The client's retry finds it already committed;
@@ -13,10 +13,10 @@ import confluent_kafka
 import pytest
 from cluster_helpers import consume_all, create_topic
 
+from eoslog.client.txn_groups import TxnGroupClient, TxnGroupError, TxnMember
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.spark.task_writer import colocated_transactional_id
-from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError, TxnMember
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
 from eoslog.tools.brokers import Brokers
 from eoslog.tools.txn_cli import describe_transactions

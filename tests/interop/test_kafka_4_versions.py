@@ -4,7 +4,7 @@ decoded and re-encoded by ours, then sent to a real broker over TCP; and their e
 
 DescribeTopicPartitions (75 v0): paging by partition count with a cursor. ListOffsets v8-v10: the
 tiered-storage specs on a log without tiers, max timestamp of an empty partition. Fetch v13-v16: topics
-by id, UNKNOWN_TOPIC_ID. Metadata v13. Telemetry (71/72) not advertised, as Kafka 4.x without a
+by id, UNKNOWN_TOPIC_ID. Produce v13: topics by id too. Metadata v13. Telemetry (71/72) not advertised, as Kafka 4.x without a
 metrics plugin."""
 
 from __future__ import annotations
@@ -202,6 +202,24 @@ def test_fetch_by_topic_id(broker, version):
     assert response.node_endpoints == []  # nothing refused as NOT_LEADER: no endpoints
 
 
+def test_produce_v13_by_topic_id(broker):
+    ids = topic_ids(broker)
+    unknown = uuid.uuid4()
+    p = messages.ProduceRequest
+    response = call(broker, 0, 13, p(acks=-1, timeout_ms=10000, topic_data=[
+        p.TopicProduceData(topic_id=ids["audit-c"], partition_data=[p.PartitionProduceData(index=0, records=_batch(7))]),
+        p.TopicProduceData(topic_id=unknown, partition_data=[p.PartitionProduceData(index=0, records=_batch(8))])]))
+    known, missing = response.responses
+    assert known.topic_id == ids["audit-c"] and missing.topic_id == unknown
+    assert (known.partition_responses[0].error_code, known.partition_responses[0].base_offset) == (0, 0)
+    assert missing.partition_responses[0].error_code == int(ErrorCode.UNKNOWN_TOPIC_ID)
+    f = messages.FetchRequest
+    fetched = call(broker, 1, 18, f(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+        f.FetchTopic(topic_id=ids["audit-c"], partitions=[f.FetchPartition(partition=0, partition_max_bytes=1 << 20)])]))
+    (partition,) = fetched.responses[0].partitions
+    assert partition.high_watermark == 1 and b"v7" in bytes(partition.records)
+
+
 # ---- What is advertised --------------------------------------------------------------------------------
 
 
@@ -212,7 +230,7 @@ def test_advertised_versions_of_the_audited_apis(broker):
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert advertised == api.supported_versions()
     assert {key: advertised[key] for key in (0, 1, 2, 3, 75)} == {
-        0: (3, 12), 1: (4, 18), 2: (1, 10), 3: (0, 13), 75: (0, 0)}
+        0: (3, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 75: (0, 0)}
     # KIP-714 telemetry: Kafka 4.x advertises it only with a client-telemetry plugin; we have none.
     assert 71 not in advertised and 72 not in advertised
     # KIP-890 part 2: transaction.version 2 is finalized (docs/transactions.md, "Transaction version 2").

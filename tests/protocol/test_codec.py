@@ -274,3 +274,29 @@ def test_a_frozen_array_encodes_to_the_same_bytes_as_a_list_every_time(version):
     assert encode(frozen, version) == expected  # first use: encoded and kept
     assert encode(frozen, version) == expected  # second use: the kept bytes
     assert len(frozen.encoded) == 2
+
+
+def test_message_classes_are_built_once_when_threads_race(monkeypatch):
+    """Threads asking at once for a not-yet-built message class all get the same class (eoslog.checkback's
+    poll thread met a second FindCoordinatorRequest class that the codec then refused)."""
+    import functools
+    import threading
+
+    from eoslog.protocol import messages
+
+    for _ in range(5):
+        # A fresh cache, so the race is on a class nobody has built, and the real cache stays as it is.
+        monkeypatch.setattr(messages, "_message_class", functools.cache(messages._message_class.__wrapped__))
+        barrier = threading.Barrier(8)
+        got = []
+
+        def build(barrier=barrier, got=got):
+            barrier.wait()
+            got.append(messages.message_class("DescribeTransactionsRequest"))
+
+        threads = [threading.Thread(target=build) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({id(cls) for cls in got}) == 1

@@ -496,6 +496,13 @@ WIRE_MATRIX = [
      lambda: M.DescribeTransactionGroupsRequest(group_names=["matrix-txg"])),
     ("AbortTransactionsByPrefix", 0x7E02, 0, TXN_REFUSED,
      lambda: M.AbortTransactionsByPrefixRequest(prefix="matrix-tx-prefix")),
+    # check-back (docs/transactions.md): WRITE on the transactional id; Poll DESCRIBE on the group
+    ("BeginCheckBack", 0x7E10, 0, TXN_REFUSED, lambda: M.BeginCheckBackRequest(
+        transactional_id="matrix-tx", producer_id=1, producer_epoch=0, check_back_group="matrix-group")),
+    ("PollCheckBack", 0x7E11, 0, GROUP_REFUSED, lambda: M.PollCheckBackRequest(
+        check_back_group="matrix-group", member_id="m", max_wait_ms=0, max_checks=10)),
+    ("AnswerCheckBack", 0x7E12, 0, TXN_REFUSED, lambda: M.AnswerCheckBackRequest(
+        transactional_id="matrix-tx", producer_id=1, producer_epoch=0, check_number=0, answer=2)),
 ]
 
 

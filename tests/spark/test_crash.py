@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from eoslog.client.txn_groups import broker_supports_txn_groups
 from eoslog.spark.faults import ENV
-from eoslog.spark.txn_group_client import broker_supports_txn_groups
 from eoslog.testing.process import BrokerProcess
 
 from .kafka_helpers import Kafka

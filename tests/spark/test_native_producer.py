@@ -7,9 +7,9 @@ import socket
 import pyarrow as pa
 import pytest
 
+from eoslog.client.txn_groups import TxnMember
 from eoslog.spark.end_txn import end_transaction
 from eoslog.spark.native_producer import NativeProducer, ProducerError
-from eoslog.spark.txn_group_client import TxnMember
 
 
 def _rows(start: int, count: int) -> pa.RecordBatch:

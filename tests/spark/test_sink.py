@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from eoslog.client.txn_groups import TxnGroupClient, TxnMember, broker_supports_txn_groups
 from eoslog.spark.task_writer import write_transaction
-from eoslog.spark.txn_group_client import TxnGroupClient, TxnMember, broker_supports_txn_groups
 
 
 @pytest.fixture(params=["groups", "per_task"])

@@ -94,3 +94,7 @@ def test_a_transaction_hangs_when_its_coordinator_does_not_cover_the_partition_o
     ongoing = {(7, "t", 0), (9, "t", 2)}
     found = hanging_transactions(active, ongoing, max_age_ms=500, now_ms=1_200)
     assert [(h["partition"], h["producer_id"], h["start_offset"]) for h in found] == [(1, 7, 3), (2, 9, 4)]
+    # A check-back transaction being checked is older than any timeout on purpose: not hanging by age,
+    # but still hanging where its coordinator does not cover the partition.
+    checked = hanging_transactions(active, ongoing, max_age_ms=500, now_ms=1_200, checking=frozenset({(9, "t", 2)}))
+    assert [(h["partition"], h["producer_id"]) for h in checked] == [(1, 7)]

@@ -317,9 +317,9 @@ def test_broker_killed_after_the_commit_point_rolls_forward(tmp_path, monkeypatc
 
 
 def test_the_spark_sink_client_against_the_broker(txn_broker, wire):
-    """eoslog.spark.txn_group_client (the generated codec, ApiVersions + FindCoordinator first) drives the
+    """eoslog.client.txn_groups (the generated codec, ApiVersions + FindCoordinator first) drives the
     three APIs on the real broker."""
-    from eoslog.spark.txn_group_client import (
+    from eoslog.client.txn_groups import (
         TxnGroupClient,
         TxnGroupError,
         TxnMember,

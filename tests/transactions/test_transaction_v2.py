@@ -120,7 +120,7 @@ def test_the_broker_advertises_transaction_version_2(txn_broker):
         response = wire.call(API_VERSIONS, 3, messages.ApiVersionsRequest(client_software_name="eoslog-test",
                                                                           client_software_version="1.0"))
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        assert versions[END_TXN][1] == 5 and versions[PRODUCE][1] == 12
+        assert versions[END_TXN][1] == 5 and versions[PRODUCE][1] == 13  # v12 is what TV2 needs; v13 adds topic ids
         assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
             ("transaction.version", 2, 2)]
         assert response.finalized_features_epoch >= 0

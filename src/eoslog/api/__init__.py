@@ -18,7 +18,7 @@ from types import ModuleType
 APIS: dict[str, tuple[int, int, int]] = {
     "api_versions": (18, 0, 4),
     "metadata": (3, 0, 13),
-    "produce": (0, 3, 12),
+    "produce": (0, 3, 13),
     "fetch": (1, 4, 18),
     "list_offsets": (2, 1, 10),
     "create_topics": (19, 2, 7),
@@ -68,6 +68,11 @@ APIS: dict[str, tuple[int, int, int]] = {
     "describe_transaction_groups": (0x7E01, 0, 0),
     "abort_transactions_by_prefix": (0x7E02, 0, 0),
     "list_transaction_groups": (0x7E03, 0, 0),
+    # eoslog's private APIs (docs/transactions.md, "Check-back transactions")
+    "begin_check_back": (0x7E10, 0, 0),
+    "poll_check_back": (0x7E11, 0, 0),
+    "answer_check_back": (0x7E12, 0, 0),
+    "list_check_backs": (0x7E13, 0, 0),
 }
 
 

@@ -3,6 +3,9 @@
 The append itself is synchronous, so batches from one connection land in the order they arrived; only
 the acks=all wait (the group-commit fsync, or the ISR on a cluster) is asynchronous.
 
+v13 (KIP-516) names topics by id: each id is resolved to its name on arrival, an unknown one is
+answered UNKNOWN_TOPIC_ID per partition, and the response names topics by the ids asked for.
+
 KIP-890 part 1 across brokers: on a cluster, the first transactional batch of a transaction on a
 partition whose transactional id is coordinated by another broker is verified with that coordinator
 (one DescribeTransactions per request) before it is appended. The connection is held meanwhile, so
@@ -36,6 +39,7 @@ from eoslog.protocol.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    UnknownTopicIdError,
     error_for_code,
 )
 from eoslog.protocol.messages import ProduceResponse
@@ -44,7 +48,8 @@ from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 12  # 12 = 11 plus transaction version 2's implicit add; 13 names topics by id (not served)
+MAX_VERSION = 13  # 12 = 11 plus transaction version 2's implicit add; 13 names topics by id (KIP-516)
+TOPIC_IDS_SINCE = 13
 IMPLICIT_ADD_SINCE = 12
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -69,7 +74,18 @@ def handle(context, request):
     return leader_hints.add_to_produce(context, _handle(context, request))
 
 
+def _resolve_topic_ids(broker, request) -> None:
+    """v13+: the name of each topic id, into the request (None for an unknown id, answered
+    UNKNOWN_TOPIC_ID per partition); the response names topics by the ids asked for."""
+    by_id = broker.registry.topics.by_id
+    for topic_data in request.topic_data:
+        info = by_id.get(topic_data.topic_id)
+        topic_data.name = info.name if info is not None else None
+
+
 def _handle(context, request):
+    if context.api_version >= TOPIC_IDS_SINCE:
+        _resolve_topic_ids(context.broker, request)
     if request.acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
     # Kafka's order: the transactional id first (the whole request), then WRITE per topic.
@@ -102,7 +118,7 @@ def _unauthorized(context, request):
     """{(topic, index): refusal} for the partitions of topics the principal may not WRITE to."""
     if context.broker.authorizer is None:
         return {}  # the hot path without an authorizer: nothing to build
-    names = {t.name for t in request.topic_data}
+    names = {t.name for t in request.topic_data if t.name is not None}
     denied = names - context.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, names)
     return {(t.name, p.index): (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
             for t in request.topic_data if t.name in denied for p in t.partition_data}
@@ -206,13 +222,16 @@ def _append(context, request, verified=frozenset(), refused=None):
     waits: list[tuple[asyncio.Future, PartitionResponse, int]] = []
     for topic_data in request.topic_data:
         partition_responses = []
-        responses.append(TopicResponse(name=topic_data.name, partition_responses=partition_responses))
+        responses.append(TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
+                                       partition_responses=partition_responses))
         for data in topic_data.partition_data:
             if refused and (topic_data.name, data.index) in refused:
                 code, message = refused[(topic_data.name, data.index)]
                 partition_responses.append(_partition_response(data.index, int(code), message=message))
                 continue
             try:
+                if topic_data.name is None:
+                    raise UnknownTopicIdError(f"no topic has the id {topic_data.topic_id}")
                 if topic_data.name in INTERNAL_TOPICS:
                     raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
                 partition = broker.registry.leader_partition(topic_data.name, data.index)
@@ -302,7 +321,8 @@ def _outcomes(result, waits, pending, replicas):
 def error_response(context, request, code):
     return ProduceResponse(
         responses=[
-            TopicResponse(name=t.name, partition_responses=[_partition_response(p.index, int(code)) for p in t.partition_data])
+            TopicResponse(name=t.name, topic_id=t.topic_id,
+                          partition_responses=[_partition_response(p.index, int(code)) for p in t.partition_data])
             for t in request.topic_data
         ],
         throttle_time_ms=0,

@@ -25,9 +25,12 @@ _TP = ("topic", "partition")
 
 
 def partition_families(partitions: Iterable[Partition], now_ms: int, late_after_ms: int,
-                       coordinator_knows: CoordinatorKnows) -> list[Family]:
+                       coordinator_knows: CoordinatorKnows,
+                       being_checked: Callable[[int], bool] = lambda producer_id: False) -> list[Family]:
     """``late_after_ms``: transaction.max.timeout.ms; an open transaction older than that is late, as in
-    Kafka's PartitionsWithLateTransactionsCount (KIP-664)."""
+    Kafka's PartitionsWithLateTransactionsCount (KIP-664). ``being_checked``: whether a producer's
+    transaction is an eoslog check-back transaction its coordinator (this broker) is checking: open past
+    any timeout on purpose, so not hanging by age (docs/transactions.md)."""
     bytes_in = Family("kafka_server_brokertopicmetrics_bytesin", COUNTER,
                       "Bytes of record batches appended by producers (BytesInPerSec)", ("topic",))
     messages_in = Family("kafka_server_brokertopicmetrics_messagesin", COUNTER,
@@ -84,7 +87,8 @@ def partition_families(partitions: Iterable[Partition], now_ms: int, late_after_
         oldest_txn.add(max(oldest, 0) / 1000, topic, index)
         stuck = sum(1 for txn in ongoing
                     if coordinator_knows(txn.producer_id, topic, index) is False
-                    or (txn.last_timestamp >= 0 and now_ms - txn.last_timestamp > late_after_ms))
+                    or (txn.last_timestamp >= 0 and now_ms - txn.last_timestamp > late_after_ms
+                        and not being_checked(txn.producer_id)))
         hanging.add(stuck, topic, index)
         late += oldest > late_after_ms
         count = len(partition.producer_state)

@@ -6,6 +6,9 @@ the coordinator abort the open transaction, writing ABORT markers to every parti
 that only a partition still holds open (its coordinator lost it) is ended by writing the ABORT marker to
 that partition directly (``txn_cli.abort_transaction``, KIP-664).
 
+A check-back transaction still undecided (Ongoing or Checking) is not aborted: its check-back group
+decides it (console/check_backs.py).
+
 Resetting a group's offsets and deleting records are the commands' own code (``eoslog groups
 reset-offsets``, ``eoslog records delete-before``), so the console refuses what they refuse: a group with
 active members keeps its offsets, and a broker's refusal is reported, never retried.
@@ -34,6 +37,12 @@ def abort_transaction(brokers: Brokers, transactional_id: str) -> None:
     transactional id is then Empty, its old producer fenced)."""
     [described] = txn_cli.describe_transactions(brokers, [transactional_id])
     check(described.error_code, f"DescribeTransactions {transactional_id}")
+    # The page offers no Abort for a check-back transaction (console/check_backs.py says why); a form
+    # posted by hand is refused the same way.
+    check_back = txn_cli.list_check_backs(brokers).get(transactional_id)
+    if check_back is not None and check_back.state in ("Ongoing", "Checking"):
+        raise click.ClickException(f"{transactional_id} is a check-back transaction ({check_back.state}): its group "
+                                   f"{check_back.check_back_group} decides it, from the producer's database")
     request = messages.InitProducerIdRequest(transactional_id=transactional_id,
                                              transaction_timeout_ms=described.transaction_timeout_ms,
                                              producer_id=-1, producer_epoch=-1)

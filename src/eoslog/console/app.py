@@ -59,6 +59,14 @@ def _duration(ms: int | None) -> str:
     return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
+def _until(ms: int | None) -> str:
+    """How long until ``ms`` (ms since the epoch): "in 1.2 s", "due" once passed, "-" for none."""
+    if ms is None or ms < 0:
+        return "-"
+    left = ms - int(time.time() * 1000)
+    return f"in {_duration(left)}" if left > 0 else "due"
+
+
 def _int(request: Request, name: str, default: int | None = None, low: int | None = None,
          high: int | None = None) -> int | None:
     raw = request.query_params.get(name, "").strip()
@@ -114,7 +122,7 @@ def _reset_target(to: str, value: str) -> Target:
 
 def create_app(session: views.Session, allow_writes: bool = False, hanging_after_ms: int = 900_000) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.filters.update(datetime=_datetime, duration=_duration, text=text, segment=segment)
+    templates.env.filters.update(datetime=_datetime, duration=_duration, until=_until, text=text, segment=segment)
     templates.env.globals.update(allow_writes=allow_writes, refresh_s=REFRESH_S, bootstrap=session.bootstrap)
     templates.env.tests["not_authorized"] = lambda value: isinstance(value, NotAuthorized)
     principal = session.security.username if session.security is not None else None
@@ -253,8 +261,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
 
     async def transactions(request: Request):
         return render(request, "transactions.html", page="transactions",
-                      view=await call(views.transactions, hanging_after_ms),
-                      notice=request.query_params.get("notice"))
+                      view=await call(views.transactions, hanging_after_ms), **outcome(request))
 
     async def _form(request: Request) -> dict[str, str]:
         # url-encoded forms only: no multipart parser needed for three short fields
@@ -278,7 +285,9 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         transactional_id = (await _form(request)).get("transactional_id", "")
         if not transactional_id:
             raise HTTPException(400, "transactional_id is required")
-        await call(actions.abort_transaction, transactional_id)
+        _, refused = await attempt(actions.abort_transaction, transactional_id)
+        if refused is not None:
+            return RedirectResponse(f"/transactions?{urlencode({'error': refused})}", status_code=303)
         notice = f"aborting the open transaction of {transactional_id} (producer fenced)"
         return RedirectResponse(f"/transactions?{urlencode({'notice': notice})}", status_code=303)
 

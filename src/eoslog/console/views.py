@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import click
 
 from eoslog.console.authorization import or_not_authorized, refused
+from eoslog.console.check_backs import CHECKING, CheckBack, CheckBacks, check_backs
 from eoslog.console.records_view import RecordPage, mark_records
 from eoslog.protocol import messages
 from eoslog.records.batch import decode_batches
@@ -235,7 +236,8 @@ class TransactionRow:
     timeout_ms: int
     duration_ms: int | None  # how long the transaction has been open; None between transactions
     partitions: list[str]
-    hanging: bool  # open longer than the console's --hanging-after-ms
+    hanging: bool  # open longer than the console's --hanging-after-ms (never a Checking one: check_backs.py)
+    check_back: CheckBack | None = None  # a check-back transaction's group, checks, abort reason
 
 
 @dataclass
@@ -245,6 +247,7 @@ class Transactions:
     hanging_after_ms: int
     # partitions whose producers the principal may not describe (DescribeProducers needs Read on the topic)
     not_authorized: list[tuple[str, int]] = field(default_factory=list)
+    check_backs: CheckBacks = field(default_factory=CheckBacks)
 
 
 def described_transactions(brokers: Brokers) -> list:
@@ -266,20 +269,25 @@ def described_transactions(brokers: Brokers) -> list:
 def transactions(brokers: Brokers, hanging_after_ms: int) -> Transactions:
     now = int(time.time() * 1000)
     described = described_transactions(brokers)
+    checks = check_backs(brokers)
     rows = []
     for d in described:
         if d.error_code:
             continue  # gone or not ours to describe since it was listed
-        open_ = d.transaction_state == "Ongoing" and d.transaction_start_time_ms >= 0
+        open_ = d.transaction_state in ("Ongoing", CHECKING) and d.transaction_start_time_ms >= 0
         duration = now - d.transaction_start_time_ms if open_ else None
+        check_back = checks.by_id.get(d.transactional_id)
+        # A check-back transaction's timeout hands it to its group, which decides: never hanging (check_backs.py)
+        hanging = (d.transaction_state == "Ongoing" and duration is not None and duration > hanging_after_ms
+                   and not (check_back is not None and check_back.undecided))
         rows.append(TransactionRow(d.transactional_id, d.transaction_state, d.producer_id, d.producer_epoch,
                                    d.transaction_timeout_ms, duration,
                                    [f"{t.topic}-{p}" for t in d.topics for p in sorted(t.partitions)],
-                                   duration is not None and duration > hanging_after_ms))
+                                   hanging, check_back))
     rows.sort(key=lambda r: (not r.hanging, r.duration_ms is None, -(r.duration_ms or 0), r.transactional_id))
     not_authorized: list[tuple[str, int]] = []
     return Transactions(rows, hanging_partitions(brokers, rows, hanging_after_ms, now, not_authorized),
-                        hanging_after_ms, not_authorized)
+                        hanging_after_ms, not_authorized, checks)
 
 
 def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_after_ms: int, now: int,
@@ -288,14 +296,18 @@ def hanging_partitions(brokers: Brokers, rows: list[TransactionRow], hanging_aft
     the transactions already described for the page (not a ListTransactions of their own): a page over
     1,000 partitions costs a request per broker. Partitions that could not be asked are left out; those
     refused for lack of rights are added to ``not_authorized``."""
-    ongoing = set()
+    ongoing, checked = set(), set()  # checked: check-back transactions, open or Checking
     for r in rows:
-        if r.state == "Ongoing":
+        if r.state in ("Ongoing", CHECKING):
+            check_back = r.state == CHECKING or r.check_back is not None and r.check_back.undecided
             for tp in r.partitions:
                 topic, _, partition = tp.rpartition("-")
-                ongoing.add((r.producer_id, topic, int(partition)))
+                (checked if check_back else ongoing).add((r.producer_id, topic, int(partition)))
     leader_of = leader_requests.leaders(brokers, include_internal=False)
     active, errors = leader_requests.describe_producers(brokers, sorted(leader_of), leader_of)
     if not_authorized is not None:
         not_authorized += refused(errors)
-    return hanging_transactions(active, ongoing, hanging_after_ms, now)
+    # A check-back transaction's partitions are left out even when older than the threshold (find-hanging's
+    # age rule): the page would offer an ABORT marker there, and its group may yet answer commit.
+    return [h for h in hanging_transactions(active, ongoing | checked, hanging_after_ms, now)
+            if (h["producer_id"], h["topic"], h["partition"]) not in checked]

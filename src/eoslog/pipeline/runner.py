@@ -194,7 +194,7 @@ def click_error(message: str) -> Exception:
 
 def run(settings: RunSettings, display=None) -> RunResult:
     """``display(state: dict)`` is called about twice a second with the live figures."""
-    from eoslog.spark.txn_group_client import broker_supports_txn_groups
+    from eoslog.client.txn_groups import broker_supports_txn_groups
 
     workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="eoslog-pipeline-"))
     topics = Topics.with_prefix(settings.topic_prefix)

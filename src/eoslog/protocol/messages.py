@@ -20,6 +20,7 @@ Python source compiled with ``exec``.
 from __future__ import annotations
 
 import functools
+import threading
 
 from eoslog.protocol import schema
 from eoslog.protocol.schema import FieldSpec, MessageSpec
@@ -106,9 +107,21 @@ def _struct_order(spec: MessageSpec) -> list[tuple[str, tuple[FieldSpec, ...]]]:
     return order
 
 
-@functools.cache
+# functools.cache may run its function twice when two threads miss at once, and each caller keeps the class
+# it built: a request built from one copy is then refused by the codec, which holds the other ("needs a
+# FindCoordinatorRequest, not FindCoordinatorRequest"; seen with eoslog.checkback's poll thread). One lock
+# makes every spec's class exactly one object.
+_build_lock = threading.Lock()
+
+
 def message_class(spec_name: str) -> type[Struct]:
     """The generated class for spec ``spec_name``; KeyError if there is no such spec."""
+    with _build_lock:
+        return _message_class(spec_name)
+
+
+@functools.cache
+def _message_class(spec_name: str) -> type[Struct]:
     spec = schema.load_spec(spec_name)
     namespace: dict[str, object] = {"Struct": Struct, "FRESH": FRESH}
     defaults: dict[str, object] = {}

@@ -99,6 +99,11 @@ _SIMPLE_INTS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", 1),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
+    # eoslog's check-back transactions (docs/transactions.md, "Check-back transactions")
+    "eoslog.transaction.check.max.checks": ("transaction_check_max_checks", 1),
+    "eoslog.transaction.check.backoff.ms": ("transaction_check_backoff_ms", 1),
+    "eoslog.transaction.check.backoff.max.ms": ("transaction_check_backoff_max_ms", 1),
+    "eoslog.transaction.check.lease.ms": ("transaction_check_lease_ms", 1),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", 1),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", 1),
     "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", 1024),
@@ -294,6 +299,13 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     producer_id_expiration_ms: int = 24 * 3_600_000
+    # check-back transactions (docs/transactions.md): a timed-out one is asked this many times, the k-th
+    # unknown answer waiting backoff * 2^(k-1) (at most backoff.max) before the next; a polled check is
+    # lent to its poller for lease.ms, then counts as unanswered.
+    transaction_check_max_checks: int = 15  # RocketMQ's transactionCheckMax
+    transaction_check_backoff_ms: int = 1_000
+    transaction_check_backoff_max_ms: int = 60_000
+    transaction_check_lease_ms: int = 30_000
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000  # how long the cleaner sleeps when no log needs cleaning

@@ -106,7 +106,7 @@ class MetricsEndpoint:
         registry = broker.registry
         partitions = list(registry.partitions.values())
         families += partition_families(partitions, now_ms, broker.config.transaction_max_timeout_ms,
-                                       self._coordinator_knows())
+                                       self._coordinator_knows(), self._being_checked())
         if broker.group_service is not None:
             from eoslog.coordinator.group.metrics import group_families
 
@@ -145,6 +145,16 @@ class MetricsEndpoint:
             return unknown if over is None else (topic, index) in over
 
         return knows
+
+    def _being_checked(self):
+        """For hanging transactions: producer ids whose check-back transaction this broker's coordinator is
+        checking (another coordinator's are not known here)."""
+        coordinator = self.broker.transaction_coordinator
+        if coordinator is None:
+            return lambda producer_id: False
+        from eoslog.coordinator.transaction.metrics import being_checked
+
+        return being_checked(coordinator).__contains__
 
     def snapshot_from_any_thread(self) -> list[Family]:
         if threading.get_ident() == self._loop_thread:

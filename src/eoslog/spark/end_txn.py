@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
+from eoslog.client.txn_groups import TxnGroupClient, TxnGroupError, TxnMember
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.spark.txn_group_client import TxnGroupClient, TxnGroupError, TxnMember
 
 END_TXN = 26
 END_TXN_VERSION = 2  # non-flexible; PRODUCER_FENCED appears from v2 on

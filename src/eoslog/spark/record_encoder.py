@@ -36,9 +36,8 @@ from eoslog.records.header import (
     MAGIC_V2,
     TRANSACTIONAL_BIT,
 )
+from eoslog.records.murmur2 import MURMUR2_M, MURMUR2_SEED, murmur2_bytes  # noqa: F401 (murmur2_bytes re-exported)
 
-MURMUR2_SEED = 0x9747B28C
-MURMUR2_M = 0x5BD1E995
 # Kafka's default max.message.bytes is 1 MiB + 12; batches stay well under it so a topic with the
 # default limit takes them, and a request carries several partitions' batches.
 MAX_BATCH_BYTES = 512 * 1024
@@ -47,33 +46,7 @@ _RECORD_FIXED = 2  # attributes (0) and timestamp delta (0): one byte each
 _NO_HEADERS = b"\x00"  # header count 0
 
 
-# ---- murmur2 ------------------------------------------------------------------------------------------
-
-def murmur2_bytes(data: bytes) -> int:
-    """Java's ``Utils.murmur2`` of one key, as an unsigned 32-bit int (the reference for the numpy one)."""
-    mask = 0xFFFFFFFF
-    length = len(data)
-    h = (MURMUR2_SEED ^ length) & mask
-    for i in range(length // 4):
-        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
-        k = (k * MURMUR2_M) & mask
-        k ^= k >> 24
-        k = (k * MURMUR2_M) & mask
-        h = (h * MURMUR2_M) & mask
-        h ^= k
-    tail, base = length % 4, length & ~3
-    if tail >= 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * MURMUR2_M) & mask
-    h ^= h >> 13
-    h = (h * MURMUR2_M) & mask
-    h ^= h >> 15
-    return h
-
+# ---- murmur2 (the one-key reference, murmur2_bytes, is in records/murmur2.py) -------------------------------
 
 def _offsets_and_data(array) -> tuple[np.ndarray, np.ndarray]:
     """The int32 offsets (``len + 1``, absolute) and the data bytes of a pa.binary() array."""

@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
+from eoslog.client.txn_groups import TxnGroupClient, TxnMember, Unsupported
 from eoslog.security.client import ClientSecurityError
 from eoslog.spark import faults
 from eoslog.spark.options import OptionError, SinkOptions
@@ -37,7 +38,6 @@ from eoslog.spark.task_writer import (
     transactional_id,
     write_transaction,
 )
-from eoslog.spark.txn_group_client import TxnGroupClient, TxnMember, Unsupported
 
 log = logging.getLogger(__name__)
 

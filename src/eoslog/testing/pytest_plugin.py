@@ -1,6 +1,7 @@
 """A pytest plugin (entry point ``eoslog``): the ``eoslog_broker`` fixture yields a real broker's
 bootstrap address, so any Python project can test against Kafka without a JVM or Docker. The cluster
-and ZooKeeper fixtures (``eoslog_cluster*``, ``zookeeper*``) need Java and Debian's ``zookeeper``."""
+and ZooKeeper fixtures (``eoslog_cluster*``, ``zookeeper*``) need Java and Debian's ``zookeeper``;
+``postgres_server`` needs Debian's ``postgresql`` and psycopg."""
 
 from __future__ import annotations
 
@@ -81,3 +82,14 @@ def zookeeper_ensemble(tmp_path):
     yield make
     for ensemble in made:
         ensemble.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """A started throw-away PostgreSQL server shared by a test module (Debian's ``postgresql`` package and
+    psycopg needed): an :class:`eoslog.testing.postgres.PostgresServer`; ``create_database(name)`` gives
+    each test its own database and returns its DSN. Stopped and removed after the module."""
+    from eoslog.testing.postgres import PostgresServer
+
+    with PostgresServer() as server:
+        yield server

@@ -10,6 +10,8 @@ They speak the Kafka protocol (ListTransactions, DescribeTransactions, DescribeP
 WriteTxnMarkers, Metadata, FindCoordinator) over plain sockets, so they also work against Kafka; on a
 cluster each request goes where Kafka serves it (tools/brokers.py): listings to every broker, a
 transactional id to its coordinator, a partition to its leader.
+Against eoslog, `list` and `describe` also show check-back transactions' checks (eoslog's ListCheckBacks,
+asked only of brokers that advertise it; docs/transactions.md, "Check-back transactions").
 A *hanging* transaction is one a partition holds open (it pins the last stable offset) that its
 coordinator does not know as Ongoing over that partition, or that has been open longer than the
 broker's transaction.max.timeout.ms: only an ABORT marker written to the partition ends it.
@@ -31,6 +33,7 @@ __all__ = ["Brokers", "KafkaWire", "producers_group", "transactions_group"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_MAX_AGE_MS = 900_000  # transaction.max.timeout.ms: no legitimate transaction is older
+API_VERSIONS, LIST_CHECK_BACKS = 18, 0x7E13
 
 
 def parse_topic_partition(text: str) -> tuple[str, int]:
@@ -58,6 +61,26 @@ def list_transactions(brokers: Brokers, states=(), producer_ids=(), min_duration
         for row in response.transaction_states:
             rows[row.transactional_id] = row
     return [rows[t] for t in sorted(rows)]
+
+
+def list_check_backs(brokers: Brokers) -> dict:
+    """transactional id -> eoslog's ListCheckBacks row, from every broker that serves that API."""
+    return {row.transactional_id: row for rows in check_backs_by_broker(brokers).values() for row in rows or ()}
+
+
+def check_backs_by_broker(brokers: Brokers) -> dict:
+    """broker id -> its ListCheckBacks rows, or None where the broker does not serve that API (Kafka, an
+    older eoslog: no check-back transactions there)."""
+    by_broker = {}
+    for node_id, wire in brokers.each():
+        versions = wire.call(API_VERSIONS, 0, messages.ApiVersionsRequest())
+        if not any(k.api_key == LIST_CHECK_BACKS for k in versions.api_keys):
+            by_broker[node_id] = None
+            continue
+        response = wire.call(LIST_CHECK_BACKS, 0, messages.ListCheckBacksRequest(check_back_groups=[]))
+        _check(response.error_code, f"ListCheckBacks at broker {node_id}")
+        by_broker[node_id] = list(response.transactions)
+    return by_broker
 
 
 def describe_transactions(brokers: Brokers, transactional_ids):
@@ -90,13 +113,18 @@ def find_hanging(brokers: Brokers, topic: str | None, max_age_ms: int,
     if errors is not None:
         errors.update(failed)
     open_ids = sorted({p.producer_id for ps in active.values() for p in ps if p.current_txn_start_offset >= 0})
-    ongoing = set()
+    ongoing, checking = set(), set()
     if open_ids:
-        listed = list_transactions(brokers, ["Ongoing"], open_ids)
+        # Checking: an eoslog check-back transaction waiting for its producer group (docs/transactions.md) --
+        # open on purpose, not hanging. A Kafka broker reports the state as unknown and lists the Ongoing.
+        listed = list_transactions(brokers, ["Ongoing", "Checking"], open_ids)
         for d in describe_transactions(brokers, [t.transactional_id for t in listed]) if listed else []:
-            if d.error_code == 0:  # listed as Ongoing; committing or aborting since then is not hanging
-                ongoing.update((d.producer_id, t.topic, p) for t in d.topics for p in t.partitions)
-    return hanging_transactions(active, ongoing, max_age_ms, now)
+            if d.error_code == 0:  # listed as open; committing or aborting since then is not hanging
+                held = {(d.producer_id, t.topic, p) for t in d.topics for p in t.partitions}
+                ongoing |= held
+                if d.transaction_state == "Checking":
+                    checking |= held  # an ABORT marker here could contradict the group's commit
+    return hanging_transactions(active, ongoing, max_age_ms, now, frozenset(checking))
 
 
 def abort_transaction(brokers: Brokers, topic: str, partition: int, start_offset: int) -> None:
@@ -137,9 +165,13 @@ def transactions_group() -> None:
 def list_command(bootstrap_server, security, states, producer_ids, min_duration_ms, pattern) -> None:
     with Brokers(bootstrap_server, security=security) as brokers:
         rows = list_transactions(brokers, states, producer_ids, min_duration_ms, pattern)
-    click.echo(f"{'TransactionalId':<40} {'ProducerId':>12} State")
+        checks = list_check_backs(brokers) if rows else {}
+    click.echo(f"{'TransactionalId':<40} {'ProducerId':>12} {'State':<17} Checks")
     for row in rows:
-        click.echo(f"{row.transactional_id:<40} {row.producer_id:>12} {row.transaction_state}")
+        check = checks.get(row.transactional_id)
+        # The checks asked so far while Checking; "-" for transactions nobody checks.
+        count = str(check.check_count) if check is not None and check.check_count >= 0 else "-"
+        click.echo(f"{row.transactional_id:<40} {row.producer_id:>12} {row.transaction_state:<17} {count}")
 
 
 @transactions_group.command("describe")
@@ -149,12 +181,16 @@ def list_command(bootstrap_server, security, states, producer_ids, min_duration_
 def describe_command(bootstrap_server, security, transactional_id) -> None:
     with Brokers(bootstrap_server, security=security) as brokers:
         (found,) = describe_transactions(brokers, [transactional_id])
+        check = list_check_backs(brokers).get(transactional_id) if found.error_code == 0 else None
     _check(found.error_code, f"DescribeTransactions {transactional_id}")
     partitions = ", ".join(f"{t.topic}-{p}" for t in found.topics for p in t.partitions) or "-"
     click.echo(f"TransactionalId: {found.transactional_id}\nState: {found.transaction_state}\n"
                f"ProducerId: {found.producer_id}\nProducerEpoch: {found.producer_epoch}\n"
                f"TimeoutMs: {found.transaction_timeout_ms}\nStartTimeMs: {found.transaction_start_time_ms}\n"
                f"Partitions: {partitions}")
+    if check is not None:
+        click.echo(f"CheckBackGroup: {check.check_back_group}\nCheckCount: {check.check_count}\n"
+                   f"NextCheckTimeMs: {check.next_check_timestamp_ms}\nAbortReason: {check.abort_reason or '-'}")
 
 
 @transactions_group.command("find-hanging")

@@ -22,16 +22,19 @@ from eoslog.coordinator.transaction.state import (
 
 S = TransactionState
 
-# Written out independently of the module, from Kafka's TransactionState (4.x) rules.
+# Written out independently of the module, from Kafka's TransactionState (4.x) rules, plus eoslog's
+# Checking (check-back transactions, docs/transactions.md).
 EXPECTED_PREVIOUS = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
-    S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
+    S.PREPARE_COMMIT: {S.ONGOING, S.CHECKING},
+    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT,
+                      S.CHECKING},
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_EPOCH_FENCE: {S.ONGOING},
+    S.CHECKING: {S.ONGOING, S.CHECKING},
 }
 
 ALL_PAIRS = list(itertools.product(TransactionState, TransactionState))
@@ -40,13 +43,14 @@ ALL_PAIRS = list(itertools.product(TransactionState, TransactionState))
 def test_persisted_ids_are_kafkas():
     assert {s.name: s.id for s in S} == {
         "EMPTY": 0, "ONGOING": 1, "PREPARE_COMMIT": 2, "PREPARE_ABORT": 3,
-        "COMPLETE_COMMIT": 4, "COMPLETE_ABORT": 5, "DEAD": 6, "PREPARE_EPOCH_FENCE": 7}
+        "COMPLETE_COMMIT": 4, "COMPLETE_ABORT": 5, "DEAD": 6, "PREPARE_EPOCH_FENCE": 7, "CHECKING": 8}
     for s in S:
         assert S.from_id(s.id) is s
         assert S.from_kafka_name(s.kafka_name) is s
     assert S.PREPARE_EPOCH_FENCE.kafka_name == "PrepareEpochFence"
+    assert S.CHECKING.kafka_name == "Checking"
     with pytest.raises(UnknownTransactionState):
-        S.from_id(8)
+        S.from_id(9)
     with pytest.raises(UnknownTransactionState):
         S.from_kafka_name("Committed")
 
@@ -81,7 +85,8 @@ def _metadata_in(state: TransactionState) -> TransactionMetadata:
     partitions = {TP} if state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.DEAD) else set()
     return TransactionMetadata("tid", producer_id=7, producer_epoch=3, txn_timeout_ms=1000, state=state,
                                topic_partitions=partitions, txn_start_timestamp=10,
-                               txn_last_update_timestamp=20)
+                               txn_last_update_timestamp=20, check_back_group="g",
+                               check_count=0 if state is S.CHECKING else -1)
 
 
 # operation name -> (callable, target state as a function of the current state)
@@ -99,6 +104,8 @@ OPERATIONS = {
     "complete": (lambda m: m.prepare_complete(100),
                  lambda s: {S.PREPARE_COMMIT: S.COMPLETE_COMMIT, S.PREPARE_ABORT: S.COMPLETE_ABORT}.get(s)),
     "dead": (lambda m: m.prepare_dead(), lambda s: S.DEAD),
+    "checking": (lambda m: m.prepare_checking(1, 500, 100), lambda s: S.CHECKING),
+    "begin_check_back": (lambda m: m.prepare_begin_check_back("g2", 100), lambda s: S.EMPTY),
 }
 
 

@@ -21,6 +21,9 @@ Contract
 - On a cluster, requests for ids of a partition this broker leads but has not loaded yet are answered
   COORDINATOR_LOAD_IN_PROGRESS; ids of partitions led elsewhere, NOT_COORDINATOR. The load itself is
   one step on the loop (the topic is compacted, so it stays small), so no request sees half a load.
+- Check-back transactions (eoslog's BeginCheckBack / PollCheckBack / AnswerCheckBack) live in
+  ``checkback_service.py`` (``self.check_backs``); the timer hands it every timed-out transaction, and it
+  moves check-back ones to Checking instead of aborting them.
 - Transaction groups (eoslog's CommitTransactionGroup and siblings) live in ``groups.py``
   (``self.groups``): a transactional id it has *pinned* gets CONCURRENT_TRANSACTIONS from every API here
   and is passed by the timeout, until its group commit is complete.
@@ -40,6 +43,8 @@ from typing import TYPE_CHECKING
 from eoslog.cluster.broker_client import BrokerClient, BrokerConnectionError
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
 from eoslog.coordinator.transaction import decisions as d
+from eoslog.coordinator.transaction.checkback import CheckPolicy
+from eoslog.coordinator.transaction.checkback_service import CheckBackService
 from eoslog.coordinator.transaction.decisions import Decision, TransactionConfig, TxnError
 from eoslog.coordinator.transaction.groups import TransactionGroups
 from eoslog.coordinator.transaction.log_format import (
@@ -143,6 +148,10 @@ class TransactionCoordinator:
             transaction_max_timeout_ms=config.transaction_max_timeout_ms,
             transactional_id_expiration_ms=config.transactional_id_expiration_ms,
             offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            check_policy=CheckPolicy(max_checks=config.transaction_check_max_checks,
+                                     backoff_ms=config.transaction_check_backoff_ms,
+                                     backoff_max_ms=config.transaction_check_backoff_max_ms),
+            check_lease_ms=config.transaction_check_lease_ms,
         )
         self.num_partitions = config.transaction_state_log_num_partitions
         self._states: dict[int, dict[str, TransactionMetadata]] = {}
@@ -161,6 +170,7 @@ class TransactionCoordinator:
         self._stopping = False
         self.offsets_marker_listeners: list[Callable[[int, int, bool], None]] = []
         self.groups = TransactionGroups(self)
+        self.check_backs = CheckBackService(self)
 
     # ---- lifecycle --------------------------------------------------------------------------------
 
@@ -212,6 +222,9 @@ class TransactionCoordinator:
         """Whether two transactional ids always share a coordinator: on one node every id does; on a
         cluster only ids of one ``__transaction_state`` partition (leadership moves per partition)."""
         return self._owned is None or self.partition_for(a) == self.partition_for(b)
+
+    def not_owned_error(self, transactional_id: str) -> TxnError:
+        return self._not_owned_error(transactional_id)
 
     def _not_owned_error(self, transactional_id: str) -> TxnError:
         """Why this broker does not serve ``transactional_id``: led here but not loaded yet, or led elsewhere."""
@@ -345,7 +358,32 @@ class TransactionCoordinator:
         for states in self._states.values():
             yield from states.values()
 
+    def partition_states(self) -> list[dict[str, TransactionMetadata]]:
+        """The cache, one dict per ``__transaction_state`` partition served here."""
+        return list(self._states.values())
+
+    @staticmethod
+    def now_ms() -> int:
+        return now_ms()
+
     # ---- carrying out a Decision ------------------------------------------------------------------
+
+    async def carry_out(self, transactional_id: str, metadata: TransactionMetadata | None,
+                        decision: Decision) -> TxnError:
+        """Log and apply ``decision``'s transit, then start its markers; the error to answer."""
+        return await self._carry_out(transactional_id, metadata, decision)
+
+    async def wait_for_completion(self, transactional_id: str, timeout_s: float) -> bool:
+        """Waits (at most ``timeout_s``) until the markers and Complete record of the transaction being
+        completed are written; False if that took longer."""
+        completion = self._completions.get(transactional_id)
+        if completion is None:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(completion), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     async def _carry_out(self, transactional_id: str, metadata: TransactionMetadata | None,
                          decision: Decision) -> TxnError:
@@ -845,7 +883,7 @@ class TransactionCoordinator:
                 continue
             if wanted_pids and metadata.producer_id not in wanted_pids:
                 continue
-            if min_duration_ms >= 0 and (metadata.state is not TransactionState.ONGOING
+            if min_duration_ms >= 0 and (metadata.state not in (TransactionState.ONGOING, TransactionState.CHECKING)
                                          or now - metadata.txn_start_timestamp < min_duration_ms):
                 continue
             if regex is not None and not regex.fullmatch(metadata.transactional_id):
@@ -874,20 +912,17 @@ class TransactionCoordinator:
                 log.exception("transaction coordinator timer failed")
 
     async def abort_timed_out_transactions(self) -> list[str]:
-        """Aborts (epoch + 1) every Ongoing transaction older than its timeout; returns the ids."""
+        """Aborts (epoch + 1) every Ongoing transaction older than its timeout, or moves it to Checking if
+        it is a check-back transaction; returns the ids."""
         aborted = []
         for states in list(self._states.values()):
             for transactional_id in d.expired_transactions(states, now_ms()):
                 metadata = states.get(transactional_id)
                 if metadata is None or self.groups.is_pinned(transactional_id):
                     continue
-                decision = d.abort_timed_out_transaction(metadata, now_ms())
-                if decision.transit is None:
-                    continue
-                log.info("aborting transaction of %r (producer %d): older than its timeout of %d ms",
-                         transactional_id, metadata.producer_id, metadata.txn_timeout_ms)
-                if await self._carry_out(transactional_id, metadata, decision) is TxnError.NONE:
+                if await self.check_backs.time_out(transactional_id, metadata) is TxnError.NONE:
                     aborted.append(transactional_id)
+        await self.check_backs.tick()
         return aborted
 
     async def expire_transactional_ids(self) -> list[str]:

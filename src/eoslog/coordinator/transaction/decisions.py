@@ -29,6 +29,11 @@ Where eoslog differs from Kafka, on purpose (docs/transactions.md, "Differences 
   PRODUCER_FENCED, its EndTxn(abort) of the already aborted transaction succeeds, and its KIP-360
   InitProducerId returns the bumped epoch. Kafka answers PRODUCER_FENCED, which clients treat as fatal.
 - EndTxn(abort) in Empty succeeds (nothing to abort) instead of INVALID_TXN_STATE.
+
+Check-back transactions (eoslog's extension, docs/transactions.md "Check-back transactions") are at the end:
+:func:`begin_check_back`, :func:`time_out_transaction` (Checking instead of an abort), :func:`lease_due_checks`
+/ :func:`check_lease_expired` (the long poll), :func:`answer_check_back`. The check arithmetic itself is
+``checkback.py``'s; here it meets the metadata and becomes transits.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from eoslog.coordinator.transaction import checkback
+from eoslog.coordinator.transaction.checkback import Answer, CheckPolicy, CheckState, Outcome
 from eoslog.coordinator.transaction.log_format import CONSUMER_OFFSETS_TOPIC, partition_for
 from eoslog.coordinator.transaction.metadata import (
     MAX_PRODUCER_EPOCH,
@@ -92,6 +99,9 @@ class TransactionConfig:
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms (15 min)
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions, for AddOffsetsToTxn
+    # eoslog.transaction.check.max.checks / .backoff.ms / .backoff.max.ms (check-back transactions)
+    check_policy: CheckPolicy = field(default_factory=CheckPolicy)
+    check_lease_ms: int = 30_000  # eoslog.transaction.check.lease.ms: how long a polled check is lent out
 
 
 @dataclass(frozen=True)
@@ -169,13 +179,15 @@ def init_producer_id(metadata: TransactionMetadata | None, transactional_id: str
     if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
         return _fail(TxnError.CONCURRENT_TRANSACTIONS, created)
 
-    if state is S.ONGOING:
+    if state in (S.ONGOING, S.CHECKING):
         # Abort the open transaction under a bumped epoch first; the client retries on
         # CONCURRENT_TRANSACTIONS and then gets its epoch from a Complete state. The bumped epoch is
-        # never handed out by this request.
+        # never handed out by this request. A Checking transaction is fenced the same way: the new
+        # instance must not inherit an undecided check.
         if expected is not None and expected != current:
             return _fail(TxnError.PRODUCER_FENCED, created)
-        transit = metadata.prepare_fence_and_abort(now_ms, recoverable=expected is not None)
+        reason = FENCED_WHILE_CHECKING if state is S.CHECKING else None
+        transit = metadata.prepare_fence_and_abort(now_ms, recoverable=expected is not None, abort_reason=reason)
         return Decision(error=TxnError.CONCURRENT_TRANSACTIONS, transit=transit, new_metadata=created,
                         write_markers=_markers_for(transit, TransactionResult.ABORT))
 
@@ -307,7 +319,8 @@ def end_txn(metadata: TransactionMetadata | None, transactional_id: str, produce
     if metadata.pending_transition_in_progress:
         return _fail(TxnError.CONCURRENT_TRANSACTIONS)
     state = metadata.state
-    if state is S.ONGOING:
+    if state in (S.ONGOING, S.CHECKING):
+        # Checking: the owning producer came back in time to decide itself; that wins like an answer.
         transit = metadata.prepare_abort_or_commit(result, now_ms)
         return Decision(transit=transit, write_markers=_markers_for(transit, result))
     if state is S.EMPTY:
@@ -347,7 +360,7 @@ def _end_txn_v2(metadata: TransactionMetadata | None, producer_id: int, producer
         if not metadata.is_recoverable_identity(producer_id, producer_epoch):
             error = _check_producer(metadata, producer_id, producer_epoch)
             return _fail(TxnError.PRODUCER_FENCED if error is TxnError.INVALID_PRODUCER_EPOCH else error)
-        if state in (S.ONGOING, S.EMPTY):
+        if state in (S.ONGOING, S.EMPTY, S.CHECKING):
             return _fail(TxnError.PRODUCER_FENCED)
         if result_of(state) is not result:
             return _fail(TxnError.INVALID_PRODUCER_EPOCH)
@@ -356,7 +369,7 @@ def _end_txn_v2(metadata: TransactionMetadata | None, producer_id: int, producer
         return Decision(producer_id=metadata.producer_id, producer_epoch=metadata.producer_epoch)
     if state.is_prepare:
         return _fail(TxnError.CONCURRENT_TRANSACTIONS)
-    if state is not S.ONGOING and result is TransactionResult.COMMIT:
+    if state not in (S.ONGOING, S.CHECKING) and result is TransactionResult.COMMIT:
         return _fail(TxnError.INVALID_TXN_STATE)
     next_producer_id = allocate_producer_id() if metadata.is_producer_epoch_exhausted else NO_PRODUCER_ID
     transit = metadata.prepare_abort_or_commit(result, now_ms, transaction_version=TRANSACTION_VERSION_2,
@@ -398,6 +411,7 @@ def abort_timed_out_transaction(metadata: TransactionMetadata, now_ms: int) -> D
     hears INVALID_PRODUCER_EPOCH (abortable, KIP-588) rather than PRODUCER_FENCED. Nothing to do (no
     transit) if the transaction ended or is busy in the meantime."""
     if (metadata.state is not S.ONGOING or metadata.pending_transition_in_progress
+            or metadata.check_back_group is not None  # checked, never aborted, by the timeout
             or metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now_ms):
         return Decision()
     transit = metadata.prepare_fence_and_abort(now_ms, recoverable=True)
@@ -419,3 +433,141 @@ def expire_transactional_id(metadata: TransactionMetadata, now_ms: int, config: 
             or metadata.txn_last_update_timestamp > now_ms - config.transactional_id_expiration_ms):
         return Decision()
     return Decision(transit=metadata.prepare_dead())
+
+
+# ---- check-back transactions (eoslog's extension) ----------------------------------------------------------
+
+FENCED_WHILE_CHECKING = "check-back: fenced by a new producer instance (InitProducerId) while checking"
+
+
+def begin_check_back(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                     producer_epoch: int, group: str, now_ms: int) -> Decision:
+    """BeginCheckBack: the next transaction of this id is resolved by ``group`` if its timeout passes.
+    Logged as an Empty record (so a restart keeps it); a repeat with the same group changes nothing."""
+    if not transactional_id or not group:
+        return _fail(TxnError.INVALID_REQUEST)
+    error = _check_producer(metadata, producer_id, producer_epoch)
+    if error is not None:
+        return _fail(error)
+    assert metadata is not None
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    state = metadata.state
+    if state in (S.EMPTY, S.ONGOING, S.CHECKING) and metadata.check_back_group == group:
+        return Decision()  # idempotent
+    if state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        # A transaction is already open (plain, or for another group), or being decided.
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    return Decision(transit=metadata.prepare_begin_check_back(group, now_ms))
+
+
+def time_out_transaction(metadata: TransactionMetadata, now_ms: int) -> Decision:
+    """The transaction timeout: a plain transaction is aborted (:func:`abort_timed_out_transaction`); a
+    check-back one moves to Checking with its first check due at once (``checkback.on_timeout``)."""
+    if metadata.check_back_group is None:
+        return abort_timed_out_transaction(metadata, now_ms)
+    if (metadata.state is not S.ONGOING or metadata.pending_transition_in_progress
+            or metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now_ms):
+        return Decision()
+    decided = checkback.on_timeout(_check_state(metadata), now_ms)
+    if decided.outcome is not Outcome.KEEP_CHECKING:
+        return Decision()
+    return Decision(transit=metadata.prepare_checking(decided.state.check_count, decided.state.next_check_ms,
+                                                      now_ms))
+
+
+def _check_state(metadata: TransactionMetadata) -> CheckState:
+    assert metadata.check_back_group is not None
+    return CheckState(metadata.check_back_group, metadata.producer_id, metadata.producer_epoch,
+                      metadata.check_count, metadata.next_check_ms)
+
+
+def _is_due(metadata: TransactionMetadata, now_ms: int) -> bool:
+    return (metadata.state is S.CHECKING and not metadata.pending_transition_in_progress
+            and metadata.check_lease_until_ms < 0 and checkback.is_due(_check_state(metadata), now_ms))
+
+
+def lease_due_checks(states: Iterable[TransactionMetadata], group: str, now_ms: int, lease_ms: int,
+                     limit: int) -> list[TransactionMetadata]:
+    """PollCheckBack: up to ``limit`` due checks of ``group``, oldest first, each lent out until
+    ``now_ms + lease_ms``. The lease is memory only (a restart asks again; answers are idempotent): it is
+    the one change besides a pending mark that a decision makes without a log append."""
+    due = sorted((m for m in states if m.check_back_group == group and _is_due(m, now_ms)),
+                 key=lambda m: (m.next_check_ms, m.transactional_id))[:max(limit, 0)]
+    for metadata in due:
+        metadata.check_lease_until_ms = now_ms + lease_ms
+    return due
+
+
+def next_check_due_ms(states: Iterable[TransactionMetadata], group: str) -> int | None:
+    """When the next check of ``group`` falls due or its lease runs out (None: nothing is checking)."""
+    times = [m.check_lease_until_ms if m.check_lease_until_ms >= 0 else m.next_check_ms
+             for m in states if m.state is S.CHECKING and m.check_back_group == group]
+    return min(times) if times else None
+
+
+def expired_check_leases(states: Mapping[str, TransactionMetadata], now_ms: int) -> list[str]:
+    return sorted(tid for tid, m in states.items()
+                  if m.state is S.CHECKING and not m.pending_transition_in_progress
+                  and 0 <= m.check_lease_until_ms <= now_ms)
+
+
+def check_lease_expired(metadata: TransactionMetadata, now_ms: int, policy: CheckPolicy) -> Decision:
+    """Nobody answered a lent-out check in time: it counts as an unknown answer."""
+    if (metadata.state is not S.CHECKING or metadata.pending_transition_in_progress
+            or not 0 <= metadata.check_lease_until_ms <= now_ms):
+        return Decision()
+    return _carry_check(metadata, checkback.on_lease_expired(_check_state(metadata), now_ms, policy), now_ms)
+
+
+def _carry_check(metadata: TransactionMetadata, decided: checkback.Decision, now_ms: int) -> Decision:
+    if decided.outcome is Outcome.KEEP_CHECKING:
+        return Decision(transit=metadata.prepare_checking(decided.state.check_count, decided.state.next_check_ms,
+                                                          now_ms))
+    if decided.outcome is Outcome.COMMIT:
+        transit = metadata.prepare_abort_or_commit(TransactionResult.COMMIT, now_ms)
+        return Decision(transit=transit, write_markers=_markers_for(transit, TransactionResult.COMMIT))
+    if decided.outcome is Outcome.ABORT:
+        # Under epoch + 1, as the timeout abort: a producer still alive somewhere is fenced rather than
+        # allowed to start its next transaction with the epoch whose transaction the broker ended.
+        transit = metadata.prepare_fence_and_abort(now_ms, recoverable=True, abort_reason=decided.reason)
+        return Decision(transit=transit, write_markers=_markers_for(transit, TransactionResult.ABORT))
+    if decided.outcome is Outcome.FENCED:
+        return _fail(TxnError.PRODUCER_FENCED)
+    return Decision()  # IGNORE: stale or repeated
+
+
+def answer_check_back(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                      producer_epoch: int, check_number: int, answer: Answer, now_ms: int,
+                      policy: CheckPolicy) -> Decision:
+    """AnswerCheckBack: commit -> PrepareCommit; rollback -> PrepareAbort (epoch + 1, reason recorded);
+    unknown -> one more check after the back-off, or PrepareAbort once max checks are reached.
+
+    Idempotent: an answer to an earlier check number is a no-op success; one to a transaction already
+    decided the same way answers NONE, a contradicting one INVALID_TXN_STATE. An identity that is neither
+    the transaction's nor the one it was aborted under is PRODUCER_FENCED: a zombie cannot resolve."""
+    if not transactional_id:
+        return _fail(TxnError.INVALID_REQUEST)
+    if not _is_live(metadata):
+        return _fail(TxnError.INVALID_PRODUCER_ID_MAPPING)
+    assert metadata is not None
+    if metadata.pending_transition_in_progress:
+        return _fail(TxnError.CONCURRENT_TRANSACTIONS)
+    state = metadata.state
+    current = (producer_id, producer_epoch) == (metadata.producer_id, metadata.producer_epoch)
+    decided = result_of(state) if state not in (S.EMPTY,) else None
+    if not current:
+        # The broker's own aborts bump the epoch: their identity stays recoverable for this retry.
+        if (metadata.is_recoverable_identity(producer_id, producer_epoch)
+                and decided is TransactionResult.ABORT):
+            return _fail(TxnError.INVALID_TXN_STATE if answer is Answer.COMMIT else TxnError.NONE)
+        error = _check_producer(metadata, producer_id, producer_epoch)
+        return _fail(TxnError.PRODUCER_FENCED if error is TxnError.INVALID_PRODUCER_EPOCH else error)
+    if decided is not None:
+        contradicts = ((decided is TransactionResult.COMMIT and answer is Answer.ROLLBACK)
+                       or (decided is TransactionResult.ABORT and answer is Answer.COMMIT))
+        return _fail(TxnError.INVALID_TXN_STATE if contradicts else TxnError.NONE)
+    if metadata.check_back_group is None:
+        return _fail(TxnError.INVALID_TXN_STATE)  # a plain transaction is never checked
+    return _carry_check(metadata, checkback.on_answer(_check_state(metadata), producer_id, producer_epoch,
+                                                      check_number, answer, now_ms, policy), now_ms)

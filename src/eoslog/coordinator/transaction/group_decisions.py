@@ -167,22 +167,28 @@ def abort_member(metadata: TransactionMetadata | None, member: GroupMember, now_
 
 def prefix_abort_candidates(all_metadata: Iterable[TransactionMetadata], prefix: str, spared: Container[str],
                             pinned: Container[str]) -> list[str]:
-    """Ongoing transactions under ``prefix``, except ``spared`` ids, pinned ones and busy ones."""
+    """Ongoing (or Checking: a check-back transaction is open too) transactions under ``prefix``, except
+    ``spared`` ids, pinned ones and busy ones."""
     return sorted(m.transactional_id for m in all_metadata
-                  if m.transactional_id.startswith(prefix) and m.state is S.ONGOING
+                  if m.transactional_id.startswith(prefix) and m.state in (S.ONGOING, S.CHECKING)
                   and not m.pending_transition_in_progress and m.transactional_id not in spared
                   and m.transactional_id not in pinned)
 
 
 def abort_by_prefix(metadata: TransactionMetadata, now_ms: int) -> Decision:
     """Abort an Ongoing transaction as the transaction timeout does: epoch + 1 (the old producer is
-    fenced, recoverably as after a timeout), PrepareAbort, markers, CompleteAbort."""
-    if metadata.state is not S.ONGOING or metadata.pending_transition_in_progress:
+    fenced, recoverably as after a timeout), PrepareAbort, markers, CompleteAbort. A Checking one (eoslog's
+    check-back) likewise, its reason recorded: the prefix abort is an explicit decision, as a fence is."""
+    if metadata.state not in (S.ONGOING, S.CHECKING) or metadata.pending_transition_in_progress:
         return Decision()
-    transit = metadata.prepare_fence_and_abort(now_ms, recoverable=True)
+    reason = ABORTED_BY_PREFIX if metadata.state is S.CHECKING else None
+    transit = metadata.prepare_fence_and_abort(now_ms, recoverable=True, abort_reason=reason)
     return Decision(transit=transit, write_markers=WriteTxnMarkers(
         transit.transactional_id, transit.producer_id, transit.producer_epoch, TransactionResult.ABORT,
         transit.topic_partitions))
+
+
+ABORTED_BY_PREFIX = "check-back: aborted by AbortTransactionsByPrefix while checking"
 
 
 def validate_abort_prefix(prefix: str | None) -> TxnError:

@@ -13,7 +13,10 @@ Value version 1 (written for transaction version 2 only, so a version-1 id's byt
 same fields in Kafka's flexible encoding (COMPACT_STRING / COMPACT_ARRAY = uvarint length + 1, 0 = null;
 an empty tagged-field section after each partition entry) followed by the tagged fields 0
 PreviousProducerId int64, 1 NextProducerId int64, 2 ClientTransactionVersion int16, each written only
-when it is not its default (-1, -1, 0).
+when it is not its default (-1, -1, 0). eoslog's check-back transactions add tags 32256 CheckBackGroup
+COMPACT_STRING, 32257 CheckCount int32, 32258 NextCheckTimestampMs int64, 32259 AbortReason COMPACT_STRING
+(defaults null, -1, -1, null) and always use value version 1; Checking is written as status Ongoing with
+CheckCount >= 0, so a Kafka-format reader skips our tags and sees the open transaction it is.
 
 A record with no value (a tombstone) retires the transactional id (state Dead). Compaction keeps only the
 newest record per key, so the loader applies records in log order and the newest one wins.
@@ -28,8 +31,10 @@ from dataclasses import dataclass
 from eoslog.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401 (re-exported)
 from eoslog.coordinator.transaction.metadata import (
     MAX_PRODUCER_EPOCH,
+    NO_CHECK,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    NO_TIMESTAMP,
     TRANSACTION_VERSION_2,
     TopicPartition,
     TransactionMetadata,
@@ -46,6 +51,8 @@ KEY_VERSION = 0
 VALUE_VERSION = 0
 FLEXIBLE_VALUE_VERSION = 1  # KIP-890 part 2: carries the tagged fields below
 TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID, TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
+# eoslog's own range (docs/transactions.md, "Check-back transactions", Record format)
+TAG_CHECK_BACK_GROUP, TAG_CHECK_COUNT, TAG_NEXT_CHECK_TIMESTAMP_MS, TAG_ABORT_REASON = 32256, 32257, 32258, 32259
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -126,7 +133,7 @@ def encode_value(transit: TxnTransitMetadata) -> bytes | None:
         return None
     if transit.state is TransactionState.EMPTY and transit.topic_partitions:
         raise ValueError(f"{transit.transactional_id!r}: Empty with partitions {sorted(transit.topic_partitions)}")
-    if transit.client_transaction_version >= TRANSACTION_VERSION_2:
+    if transit.client_transaction_version >= TRANSACTION_VERSION_2 or _has_check_back(transit):
         return _encode_flexible_value(transit)
     out = bytearray(_VALUE_HEAD.pack(VALUE_VERSION, transit.producer_id, transit.producer_epoch,
                                      transit.txn_timeout_ms, transit.state.id))
@@ -158,10 +165,17 @@ def _compact_string(s: str) -> bytes:
     return uvarint(len(raw) + 1) + raw
 
 
+def _has_check_back(transit: TxnTransitMetadata) -> bool:
+    return (transit.check_back_group is not None or transit.check_count != NO_CHECK
+            or transit.abort_reason is not None)
+
+
 def _encode_flexible_value(transit: TxnTransitMetadata) -> bytes:
     """Value version 1 (the module docstring)."""
+    # Checking goes to disk as Ongoing + CheckCount: what it is for anyone who does not know check-back.
+    status = TransactionState.ONGOING.id if transit.state is TransactionState.CHECKING else transit.state.id
     out = bytearray(_VALUE_HEAD.pack(FLEXIBLE_VALUE_VERSION, transit.producer_id, transit.producer_epoch,
-                                     transit.txn_timeout_ms, transit.state.id))
+                                     transit.txn_timeout_ms, status))
     if transit.state is TransactionState.EMPTY:
         out += uvarint(0)  # null, as in version 0
     else:
@@ -180,6 +194,14 @@ def _encode_flexible_value(transit: TxnTransitMetadata) -> bytes:
         tags.append((TAG_NEXT_PRODUCER_ID, _INT64.pack(transit.next_producer_id)))
     if transit.client_transaction_version != 0:
         tags.append((TAG_CLIENT_TRANSACTION_VERSION, _INT16.pack(transit.client_transaction_version)))
+    if transit.check_back_group is not None:
+        tags.append((TAG_CHECK_BACK_GROUP, _compact_string(transit.check_back_group)))
+    if transit.check_count != NO_CHECK:
+        tags.append((TAG_CHECK_COUNT, _INT32.pack(transit.check_count)))
+    if transit.next_check_ms != NO_TIMESTAMP:
+        tags.append((TAG_NEXT_CHECK_TIMESTAMP_MS, _INT64.pack(transit.next_check_ms)))
+    if transit.abort_reason is not None:
+        tags.append((TAG_ABORT_REASON, _compact_string(transit.abort_reason)))
     out += uvarint(len(tags))
     for tag, data in tags:
         out += uvarint(tag) + uvarint(len(data)) + data
@@ -198,6 +220,10 @@ class TransactionLogValue:
     previous_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     client_transaction_version: int = 0
+    check_back_group: str | None = None
+    check_count: int = NO_CHECK
+    next_check_ms: int = NO_TIMESTAMP
+    abort_reason: str | None = None
 
 
 def decode_value(value: bytes | memoryview) -> TransactionLogValue:
@@ -249,13 +275,18 @@ def _decode_flexible_value(r: _Reader, producer_id: int, producer_epoch: int, ti
             partitions.add(TopicPartition(topic, partition))
         _skip_tags(r)
     last_update, start = r.unpack(_VALUE_TAIL)
-    fields = {TAG_PREVIOUS_PRODUCER_ID: NO_PRODUCER_ID, TAG_NEXT_PRODUCER_ID: NO_PRODUCER_ID,
-              TAG_CLIENT_TRANSACTION_VERSION: 0}
+    fields: dict[int, object] = {
+        TAG_PREVIOUS_PRODUCER_ID: NO_PRODUCER_ID, TAG_NEXT_PRODUCER_ID: NO_PRODUCER_ID,
+        TAG_CLIENT_TRANSACTION_VERSION: 0, TAG_CHECK_BACK_GROUP: None, TAG_CHECK_COUNT: NO_CHECK,
+        TAG_NEXT_CHECK_TIMESTAMP_MS: NO_TIMESTAMP, TAG_ABORT_REASON: None}
     for _ in range(_uvarint(r)):
         tag, size = _uvarint(r), _uvarint(r)
         data = r.take(size)
-        st = _INT16 if tag == TAG_CLIENT_TRANSACTION_VERSION else _INT64
-        if tag in fields:
+        if tag in (TAG_CHECK_BACK_GROUP, TAG_ABORT_REASON):
+            fields[tag] = _decode_compact_string(data, tag)
+            continue
+        st = _TAG_TYPES.get(tag)
+        if st is not None:
             if size != st.size:
                 raise TransactionLogFormatError(f"tagged field {tag} of {size} bytes")
             fields[tag] = st.unpack(data)[0]
@@ -263,9 +294,31 @@ def _decode_flexible_value(r: _Reader, producer_id: int, producer_epoch: int, ti
     r.done()
     if state is TransactionState.EMPTY:
         partitions.clear()
+    check_count = fields[TAG_CHECK_COUNT]
+    if state is TransactionState.ONGOING and check_count >= 0:
+        state = TransactionState.CHECKING  # how Checking is written (the module docstring)
     return TransactionLogValue(producer_id, producer_epoch, timeout_ms, state, frozenset(partitions),
                                last_update, start, fields[TAG_PREVIOUS_PRODUCER_ID],
-                               fields[TAG_NEXT_PRODUCER_ID], fields[TAG_CLIENT_TRANSACTION_VERSION])
+                               fields[TAG_NEXT_PRODUCER_ID], fields[TAG_CLIENT_TRANSACTION_VERSION],
+                               fields[TAG_CHECK_BACK_GROUP], check_count, fields[TAG_NEXT_CHECK_TIMESTAMP_MS],
+                               fields[TAG_ABORT_REASON])
+
+
+_TAG_TYPES = {TAG_PREVIOUS_PRODUCER_ID: _INT64, TAG_NEXT_PRODUCER_ID: _INT64, TAG_CLIENT_TRANSACTION_VERSION: _INT16,
+              TAG_CHECK_COUNT: _INT32, TAG_NEXT_CHECK_TIMESTAMP_MS: _INT64}
+
+
+def _decode_compact_string(data: memoryview, tag: int) -> str | None:
+    inner = _Reader(data)
+    length = _uvarint(inner) - 1
+    if length < 0:
+        return None
+    try:
+        text = bytes(inner.take(length)).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TransactionLogFormatError(f"tagged field {tag} is not UTF-8: {e}") from None
+    inner.done()
+    return text
 
 
 def _uvarint(r: _Reader) -> int:
@@ -333,7 +386,8 @@ def load_state(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | 
             producer_epoch=v.producer_epoch, last_producer_epoch=last_producer_epoch,
             txn_timeout_ms=v.transaction_timeout_ms, topic_partitions=v.topic_partitions,
             txn_start_timestamp=v.start_timestamp_ms, txn_last_update_timestamp=v.last_update_timestamp_ms,
-            client_transaction_version=v.client_transaction_version))
+            client_transaction_version=v.client_transaction_version, check_back_group=v.check_back_group,
+            check_count=v.check_count, next_check_ms=v.next_check_ms, abort_reason=v.abort_reason))
     return states
 
 

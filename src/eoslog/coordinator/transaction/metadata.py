@@ -20,6 +20,13 @@ Contract
   retried. When that bump reaches the last epoch (32767) a fresh producer id is allocated at prepare time,
   persisted as ``next_producer_id``, and taken over (at epoch 0) by the Complete record.
 
+- Check-back (eoslog's extension, docs/transactions.md "Check-back transactions"): ``check_back_group`` names
+  the producer group that resolves this transaction if its timeout passes. It is set by BeginCheckBack (an
+  Empty record) and carried into the transaction that starts next; a transaction started from Complete*
+  without it is plain. ``check_count`` >= 0 only in Checking (the checks asked so far), ``next_check_ms``
+  when the next is due, ``abort_reason`` why the broker aborted it. ``check_lease_until_ms`` is memory
+  only: a poll lent the current check out until then (a restart simply asks again).
+
 Why eoslog has no unlogged PrepareEpochFence step: Kafka bumps the epoch in memory, marks
 PrepareEpochFence, then rewrites the pending state to PrepareAbort and logs that (with a flag for a failed
 fence write). Here the fence is one transit, Ongoing -> PrepareAbort carrying the bumped epoch, so a failed
@@ -38,11 +45,16 @@ from eoslog.coordinator.transaction.state import IllegalStateTransition, Transac
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_TIMESTAMP = -1
+NO_CHECK = -1  # check_count of a transaction that is not Checking
 MAX_PRODUCER_EPOCH = 32767  # Java's Short.MAX_VALUE: the epoch field is an int16
 # KIP-890's transaction versions, as the client speaks them: 1 = today's protocol (EndTxn <= v4, explicit
 # AddPartitionsToTxn); 2 = an epoch bump at every EndTxn (v5+) and partitions added by Produce (v12+).
 TRANSACTION_VERSION_1 = 1
 TRANSACTION_VERSION_2 = 2
+
+
+# A new producer identity (InitProducerId) starts with no check-back state at all.
+_PLAIN = {"check_back_group": None, "check_count": NO_CHECK, "next_check_ms": NO_TIMESTAMP, "abort_reason": None}
 
 
 def is_epoch_exhausted(producer_epoch: int) -> bool:
@@ -107,6 +119,11 @@ class TxnTransitMetadata:
     txn_start_timestamp: int
     txn_last_update_timestamp: int
     client_transaction_version: int = 0  # 0 = not known (a v0 record), 1 or 2 otherwise
+    # check-back (eoslog's extension; tags 32256-32259 of value version 1)
+    check_back_group: str | None = None
+    check_count: int = NO_CHECK
+    next_check_ms: int = NO_TIMESTAMP
+    abort_reason: str | None = None
 
 
 @dataclass(eq=False)
@@ -125,6 +142,11 @@ class TransactionMetadata:
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     client_transaction_version: int = 0
+    check_back_group: str | None = None
+    check_count: int = NO_CHECK
+    next_check_ms: int = NO_TIMESTAMP
+    abort_reason: str | None = None
+    check_lease_until_ms: int = NO_TIMESTAMP  # memory only (see the contract)
     pending_state: TransactionState | None = None
     _pending: TxnTransitMetadata | None = field(default=None, repr=False)
 
@@ -170,12 +192,12 @@ class TransactionMetadata:
         previous = (self.producer_id, self.producer_epoch) if remember_current else (-1, -1)
         return self._prepare(TransactionState.EMPTY, self.producer_id, self.producer_epoch + 1,
                              txn_timeout_ms, frozenset(), NO_TIMESTAMP, now_ms,
-                             previous_producer_id=previous[0], last_producer_epoch=previous[1])
+                             previous_producer_id=previous[0], last_producer_epoch=previous[1], **_PLAIN)
 
     def prepare_keep_producer_epoch(self, txn_timeout_ms: int, now_ms: int) -> TxnTransitMetadata:
         """InitProducerId retried with the recoverable identity: hand back the current epoch, no bump."""
         return self._prepare(TransactionState.EMPTY, self.producer_id, self.producer_epoch, txn_timeout_ms,
-                             frozenset(), NO_TIMESTAMP, now_ms)
+                             frozenset(), NO_TIMESTAMP, now_ms, **_PLAIN)
 
     def prepare_producer_id_rotation(self, new_producer_id: int, txn_timeout_ms: int, now_ms: int, *,
                                      remember: tuple[int, int] | None) -> TxnTransitMetadata:
@@ -185,7 +207,7 @@ class TransactionMetadata:
         previous = remember if remember is not None else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         return self._prepare(TransactionState.EMPTY, new_producer_id, 0, txn_timeout_ms, frozenset(),
                              NO_TIMESTAMP, now_ms, previous_producer_id=previous[0],
-                             last_producer_epoch=previous[1])
+                             last_producer_epoch=previous[1], **_PLAIN)
 
     def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int, *,
                                transaction_version: int | None = None) -> TxnTransitMetadata:
@@ -194,13 +216,19 @@ class TransactionMetadata:
         starting = self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
                                   TransactionState.COMPLETE_ABORT)
         start = now_ms if starting else self.txn_start_timestamp
+        # Check-back is for the transaction BeginCheckBack announced (an Empty record): one started after
+        # a Complete* record is plain, whatever the transaction before it was.
+        group = self.check_back_group if self.state in (TransactionState.EMPTY, TransactionState.ONGOING) else None
         return self._prepare(TransactionState.ONGOING, self.producer_id, self.producer_epoch,
                              self.txn_timeout_ms, frozenset(self.topic_partitions).union(partitions),
-                             start, now_ms, client_transaction_version=transaction_version)
+                             start, now_ms, client_transaction_version=transaction_version,
+                             check_back_group=group, check_count=NO_CHECK, next_check_ms=NO_TIMESTAMP,
+                             abort_reason=None)
 
     def prepare_abort_or_commit(self, result: TransactionResult, now_ms: int, *,
                                 transaction_version: int = TRANSACTION_VERSION_1,
-                                next_producer_id: int = NO_PRODUCER_ID) -> TxnTransitMetadata:
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                abort_reason: str | None = None) -> TxnTransitMetadata:
         """EndTxn: the logged Prepare record is the decision; markers follow.
 
         Transaction version 2: the decision is taken under epoch + 1 (the markers carry it, so the
@@ -210,7 +238,7 @@ class TransactionMetadata:
         if transaction_version < TRANSACTION_VERSION_2:
             return self._prepare(_PREPARE_STATE[result], self.producer_id, self.producer_epoch,
                                  self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
-                                 now_ms)
+                                 now_ms, abort_reason=abort_reason)
         if self.producer_epoch >= MAX_PRODUCER_EPOCH:
             raise IllegalStateTransition(self.transactional_id, self.state, _PREPARE_STATE[result],
                                          "cannot bump: producer epoch would overflow")
@@ -219,9 +247,11 @@ class TransactionMetadata:
         return self._prepare(_PREPARE_STATE[result], self.producer_id, self.producer_epoch + 1,
                              self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
                              now_ms, previous_producer_id=self.producer_id, last_producer_epoch=self.producer_epoch,
-                             next_producer_id=next_producer_id, client_transaction_version=transaction_version)
+                             next_producer_id=next_producer_id, client_transaction_version=transaction_version,
+                             abort_reason=abort_reason)
 
-    def prepare_fence_and_abort(self, now_ms: int, *, recoverable: bool) -> TxnTransitMetadata:
+    def prepare_fence_and_abort(self, now_ms: int, *, recoverable: bool,
+                                abort_reason: str | None = None) -> TxnTransitMetadata:
         """Abort the ongoing transaction under epoch + 1, so requests of the old epoch are refused.
 
         ``recoverable``: the bump was not caused by a new producer (transaction timeout, or a KIP-360
@@ -232,7 +262,8 @@ class TransactionMetadata:
         previous = (self.producer_id, self.producer_epoch) if recoverable else (-1, -1)
         return self._prepare(TransactionState.PREPARE_ABORT, self.producer_id, self.producer_epoch + 1,
                              self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
-                             now_ms, previous_producer_id=previous[0], last_producer_epoch=previous[1])
+                             now_ms, previous_producer_id=previous[0], last_producer_epoch=previous[1],
+                             abort_reason=abort_reason)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         """Every marker is written: Prepare* -> Complete*, and the partition set is cleared."""
@@ -246,6 +277,23 @@ class TransactionMetadata:
                                  self.txn_start_timestamp, now_ms, next_producer_id=NO_PRODUCER_ID)
         return self._prepare(target, self.producer_id, self.producer_epoch, self.txn_timeout_ms, frozenset(),
                              self.txn_start_timestamp, now_ms)
+
+    def prepare_begin_check_back(self, group: str, now_ms: int) -> TxnTransitMetadata:
+        """BeginCheckBack between transactions: the next transaction of this id is resolved by ``group``
+        if its timeout passes. Logged as Empty (same producer id and epoch) so a restart keeps it."""
+        return self._prepare(TransactionState.EMPTY, self.producer_id, self.producer_epoch, self.txn_timeout_ms,
+                             frozenset(), NO_TIMESTAMP, now_ms, check_back_group=group, check_count=NO_CHECK,
+                             next_check_ms=NO_TIMESTAMP, abort_reason=None)
+
+    def prepare_checking(self, check_count: int, next_check_ms: int, now_ms: int) -> TxnTransitMetadata:
+        """A check-back transaction's timeout passed (count 0), or a check went unanswered or was
+        answered unknown (count + 1): ask its group again at ``next_check_ms``."""
+        if self.check_back_group is None:
+            raise IllegalStateTransition(self.transactional_id, self.state, TransactionState.CHECKING,
+                                         "not a check-back transaction")
+        return self._prepare(TransactionState.CHECKING, self.producer_id, self.producer_epoch,
+                             self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
+                             now_ms, check_count=check_count, next_check_ms=next_check_ms)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         """transactional.id.expiration.ms: logged as a tombstone; the cache drops the id afterwards."""
@@ -284,6 +332,11 @@ class TransactionMetadata:
         self.txn_start_timestamp = t.txn_start_timestamp
         self.txn_last_update_timestamp = t.txn_last_update_timestamp
         self.client_transaction_version = t.client_transaction_version
+        self.check_back_group = t.check_back_group
+        self.check_count = t.check_count
+        self.next_check_ms = t.next_check_ms
+        self.abort_reason = t.abort_reason
+        self.check_lease_until_ms = NO_TIMESTAMP  # a logged change ends any lease of the check before it
         self._pending = None
         self.pending_state = None
 
@@ -293,7 +346,7 @@ class TransactionMetadata:
                  topic_partitions: frozenset[TopicPartition], txn_start_timestamp: int, now_ms: int, *,
                  previous_producer_id: int | None = None,
                  last_producer_epoch: int | None = None, next_producer_id: int | None = None,
-                 client_transaction_version: int | None = None) -> TxnTransitMetadata:
+                 client_transaction_version: int | None = None, **check_back) -> TxnTransitMetadata:
         return TxnTransitMetadata(
             transactional_id=self.transactional_id,
             from_state=self.state,
@@ -311,6 +364,10 @@ class TransactionMetadata:
             txn_last_update_timestamp=max(now_ms, self.txn_last_update_timestamp),
             client_transaction_version=(self.client_transaction_version if client_transaction_version is None
                                         else client_transaction_version),
+            check_back_group=check_back.get("check_back_group", self.check_back_group),
+            check_count=check_back.get("check_count", self.check_count),
+            next_check_ms=check_back.get("next_check_ms", self.next_check_ms),
+            abort_reason=check_back.get("abort_reason", self.abort_reason),
         )
 
     def _prepare(self, state: TransactionState, *args, **kwargs) -> TxnTransitMetadata:

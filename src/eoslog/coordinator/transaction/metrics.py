@@ -1,20 +1,22 @@
 """Transaction-coordinator metrics (telemetry.Family values), computed on the event loop at scrape time:
 transactional ids per state and the oldest ongoing transaction; and the question the partition metrics
-ask to call an open transaction hanging (cluster/partition_metrics.py)."""
+ask to call an open transaction hanging (cluster/partition_metrics.py); and the check-back counters (checks asked,
+answers by kind, transactions the group resolved by outcome; coordinator/transaction/checkback_service.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from eoslog.coordinator.transaction.state import TransactionState
-from eoslog.telemetry import GAUGE, Family
+from eoslog.telemetry import COUNTER, GAUGE, Family
 
 if TYPE_CHECKING:
     from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
 
 # States in which the coordinator has the transaction open over its partitions (markers not all written).
+# Checking is open too: a check-back transaction waiting for its group is not hanging.
 _OPEN = (TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT,
-         TransactionState.PREPARE_EPOCH_FENCE)
+         TransactionState.PREPARE_EPOCH_FENCE, TransactionState.CHECKING)
 
 
 def transaction_families(coordinator: TransactionCoordinator, now_ms: int) -> list[Family]:
@@ -31,7 +33,29 @@ def transaction_families(coordinator: TransactionCoordinator, now_ms: int) -> li
     for name, count in counts.items():
         states.add(count, name)
     oldest.add(age / 1000)
-    return [states, oldest]
+    return [states, oldest, *_check_back_families(coordinator)]
+
+
+def _check_back_families(coordinator: TransactionCoordinator) -> list[Family]:
+    counts = coordinator.check_backs.counts
+    checks = Family("eoslog_transaction_coordinator_check_back_checks", COUNTER,
+                    "Checks of check-back transactions logged (the timeout's first one and every one after)")
+    checks.add(counts["checking"])
+    answers = Family("eoslog_transaction_coordinator_check_back_answers", COUNTER,
+                     "Check-back answers that decided something, by answer (unanswered: a lease ran out)",
+                     ("answer",))
+    for answer in ("commit", "rollback", "unknown", "unanswered"):
+        answers.add(counts[f"answer:{answer}"], answer)
+    resolved = Family("eoslog_transaction_coordinator_check_back_resolved", COUNTER,
+                      "Check-back transactions the broker decided for their group, by outcome", ("outcome",))
+    for outcome in ("commit", "abort"):
+        resolved.add(counts[f"resolved:{outcome}"], outcome)
+    return [checks, answers, resolved]
+
+
+def being_checked(coordinator: TransactionCoordinator) -> frozenset[int]:
+    """Producer ids whose check-back transaction is Checking here (its group decides, not a timeout)."""
+    return frozenset(m.producer_id for m in coordinator.all_metadata() if m.state is TransactionState.CHECKING)
 
 
 def open_over(coordinator: TransactionCoordinator) -> dict[int, frozenset[tuple[str, int]]]:

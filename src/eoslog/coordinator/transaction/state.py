@@ -11,6 +11,11 @@ construction rather than by a forgotten ``if``.
 PREPARE_ABORT may be entered from EMPTY / COMPLETE_* as in Kafka 4: that is the KIP-890 part 2
 "abort when unsure" path, taken by an EndTxn(abort) v5+ (transaction version 2) with no transaction open. PREPARE_EPOCH_FENCE is likewise kept for its
 id and name: eoslog fences in a single logged Ongoing -> PrepareAbort step (see metadata.py).
+
+CHECKING (8) is eoslog's own (check-back transactions, docs/transactions.md "Check-back transactions"): a
+check-back transaction whose timeout passed waits there for its producer group's answer instead of being
+aborted. It is never written as 8: the record says Ongoing plus a check count (log_format.py), so a reader
+that knows nothing of check-back sees the open transaction it is.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class TransactionState(Enum):
     COMPLETE_ABORT = 5
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
+    CHECKING = 8  # eoslog's extension; persisted as ONGOING + CheckCount (see the module docstring)
 
     @property
     def id(self) -> int:
@@ -75,6 +81,7 @@ _KAFKA_NAMES: dict[TransactionState, str] = {
     S.COMPLETE_ABORT: "CompleteAbort",
     S.DEAD: "Dead",
     S.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+    S.CHECKING: "Checking",
 }
 
 _EXPIRABLE = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
@@ -86,17 +93,20 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     # AddPartitionsToTxn / AddOffsetsToTxn: starts a transaction, or widens the ongoing one.
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     # EndTxn(commit): the logged PrepareCommit record is the commit point.
-    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING, S.CHECKING}),
     # EndTxn(abort), the zombie fence of InitProducerId, the transaction timeout; Empty / Complete* only
     # for KIP-890 part 2 (see the module docstring).
     S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT,
-                                S.COMPLETE_ABORT}),
+                                S.COMPLETE_ABORT, S.CHECKING}),
     # All markers written.
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     # transactional.id.expiration.ms: only an id with no transaction in flight may be retired.
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+    # Check-back: the timeout of a check-back transaction (from Ongoing); an `unknown` answer or an
+    # expired lease (Checking -> Checking, one more check). Its way out is PrepareCommit / PrepareAbort.
+    S.CHECKING: frozenset({S.ONGOING, S.CHECKING}),
 }
 
 

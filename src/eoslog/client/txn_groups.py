@@ -77,7 +77,7 @@ def _split_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
-class _Connection:
+class Connection:
     def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity | None = None) -> None:
         self.address = (host, port)
         if security is None:
@@ -142,7 +142,7 @@ class TxnGroupClient:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.security = security  # the job's kafka.security.protocol / sasl.* / ssl.* (security/client.py)
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._versions: dict[int, tuple[int, int]] | None = None
 
     # ---- connection management ---------------------------------------------------------------------
@@ -158,16 +158,16 @@ class TxnGroupClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _bootstrap_connection(self) -> _Connection:
+    def _bootstrap_connection(self) -> Connection:
         last: Exception | None = None
         for host, port in _split_bootstrap(self.bootstrap):
             try:
-                return _Connection(host, port, min(self.timeout_s, 30.0), self.security)
+                return Connection(host, port, min(self.timeout_s, 30.0), self.security)
             except OSError as exc:
                 last = exc
         raise ConnectionError(f"cannot reach any of {self.bootstrap}: {last}")
 
-    def _coordinator(self, key: str) -> _Connection:
+    def _coordinator(self, key: str) -> Connection:
         if self._conn is not None:
             return self._conn
         conn = self._bootstrap_connection()
@@ -178,10 +178,10 @@ class TxnGroupClient:
             found = conn.spec_request(FIND_COORDINATOR, FIND_COORDINATOR_VERSION, messages.FindCoordinatorRequest(
                 key=key, key_type=COORDINATOR_TYPE_TRANSACTION))
             if found.error_code != 0:
-                raise _Retry(found.error_code)
+                raise Retry(found.error_code)
             if (found.host, found.port) != conn.address:  # on a cluster, often another bootstrap broker
                 conn.close()
-                conn = _Connection(found.host, found.port, min(self.timeout_s, 30.0), self.security)
+                conn = Connection(found.host, found.port, min(self.timeout_s, 30.0), self.security)
         except BaseException:
             conn.close()
             raise
@@ -212,9 +212,9 @@ class TxnGroupClient:
                 if code in _RETRIABLE:
                     if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                         self.close()
-                    raise _Retry(code)
+                    raise Retry(code)
                 return response
-            except (_Retry, OSError, ConnectionError) as exc:
+            except (Retry, OSError, ConnectionError) as exc:
                 self.close()
                 if time.monotonic() + delay > deadline:
                     raise TimeoutError(f"transaction-group request 0x{api_key:X} did not succeed within "
@@ -270,7 +270,7 @@ class TxnGroupClient:
                 for topic in response.topics:
                     if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
                         return len(topic.partitions)
-            except (_Retry, OSError, ConnectionError):
+            except (Retry, OSError, ConnectionError):
                 self.close()
             if time.monotonic() + delay > deadline:
                 return None
@@ -291,7 +291,7 @@ class TxnGroupClient:
         return tuple(response.aborted)
 
 
-class _Retry(Exception):
+class Retry(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code))
         self.code = code
