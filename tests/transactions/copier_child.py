@@ -80,6 +80,22 @@ def abort_and_rewind() -> None:
     rewind()
 
 
+_said: dict[str, tuple[float, int]] = {}  # error name -> (when last printed, retries since)
+
+
+def say_retrying(call: str, error) -> None:
+    """One line per error kind per 5 s: a copier stuck on a retriable error says so (and how often)."""
+    key = f"{call}: {error.name()}"
+    last, count = _said.get(key, (0.0, 0))
+    now = time.monotonic()
+    if now - last >= 5:
+        print(f"{transactional_id}: {key} ({error.str()}) is retriable, retrying"
+              f"{f' ({count + 1} times in {now - last:.0f} s)' if last else ''}", flush=True)
+        _said[key] = (now, 0)
+    else:
+        _said[key] = (last, count + 1)
+
+
 def commit() -> bool:
     while True:
         try:
@@ -88,16 +104,28 @@ def commit() -> bool:
         except KafkaException as exc:
             error = exc.args[0]
             if error.retriable():
+                say_retrying("commit_transaction", error)
                 continue
             if error.txn_requires_abort():
                 return False
             raise
 
 
+idle_since = time.monotonic()
 while True:
-    messages = [m for m in consumer.consume(750, 1.0) if not m.error()]
+    messages = []
+    for m in consumer.consume(750, 1.0):
+        if m.error():
+            say_retrying("consume", m.error())
+        else:
+            messages.append(m)
     if not messages:
+        if time.monotonic() - idle_since >= 10:  # a stall says what the consumer holds
+            print(f"{transactional_id}: nothing consumed for 10 s; assignment "
+                  f"{[(tp.topic, tp.partition) for tp in consumer.assignment()]}", flush=True)
+            idle_since = time.monotonic()
         continue
+    idle_since = time.monotonic()
     try:
         producer.begin_transaction()
         for m in messages:

@@ -323,7 +323,7 @@ class Broker:
         extra = {"ssl": tls[0], "ssl_handshake_timeout": self.config.authentication_timeout_ms / 1000} if tls else {}
         return await asyncio.get_running_loop().create_server(
             lambda: self._new_connection(listener), listener.host, listener.port, reuse_address=True,
-            start_serving=start_serving, **extra)
+            backlog=self.config.socket_listen_backlog_size, start_serving=start_serving, **extra)
 
     def _new_connection(self, listener) -> KafkaConnection:
         tls = self._tls.get(listener.name)

@@ -78,6 +78,7 @@ _SIMPLE_INTS = {
     "broker.id": ("node_id", 0),
     "num.partitions": ("num_partitions", 1),
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024),
+    "socket.listen.backlog.size": ("socket_listen_backlog_size", 1),
     "max.connections": ("max_connections", 1),
     "max.connections.per.ip": ("max_connections_per_ip", 1),
     "connections.max.idle.ms": ("connections_max_idle_ms", 1000),
@@ -253,6 +254,10 @@ class BrokerConfig:
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # Connections the kernel holds for a listener until the broker accepts them (KIP-764; capped by
+    # net.core.somaxconn). 100, asyncio's default that eoslog always used (Kafka's is 50): once it is
+    # full, the kernel drops a client's SYN and the client only tries again a second later.
+    socket_listen_backlog_size: int = 100
     # ---- resource bounds (server/limits.py, docs/security.md) -------------------------------------------
     # None: max(DEFAULT_QUEUED_MAX_REQUEST_BYTES, socket.request.max.bytes); -1: unbounded, as Kafka's own
     # default (ours is bounded: a broker no client can exhaust is the point).

@@ -102,13 +102,19 @@ class EmbeddedCluster:
                             **(self.broker_properties(broker_id, port) if self.broker_properties else {})},
                 log_path=self.base_dir / f"broker-{broker_id}.log",
                 file_size_limit=self._file_size_limits.get(broker_id), advertised=advertised)
+        # All launched first: the interpreters start side by side, then each is waited for.
         for broker in self.brokers.values():
-            broker.start(timeout)
+            broker.launch()
+        for broker in self.brokers.values():
+            broker.wait_ready(timeout)
         self.wait_for(lambda s: len(s.brokers) == self._count and s.controller in self.brokers, timeout,
                       "every broker registered and a controller elected")
         return self
 
     def stop(self) -> None:
+        for broker in self.brokers.values():  # every broker told first, so their shutdowns overlap
+            with contextlib.suppress(Exception):
+                broker.request_stop()
         for broker in self.brokers.values():
             with contextlib.suppress(Exception):
                 broker.__exit__(None, None, None)

@@ -34,6 +34,7 @@ class BrokerProcess:
         self.advertised = advertised
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.process: subprocess.Popen | None = None
+        self._stop_requested = False  # SIGTERM already sent to the running process
         self.starts = 0
         # RLIMIT_FSIZE for the broker: a write past it fails with EFBIG (CPython ignores SIGXFSZ), which
         # is how a test gives one broker a full disk without touching the machine's filesystems.
@@ -44,7 +45,17 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
-        port_file = self.data_dir.parent / f"port-{self.port}"
+        self.launch()
+        return self.wait_ready(timeout)
+
+    @property
+    def _port_file(self) -> Path:
+        return self.data_dir.parent / f"port-{self.port}"
+
+    def launch(self) -> None:
+        """Starts the process without waiting for it: a cluster launches all its brokers, then waits for
+        each (:meth:`wait_ready`), so their interpreter start-ups overlap."""
+        port_file = self._port_file
         port_file.parent.mkdir(parents=True, exist_ok=True)
         port_file.unlink(missing_ok=True)
         command = [
@@ -56,9 +67,14 @@ class BrokerProcess:
         for name, value in self.properties.items():
             command += ["--set", f"{name}={value}"]
         log_file = open(self.log_path, "ab")
+        self._stop_requested = False
         self.process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         preexec_fn=self._limits if self.file_size_limit else None)
         log_file.close()
+
+    def wait_ready(self, timeout: float = 30.0) -> BrokerProcess:
+        """Until the launched broker listens (it writes its port file then); it is killed on a timeout."""
+        port_file = self._port_file
         deadline = time.monotonic() + timeout
         while not port_file.exists():
             if self.process.poll() is not None:
@@ -90,7 +106,7 @@ class BrokerProcess:
     def terminate(self, timeout: float = 60.0) -> int:
         if self.process is None:
             return 0
-        if self.process.poll() is None:
+        if self.process.poll() is None and not self._stop_requested:
             self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout)
 
@@ -110,12 +126,19 @@ class BrokerProcess:
     def __enter__(self) -> "BrokerProcess":
         return self.start()
 
+    def request_stop(self) -> None:
+        """SIGCONT (a paused broker could not act on it) and SIGTERM, without waiting for the exit."""
+        if self.process is not None and self.process.poll() is None:
+            for signum in (signal.SIGCONT, signal.SIGTERM):
+                try:
+                    self.process.send_signal(signum)
+                except ProcessLookupError:
+                    break
+            self._stop_requested = True
+
     def __exit__(self, *exc_info) -> None:
         if self.process is not None and self.process.poll() is None:
-            try:
-                self.process.send_signal(signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+            self.request_stop()
             self.terminate()
         if self._tempdir is not None:
             self._tempdir.cleanup()

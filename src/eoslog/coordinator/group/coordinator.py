@@ -338,13 +338,17 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         if self._owned is not None:
             self._owned.add(partition)
 
-    def unload_partition(self, partition: int) -> list[str]:
+    def unload_partition(self, partition: int) -> Result:
         """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
-        loads them from the replicated log); their requests answer NOT_COORDINATOR from now on."""
+        loads them from the replicated log); their requests answer NOT_COORDINATOR from now on, and so
+        do the JoinGroup and SyncGroup calls still waiting in them."""
         group_ids = [g for g in set(self.groups) | self.offsets.groups() if self.partition_for(g) == partition]
         group_ids += [g for g in self.consumer.groups if self.partition_for(g) == partition and g not in group_ids]
+        fx = Effects()
         for group_id in group_ids:
-            self.groups.pop(group_id, None)
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                group.unload(fx)
             self.consumer.groups.pop(group_id, None)
             self._consumer_written.pop(group_id, None)
             self._consumer_durable.pop(group_id, None)
@@ -353,7 +357,7 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         self._loaded.discard(partition)
         if self._owned is not None:
             self._owned.discard(partition)
-        return group_ids
+        return self._finish(fx, Result())
 
     def load_partition(self, partition: int, entries: Iterable[LogEntry], *, now_ms: int) -> None:
         """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from its records."""

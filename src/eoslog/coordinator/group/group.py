@@ -651,6 +651,20 @@ class ClassicGroup:
         self.state = to_state
         self.state_timestamp_ms = now_ms
 
+    def unload(self, fx: Effects) -> None:
+        """This broker stops coordinating the group (its partition is led elsewhere now): every member's
+        waiting JoinGroup or SyncGroup is answered NOT_COORDINATOR, as Kafka's onGroupUnloaded does, so
+        the client finds the new coordinator at once instead of waiting out its request timeout (a
+        JoinGroup's is the rebalance timeout, 5 minutes by default)."""
+        for member in self.members.values():
+            if member.awaiting_join is not None:
+                self._complete(fx, member.awaiting_join,
+                               JoinGroupResponse(Errors.NOT_COORDINATOR, member_id=member.member_id))
+                member.awaiting_join = None
+            if member.awaiting_sync is not None:
+                self._complete(fx, member.awaiting_sync, SyncGroupResponse(Errors.NOT_COORDINATOR))
+                member.awaiting_sync = None
+
     def mark_dead(self, now_ms: int) -> None:
         self._transition(S.DEAD, now_ms)
 

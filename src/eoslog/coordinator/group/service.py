@@ -139,11 +139,11 @@ class GroupService:
 
     def unload_partition(self, index: int) -> None:
         """Leadership of ``__consumer_offsets``-``index`` moved away (cluster mode)."""
-        unloaded = self.coordinator.unload_partition(index)
-        if unloaded:
-            log.info("group coordinator gave up %s-%d: %d groups now coordinated elsewhere", CONSUMER_OFFSETS,
-                     index, len(unloaded))
-        self._schedule()
+        groups = self.coordinator.groups_in(index)
+        result = self.coordinator.unload_partition(index)
+        log.info("group coordinator gave up %s-%d: %d groups now coordinated elsewhere, %d waiting calls "
+                 "answered NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
+        self._process(result)
 
     def load_partition(self, index: int) -> None:
         """This broker leads ``__consumer_offsets``-``index`` (at start-up, or from now on)."""

@@ -162,6 +162,7 @@ class TransactionCoordinator:
         # ones this broker leads. Other transactional ids answer NOT_COORDINATOR.
         self._owned: set[int] | None = None
         self._coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch when loaded (cluster)
+        self._loaded: set[int] = set()  # partitions whose ids are in memory (loaded, not unloaded since)
         self._marker_clients: dict[int, BrokerClient] = {}  # cluster mode: markers to other leaders
         self._completions: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -207,6 +208,7 @@ class TransactionCoordinator:
         records = list(_read_records(partition))
         self._states[index] = load_state(records)
         self.groups.load(records)
+        self._loaded.add(index)
         return len(self._states[index])
 
     def own_partitions(self, partitions: Iterable[int]) -> None:
@@ -254,18 +256,32 @@ class TransactionCoordinator:
             if task is not None:
                 task.cancel()
         self._states[index] = {}
+        self._loaded.discard(index)
         self.groups.unload(index)
         log.info("transaction coordinator gave up %s-%d: %d transactional ids now coordinated elsewhere",
                  TRANSACTION_STATE, index, len(states))
 
     def load_partition(self, index: int) -> None:
         """This broker now leads ``__transaction_state``-``index``: load it and finish what it decided."""
+        if index in self._loaded:
+            # A new leader epoch while this broker led all along (the controller dropped a dead follower
+            # from the ISR): the log was not truncated, so the ids in memory are exact, and their
+            # transits and completions in flight stay valid. Reloading would start a second completion
+            # of each decided transaction beside the running one (a late duplicate marker could land
+            # in the producer's next transaction). The coordinator epoch stays the one loaded with: no
+            # other coordinator wrote markers for this partition meanwhile.
+            log.info("transaction coordinator keeps %s-%d: led here without interruption, %d transactional ids, "
+                     "coordinator epoch still %d", TRANSACTION_STATE, index, len(self._states.get(index, {})),
+                     self._coordinator_epochs[index])
+            return
+        started = time.monotonic()
         if self._owned is not None:
             self._owned.add(index)
         self._ensure_state_topic()
         if self.broker.config.test_faults.get(SKIP_COORDINATOR_LOAD):
             self._coordinator_epochs[index] = _coordinator_epoch(self.registry.partition(TRANSACTION_STATE, index))
             self._states[index] = {}
+            self._loaded.add(index)
             log.warning("test fault: %s-%d served without loading it", TRANSACTION_STATE, index)
             return
         loaded = self._load(index)
@@ -274,8 +290,9 @@ class TransactionCoordinator:
             actions += 1
             self._spawn_completion(action.markers, action.complete)
         actions += self.groups.recover(index)  # its members are coordinated here too
-        log.info("transaction coordinator took over %s-%d (coordinator epoch %d): %d transactional ids, "
-                 "finishing %d", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded, actions)
+        log.info("transaction coordinator took over %s-%d (coordinator epoch %d): %d transactional ids in "
+                 "%.0f ms, finishing %d", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded,
+                 (time.monotonic() - started) * 1000, actions)
 
     async def stop(self) -> None:
         self._stopping = True
