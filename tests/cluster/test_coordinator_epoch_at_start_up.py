@@ -10,7 +10,8 @@ controller, so nobody rewrites the state znode: it still names that broker leade
 Started again first, the broker reads that view before its coordinator starts, and no election follows
 (the test checks the epoch did not move). Markers it then writes must carry that epoch: before the fix
 they said 0, partitions that had seen a marker of an older but non-zero epoch refused them, and the
-transaction stayed in PrepareCommit.
+transaction stayed in PrepareCommit. (The non-zero epoch comes from a takeover: a broker that keeps leading
+through an ISR change keeps the coordinator epoch it loaded with.)
 """
 
 from __future__ import annotations
@@ -90,25 +91,27 @@ def test_a_coordinator_leading_at_start_up_writes_markers_with_its_leader_epoch(
         probe.init_transactions(30)  # creates __transaction_state
         del probe
         state = cluster.wait_for(lambda s: len(s.isr_of(TXN_STATE, 0)) == 2, 30, "__transaction_state in sync")
-        a = state.leader_of(TXN_STATE, 0)
-        (b,) = set(cluster.brokers) - {a}
+        b = state.leader_of(TXN_STATE, 0)
+        (a,) = set(cluster.brokers) - {b}
+
+        # The first leader B leaves: A takes __transaction_state-0 over in a new leader epoch and
+        # coordinates with it (a takeover loads the partition). B comes back as a follower. (An ISR change
+        # alone would bump the epoch too, but a broker that keeps leading keeps its coordinator epoch.)
+        _stop(cluster, b)
+        state = cluster.wait_for(lambda s: s.leader_of(TXN_STATE, 0) == a, 30, "A leads __transaction_state-0")
+        first_epoch = state.epoch_of(TXN_STATE, 0)
+        assert first_epoch >= 1
+        wait_until(lambda: _leads_in(cluster.broker(a).bootstrap, first_epoch), 10,
+                   f"broker {a} leading __transaction_state-0 in epoch {first_epoch}")
+        cluster.broker(b).start()
+        cluster.wait_for(lambda s: len(s.isr_of(TXN_STATE, 0)) == 2 and s.leader_of(TXN_STATE, 0) == a, 30,
+                         "B back in the ISR, A still leading")
         # "remote" has its only replica on the other broker (markers go there as WriteTxnMarkers),
         # "local" on the coordinator's broker (markers appended in place).
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         for future in admin.create_topics([NewTopic("remote", 1, replica_assignment=[[b]]),
                                            NewTopic("local", 1, replica_assignment=[[a]])]).values():
             future.result(30)
-
-        # B leaves: the controller shrinks the ISR of __transaction_state-0 and so bumps its leader
-        # epoch; A stays leader and reloads the partition on becoming leader of the new epoch.
-        _stop(cluster, b)
-        state = cluster.wait_for(lambda s: s.isr_of(TXN_STATE, 0) == (a,), 30, "B out of the ISR")
-        assert state.leader_of(TXN_STATE, 0) == a
-        first_epoch = state.epoch_of(TXN_STATE, 0)
-        assert first_epoch >= 1
-        wait_until(lambda: _leads_in(cluster.broker(a).bootstrap, first_epoch), 10,
-                   f"broker {a} leading __transaction_state-0 in epoch {first_epoch}")
-        cluster.broker(b).start()
         cluster.wait_for(lambda s: s.leader_of("remote", 0) == b and s.leader_of("local", 0) == a, 30,
                          "both data partitions led")
 
@@ -131,7 +134,7 @@ def test_a_coordinator_leading_at_start_up_writes_markers_with_its_leader_epoch(
         state = cluster.state()
         assert state.leader_of(TXN_STATE, 0) == a
         epoch_at_stop = state.epoch_of(TXN_STATE, 0)
-        assert epoch_at_stop >= first_epoch
+        assert epoch_at_stop > first_epoch  # B's departure bumped it; A's coordinator kept first_epoch
 
         # A starts first: its first view names it leader, so its coordinator loads the partition at
         # start-up. B follows (for "remote"); no election touches __transaction_state-0 meanwhile.
