@@ -69,17 +69,20 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
         create_topic(cluster, "t", 1, 3)
         index = partition_for(GROUP, OFFSETS_PARTITIONS)
 
-        def coordinator_found():  # the first FindCoordinator creates __consumer_offsets
-            wire = KafkaWire(cluster.bootstrap)
+        def coordinator_found(bootstrap: str):  # the first FindCoordinator creates __consumer_offsets
+            wire = KafkaWire(bootstrap)
             try:
                 found = wire.call(FIND_COORDINATOR, 3, M.FindCoordinatorRequest(key=GROUP, key_type=0))
             finally:
                 wire.close()
             return found.node_id if found.error_code == 0 else None
 
-        coordinator = wait_until(coordinator_found, 30, "a group coordinator")
+        coordinator = wait_until(lambda: coordinator_found(cluster.bootstrap), 30, "a group coordinator")
         state = cluster.wait_for(lambda s: len(s.isr_of("__consumer_offsets", index)) == 3
                                  and s.leader_of("__consumer_offsets", index) == coordinator, 30, "full ISR")
+        # The coordinator's own view (it follows ZooKeeper by a watch) names it too: it serves the group.
+        wait_until(lambda: coordinator_found(cluster.broker(coordinator).bootstrap) == coordinator, 10,
+                   f"broker {coordinator} serving the group")
         epoch = state.epoch_of("__consumer_offsets", index)
         address = cluster.broker(coordinator).bootstrap
         a, b, admin = KafkaWire(address), KafkaWire(address), KafkaWire(address)

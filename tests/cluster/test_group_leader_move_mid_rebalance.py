@@ -82,6 +82,14 @@ def coordinator_found(bootstrap: str) -> bool:
     return found.coordinators[0].error_code == 0
 
 
+def serves_the_group(cluster: EmbeddedCluster, broker: int) -> bool:
+    """``broker`` itself names itself coordinator: it has applied the view in which it leads the group's
+    partition (ZooKeeper names a leader before that broker's own view, which follows a watch, has it)."""
+    found = call(cluster.broker(broker).bootstrap, FIND_COORDINATOR, 4,
+                 messages.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]))
+    return found.coordinators[0].error_code == 0 and found.coordinators[0].node_id == broker
+
+
 def waiting_rebalance(cluster: EmbeddedCluster, coordinator: int, stable: Member) -> Member:
     """A new member whose JoinGroup waits at ``coordinator`` for ``stable`` to rejoin."""
     joining = Member(cluster.broker(coordinator).bootstrap)
@@ -118,6 +126,7 @@ def test_a_join_waiting_at_a_coordinator_that_loses_the_partition_is_told_to_loo
         state = cluster.wait_for(lambda s: (s.leader_of(OFFSETS, INDEX) or -1) > 0
                                  and len(s.isr_of(OFFSETS, INDEX)) == 3, 30, f"{OFFSETS}-{INDEX} in sync")
         first = state.leader_of(OFFSETS, INDEX)
+        wait_until(lambda: serves_the_group(cluster, first), 10, f"broker {first} serving the group")
         members: list[Member] = []
         try:
             # A Stable group of one at the first coordinator, and a second member waiting in its rebalance.
@@ -137,6 +146,7 @@ def test_a_join_waiting_at_a_coordinator_that_loses_the_partition_is_told_to_loo
 
             # At the new coordinator (which loaded the group: a at generation 1) both rejoin, and the
             # rebalance completes in generation 2.
+            wait_until(lambda: serves_the_group(cluster, second), 10, f"broker {second} serving the group")
             a = Member(cluster.broker(second).bootstrap, a.member_id)
             b = Member(cluster.broker(second).bootstrap)
             members += [a, b]
