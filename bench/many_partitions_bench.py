@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/many_partitions_bench.py [--quick] [--rounds 1] [--size 1024]
         [--seconds 5] [--paced-rate 2000] [--procs 5] [--per-proc 10] [--set NAME=VALUE]
-        [--bootstrap HOST:PORT --broker-pid PID]
+        [--producer NAME=VALUE] [--bootstrap HOST:PORT --broker-pid PID]
 
 One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per round, a fresh topic with
 1,000 partitions and one with 8. Per topic, with the same client counts, the rounds alternating the order
@@ -13,7 +13,10 @@ One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per 
 2. consume: PROCS x PER_PROC consumers in one fresh group (read_committed, auto commit) drain that backlog:
    msgs/s from the first to the last message received (group joining not counted; it is printed apart);
 3. paced: with the consumers caught up, the producers send PACED_RATE msgs/s in total for SECONDS:
-   produce-to-delivery p50/p99 and end-to-end (send time in the value to receive time) p50/p99.
+   produce-to-delivery p50/p99 and end-to-end (send time in the value to receive time) p50/p99, and the
+   broker's own Produce time (decoded to answered, from its Prometheus histogram: the upper bound of the
+   bucket holding p50/p99), which tells the broker's share of a delivery latency from the clients', and
+   likewise its log flushes (fsync or syncfs rounds, per log covered).
 
 The broker's CPU seconds and peak RSS are read from /proc for each topic's phases. Prints one table and the
 1000/8 ratios. librdkafka does its I/O in its own threads, so one Python process drives many clients.
@@ -26,12 +29,14 @@ import multiprocessing as mp
 import os
 import random
 import resource
+import socket
 import statistics
 import struct
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -42,7 +47,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # ---- worker processes (spawned: librdkafka threads and fork do not mix) ----------------------------------
 
-def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out):
+def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out, overrides):
     from confluent_kafka import Producer
 
     delivered = [0]
@@ -60,9 +65,10 @@ def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out):
         if sent is not None:
             latencies.append(now - sent)
 
-    producers = [Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                           "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
-                           "on_delivery": on_delivery}) for _ in range(count)]
+    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+              "linger.ms": 5, "queue.buffering.max.kbytes": 4096, "on_delivery": on_delivery}
+    config.update(overrides)
+    producers = [Producer(config) for _ in range(count)]
     rng = random.Random(os.getpid())
     pad = b"v" * max(size - HEADER.size, 0)
     flag = 1 if paced else 0
@@ -189,6 +195,36 @@ class BrokerWatch:
 
 # ---- one topic -------------------------------------------------------------------------------------------
 
+def scrape_histogram(metrics_url, name, label=""):
+    """One of the broker's cumulative histograms (e.g. Produce's TotalTime: seconds from a request decoded
+    to its response ready): {upper bound: count}, or None when the broker serves no metrics."""
+    if not metrics_url:
+        return None
+    text = urllib.request.urlopen(metrics_url, timeout=30).read().decode()
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{") and label in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            counts[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+PRODUCE_TIME = ("kafka_network_requestmetrics_totaltime_seconds", 'request="Produce"')
+FLUSH_TIME = ("kafka_log_logflushstats_logflushrateandtime_seconds", "")
+
+
+def _bucket_pct(before, after, q):
+    """The upper bound of the bucket holding quantile q of the observations between two scrapes, in ms."""
+    if before is None or after is None:
+        return float("nan")
+    bounds = sorted(after)
+    total = after[bounds[-1]] - before.get(bounds[-1], 0)
+    for bound in bounds:
+        if after[bound] - before.get(bound, 0) >= q * total:
+            return bound * 1000
+    return float("nan")
+
+
 def _pct(values, q):
     if not values:
         return float("nan")
@@ -205,7 +241,8 @@ def _run_producers(ctx, args, topic, seconds, paced):
     out = ctx.Queue()
     rate = args.paced_rate / args.procs
     procs = [ctx.Process(target=_producer_worker,
-                         args=(args.bootstrap, topic, args.per_proc, args.size, seconds, rate, paced, out))
+                         args=(args.bootstrap, topic, args.per_proc, args.size, seconds, rate, paced, out,
+                               dict(item.split("=", 1) for item in args.producer)))
              for _ in range(args.procs)]
     for p in procs:
         p.start()
@@ -257,7 +294,13 @@ def measure_topic(ctx, args, topic, pid):
 
         print(f"  {topic}: paced phase", file=sys.stderr, flush=True)
         cpu0 = _children_cpu()
+        before = [scrape_histogram(args.metrics_url, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
         paced = _run_producers(ctx, args, topic, args.seconds, paced=True)
+        after = [scrape_histogram(args.metrics_url, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
+        row["broker Produce p50 ms <="] = _bucket_pct(before[0], after[0], 0.50)
+        row["broker Produce p99 ms <="] = _bucket_pct(before[0], after[0], 0.99)
+        row["log flush p50 ms <="] = _bucket_pct(before[1], after[1], 0.50)
+        row["log flush p99 ms <="] = _bucket_pct(before[1], after[1], 0.99)
         row["paced producers CPU s"] = _children_cpu() - cpu0
         cpu0 = _children_cpu()
         paced_total = sum(r["delivered"] for r in paced)
@@ -299,8 +342,18 @@ def create_topic(bootstrap, name, partitions):
     raise TimeoutError(f"{name} not ready")
 
 
+def delete_topic(bootstrap, name):
+    """Each topic goes once measured: gigabytes left in the page cache would make the kernel's writeback
+    pace the next topic's phases, so the order of the rounds would decide the figures."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
+    admin.delete_topics([name], operation_timeout=120)[name].result(180)
+
+
 KEYS = ["produce msgs/s", "produce MB/s", "consume msgs/s", "join s", "paced msgs/s", "delivery p50 ms",
-        "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "broker CPU s", "broker CPU %", "broker peak RSS MiB",
+        "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "broker Produce p50 ms <=", "broker Produce p99 ms <=",
+        "log flush p50 ms <=", "log flush p99 ms <=", "broker CPU s", "broker CPU %", "broker peak RSS MiB",
         "producers CPU s", "paced producers CPU s", "consumers CPU s"]
 
 
@@ -335,7 +388,11 @@ def main() -> None:
     parser.add_argument("--broker-pid", type=int, help="its pid (for CPU and RSS)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a broker property for the broker this script starts (repeatable)")
+    parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
+                        help="a producer config over the defaults (repeatable), e.g. "
+                             "queue.buffering.max.kbytes=1048576 (librdkafka's default; this script's is 4096)")
     args = parser.parse_args()
+    args.metrics_url = None  # set below when this script starts the broker
     if args.quick:
         args.seconds, args.procs, args.per_proc, args.paced_rate = 2.0, 2, 4, 500.0
     counts = [int(x) for x in args.partitions.split(",")]
@@ -347,6 +404,11 @@ def main() -> None:
             from eoslog.testing.process import BrokerProcess
 
             properties = dict(item.split("=", 1) for item in args.set)
+            with socket.socket() as probe:  # the broker's Prometheus endpoint, for its own request times
+                probe.bind(("127.0.0.1", 0))
+                metrics_port = probe.getsockname()[1]
+            properties.setdefault("eoslog.metrics.listen", f"127.0.0.1:{metrics_port}")
+            args.metrics_url = f"http://{properties['eoslog.metrics.listen']}/metrics"
             broker = BrokerProcess(data_dir=Path(tmp) / "data", properties=properties).start()
             args.bootstrap, args.broker_pid = broker.bootstrap, broker.process.pid
         try:
@@ -361,13 +423,15 @@ def main() -> None:
                     print(f"round {r + 1}: {topic} created in {time.perf_counter() - t0:.1f} s", flush=True)
                     row = measure_topic(ctx, args, topic, args.broker_pid)
                     rows[n].append(row)
+                    delete_topic(args.bootstrap, topic)
                     print(f"  {n:5d} partitions: " + ", ".join(f"{k}={row[k]:.1f}" for k in KEYS), flush=True)
         finally:
             if broker is not None:
                 broker.terminate()
     print(f"\n{args.procs} x {args.per_proc} producers, {args.procs} x {args.per_proc} consumers, "
           f"{args.size} B values, {args.seconds:g} s phases, paced {args.paced_rate:g} msgs/s, "
-          f"{args.rounds} round(s), broker properties {args.set or 'default'}, total {time.perf_counter() - started:.0f} s")
+          f"{args.rounds} round(s), broker properties {args.set or 'default'}, "
+          f"producer overrides {args.producer or 'none'}, total {time.perf_counter() - started:.0f} s")
     report(rows)
 
 

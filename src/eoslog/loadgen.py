@@ -268,6 +268,27 @@ def _job_prepare_topic(bootstrap: str, topic: str, partitions: int, configs: dic
         time.sleep(0.05)
 
 
+def _job_delete_topics(bootstrap: str, topics: list[str], timeout: float) -> None:
+    """Deletes a run's topics, so that runs do not pile up data on the target: a broker that writes a log
+    would otherwise meet its page cache's dirty limits after a few gigabytes (with --repeat, every later
+    run is then paced by the kernel's writeback instead of the broker), and the runs would not be alike.
+    The mock serves no DeleteTopics (nor CreateTopics); it keeps its bounded in-memory tail."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    client = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    cluster = client.list_topics(timeout=timeout)
+    if cluster.controller_id not in cluster.brokers:  # the mock (see _job_prepare_topic)
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for topic, future in admin.delete_topics(topics, operation_timeout=timeout).items():
+        try:
+            future.result(timeout)
+        except confluent_kafka.KafkaException as exc:
+            if exc.args[0].code() != confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise BenchError(f"could not delete topic {topic!r}: {exc.args[0].str()}") from None
+
+
 def _job_produce(bootstrap: str, topic: str, size: int, settings: BenchSettings,
                  paced: bool) -> ProduceResult:
     import confluent_kafka
@@ -417,7 +438,7 @@ class _Target:
 
 def _bench_once(pool: ProcessPoolExecutor, target: _Target, size: int, settings: BenchSettings,
                 progress) -> SizeResult:
-    """One run of the workload for one size: fresh topics, produce, paced produce, consume."""
+    """One run of the workload for one size: fresh topics, produce, paced produce, consume, delete."""
     limit = settings.timeout * 3 + settings.seconds
 
     def call(fn, *args):
@@ -438,6 +459,7 @@ def _bench_once(pool: ProcessPoolExecutor, target: _Target, size: int, settings:
         paced = call(_job_produce, target.bootstrap, topic + "-paced", size, settings, True)
     progress(f"{name}: consume throughput")
     consume = call(_job_consume, target.bootstrap, topic, produce.messages, settings)
+    call(_job_delete_topics, target.bootstrap, [topic] + ([topic + "-paced"] if paced else []), settings.timeout)
     return SizeResult(size, partitions, produce, paced, consume)
 
 
