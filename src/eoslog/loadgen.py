@@ -5,7 +5,8 @@ delivery report is in, the produce-to-delivery-report latency of that run (mostl
 producer fills its queue as fast as it can), the same latency in a paced run (a fixed low rate, so it
 shows the broker's round trip instead), and consume throughput reading back what the throughput run
 wrote (assign from the beginning, no group membership; read_committed unless `--isolation-level` says
-otherwise).
+otherwise). Each run creates its own topics and deletes them once measured (only the tiny warm-up topic
+stays), so runs are alike and a `--repeat` series does not fill the target's disk or page cache.
 
 The ceiling to compare with is librdkafka's in-memory mock cluster (`test.mock.num.brokers`), a C
 broker that stores nothing on disk, driven by the very same client code: `--compare-mock` runs the same
@@ -627,7 +628,9 @@ def _parse_pairs(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], 
 def bench_command(bootstrap, compare_mock, compare_tansu, sizes, messages, seconds, acks, idempotent, partitions,
                   linger_ms, batch_size, compression, latency_rate, latency_messages, topic_configs,
                   isolation_level, repeat, as_json, plot_path) -> None:
-    """Measure produce/consume throughput and produce latency with confluent-kafka."""
+    """Measure produce/consume throughput and produce latency with confluent-kafka.
+
+    Each run creates its topics and deletes them once measured."""
     if acks != "all" and idempotent:
         raise click.UsageError("an idempotent producer needs --acks all (or pass --no-idempotent)")
     settings = BenchSettings(sizes=sizes, messages=messages, seconds=seconds, acks=acks,
