@@ -34,6 +34,7 @@ from eoslog.api import _leader_hints as leader_hints
 from eoslog.api._deadlines import deadlines_for
 from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
+from eoslog.eager_future import EagerFuture
 from eoslog.protocol.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -287,7 +288,7 @@ def _await_durability(result, waits: list[_Wait], timeout_ms: int, replicas) -> 
     ``asyncio.wait``, a future per partition or a timer per request: with 1,000 partitions nearly every
     acks=all request waits, and each of those showed in the loop's profile (docs/benchmarks.md, "One
     syncfs per round" and "Broker CPU per produced record")."""
-    answer = asyncio.get_running_loop().create_future()
+    answer = EagerFuture()  # the dispatcher encodes the response as soon as it is settled
     remaining = sum(1 for wait in waits if not wait.done)
     deadline = None
 

@@ -385,7 +385,7 @@ class Partition:
                 return
             if pending is not None:
                 self._flush_pending = pending
-                pending.add_done_callback(lambda done, target=target: self._flush_done(done, target))
+                pending.on_settled(lambda done, target=target: self._flush_done(done, target))
                 return
             self._durable(min(target, self.log.log_end_offset))
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
+from eoslog.eager_future import EagerFuture
 from eoslog.log import syncfs as syncfs_call
 from eoslog.log.errors import LogError
 from eoslog.log.flush_task import FlushTask
@@ -174,12 +175,12 @@ class GroupCommit:
         if waiter is not None:
             await asyncio.shield(waiter)
 
-    def request(self, log: Log) -> asyncio.Future | None:
+    def request(self, log: Log) -> EagerFuture | None:
         """``flush`` without a coroutine, for callers that chain a callback instead of awaiting (a
         partition's acks=all path: one task less per partition per round). Returns None when everything
         appended is already durable, else a future, shared with other waiters (never cancel it), that is
         done once an fsync or round covering the log end offset at this call has succeeded (its exception
-        otherwise)."""
+        otherwise). Its ``on_settled`` callbacks run as the round completes (eager_future.py)."""
         target = log.log_end_offset
         if log.recovery_point >= target:
             return None
@@ -196,13 +197,13 @@ class GroupCommit:
         if state.on_directory_filesystem and self._syncfs_fd is not None:
             return self._join_round(log, target)
         if state.in_flight is None:
-            waiter = asyncio.get_running_loop().create_future()
+            waiter = EagerFuture()
             self._start(log, state, waiter)
         elif state.in_flight.up_to >= target:
             waiter = state.in_flight_done  # appended before the running fsync began: it covers us
         else:
             if state.next_done is None:
-                state.next_done = asyncio.get_running_loop().create_future()
+                state.next_done = EagerFuture()
             waiter = state.next_done
         return waiter
 
@@ -216,7 +217,7 @@ class GroupCommit:
                 return joined[1]  # appended before the running round was prepared: it covers us
         waiter = self._next_round.get(log)
         if waiter is None:
-            waiter = self._next_round[log] = asyncio.get_running_loop().create_future()
+            waiter = self._next_round[log] = EagerFuture()
         if current is None:
             self._start_round()
         return waiter
@@ -240,16 +241,19 @@ class GroupCommit:
     def _round_finished(self, current: _SyncfsRound, exc: BaseException | None) -> None:
         self._round = None
         if exc is None:
-            for log, (task, waiter) in current.tasks.items():
+            for log, (task, _) in current.tasks.items():
                 task.synced, task.seconds = True, current.seconds
                 state = self._states.get(log)
                 if state is not None:
                     state.fsyncs += 1
                 log.complete_flush(task)
-                if not waiter.done():
-                    waiter.set_result(None)
             if self._next_round:
                 self._start_round()
+            # Settled last: a waiter's on_settled callback (a partition's) may ask for the next flush at
+            # once, which must find this round done and the next one, if any, already in flight.
+            for _, waiter in current.tasks.values():
+                if not waiter.done():
+                    waiter.set_result(None)
             return
         # Whose data the error belongs to, syncfs cannot say (log/syncfs.py): from now on this directory
         # uses per-file fsyncs, and every log this round marked synced fsyncs all its files again.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoslog import api
 from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection, error_code_for
+from eoslog.eager_future import EagerFuture
 from eoslog.protocol import codec
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
 from eoslog.protocol.messages import Struct
@@ -205,7 +206,7 @@ class Dispatcher:
         """``_complete`` for a handler that returns a future (Produce waiting for acks=all): the same
         outcome through two callbacks instead of a task, which costs the loop less per request. Cancelling
         the returned future (the connection closed) cancels the handler's, as a task's cancel would."""
-        out = answer.get_loop().create_future()
+        out = EagerFuture(loop=answer.get_loop())
 
         def finish(done: asyncio.Future) -> None:
             if out.done():
@@ -229,7 +230,10 @@ class Dispatcher:
                 return
             out.set_result(response)
 
-        answer.add_done_callback(finish)
+        if isinstance(answer, EagerFuture):  # Produce: encoded within the turn that settles it
+            answer.on_settled(finish)
+        else:
+            answer.add_done_callback(finish)
         out.add_done_callback(lambda o: answer.cancel() if o.cancelled() else None)
         return out
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog.api.errors import CloseConnection
+from eoslog.eager_future import EagerFuture
 from eoslog.log.region import FileRegion
 from eoslog.server.framing import FrameReader, FrameTooLarge, NeedMemory
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
@@ -262,7 +263,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         entry = [None, outcome]
         self._pending.append(entry)
-        outcome.add_done_callback(lambda fut, entry=entry: self._on_response_ready(entry, fut))
+        ready = lambda fut, entry=entry: self._on_response_ready(entry, fut)
+        if isinstance(outcome, EagerFuture):  # ready within the turn that answered it (eager_future.py)
+            outcome.on_settled(ready)
+        else:
+            outcome.add_done_callback(ready)
 
     def _on_response_ready(self, entry: list[Any], future: asyncio.Future) -> None:
         if self.closed or future.cancelled():

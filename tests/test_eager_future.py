@@ -1,0 +1,52 @@
+"""EagerFuture (eager_future.py): on_settled callbacks run inside the settling call, not a loop turn later."""
+
+from __future__ import annotations
+
+import asyncio
+
+from eoslog.eager_future import EagerFuture
+
+
+def test_on_settled_runs_inside_set_result_and_done_callbacks_a_turn_later():
+    async def scenario():
+        future = EagerFuture()
+        seen = []
+        future.on_settled(lambda f: seen.append(("eager", f.result())))
+        future.add_done_callback(lambda f: seen.append(("done", f.result())))
+        future.set_result(7)
+        assert seen == [("eager", 7)]  # the done callback waits for the loop
+        await asyncio.sleep(0)
+        assert seen == [("eager", 7), ("done", 7)]
+        assert await future == 7
+
+    asyncio.run(scenario())
+
+
+def test_on_settled_after_the_fact_runs_at_once_and_sees_exceptions_and_cancels():
+    async def scenario():
+        failed, cancelled = EagerFuture(), EagerFuture()
+        failed.set_exception(ValueError("x"))
+        seen = []
+        failed.on_settled(lambda f: seen.append(type(f.exception()).__name__))
+        cancelled.on_settled(lambda f: seen.append(f.cancelled()))
+        assert cancelled.cancel()
+        assert not cancelled.cancel()  # a second cancel settles nothing and calls nobody again
+        assert seen == ["ValueError", True]
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_callback_is_reported_and_the_others_still_run():
+    async def scenario():
+        reported = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        future = EagerFuture()
+        seen = []
+        future.on_settled(lambda f: 1 / 0)
+        future.on_settled(lambda f: seen.append("second"))
+        future.set_result(None)
+        assert seen == ["second"]
+        assert [type(c["exception"]) for c in reported] == [ZeroDivisionError]
+        assert reported[0]["future"] is future
+
+    asyncio.run(scenario())
