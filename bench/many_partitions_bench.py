@@ -36,7 +36,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -195,22 +194,19 @@ class BrokerWatch:
 
 # ---- one topic -------------------------------------------------------------------------------------------
 
-def scrape_histogram(metrics_url, name, label=""):
+def scrape_histogram(metrics_port, name, labels=None):
     """One of the broker's cumulative histograms (e.g. Produce's TotalTime: seconds from a request decoded
     to its response ready): {upper bound: count}, or None when the broker serves no metrics."""
-    if not metrics_url:
+    if not metrics_port:
         return None
-    text = urllib.request.urlopen(metrics_url, timeout=30).read().decode()
-    counts = {}
-    for line in text.splitlines():
-        if line.startswith(name + "_bucket{") and label in line:
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            counts[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
-    return counts
+    from eoslog.testing.metrics import scrape
+
+    return {float(sample.labels["le"]): sample.value for sample in scrape(metrics_port)
+            if sample.name == name + "_bucket" and all(sample.labels.get(k) == v for k, v in (labels or {}).items())}
 
 
-PRODUCE_TIME = ("kafka_network_requestmetrics_totaltime_seconds", 'request="Produce"')
-FLUSH_TIME = ("kafka_log_logflushstats_logflushrateandtime_seconds", "")
+PRODUCE_TIME = ("kafka_network_requestmetrics_totaltime_seconds", {"request": "Produce"})
+FLUSH_TIME = ("kafka_log_logflushstats_logflushrateandtime_seconds", None)
 
 
 def _bucket_pct(before, after, q):
@@ -294,9 +290,9 @@ def measure_topic(ctx, args, topic, pid):
 
         print(f"  {topic}: paced phase", file=sys.stderr, flush=True)
         cpu0 = _children_cpu()
-        before = [scrape_histogram(args.metrics_url, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
+        before = [scrape_histogram(args.metrics_port, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
         paced = _run_producers(ctx, args, topic, args.seconds, paced=True)
-        after = [scrape_histogram(args.metrics_url, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
+        after = [scrape_histogram(args.metrics_port, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
         row["broker Produce p50 ms <="] = _bucket_pct(before[0], after[0], 0.50)
         row["broker Produce p99 ms <="] = _bucket_pct(before[0], after[0], 0.99)
         row["log flush p50 ms <="] = _bucket_pct(before[1], after[1], 0.50)
@@ -392,7 +388,7 @@ def main() -> None:
                         help="a producer config over the defaults (repeatable), e.g. "
                              "queue.buffering.max.kbytes=1048576 (librdkafka's default; this script's is 4096)")
     args = parser.parse_args()
-    args.metrics_url = None  # set below when this script starts the broker
+    args.metrics_port = None  # set below when this script starts the broker
     if args.quick:
         args.seconds, args.procs, args.per_proc, args.paced_rate = 2.0, 2, 4, 500.0
     counts = [int(x) for x in args.partitions.split(",")]
@@ -408,7 +404,7 @@ def main() -> None:
                 probe.bind(("127.0.0.1", 0))
                 metrics_port = probe.getsockname()[1]
             properties.setdefault("eoslog.metrics.listen", f"127.0.0.1:{metrics_port}")
-            args.metrics_url = f"http://{properties['eoslog.metrics.listen']}/metrics"
+            args.metrics_port = int(properties["eoslog.metrics.listen"].rsplit(":", 1)[1])
             broker = BrokerProcess(data_dir=Path(tmp) / "data", properties=properties).start()
             args.bootstrap, args.broker_pid = broker.bootstrap, broker.process.pid
         try:

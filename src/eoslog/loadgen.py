@@ -237,6 +237,12 @@ def _ratio(value: float, ceiling: float) -> float | None:
 # Worker-process jobs. Top-level functions taking plain values, so the spawn context can pickle them.
 # ---------------------------------------------------------------------------------------------------
 
+def _serves_admin(cluster) -> bool:
+    """Whether the cluster's metadata names a live controller, i.e. CreateTopics/DeleteTopics can be
+    served. librdkafka's mock names none (its old Metadata leaves the controller at 0, not a broker id)."""
+    return cluster.controller_id in cluster.brokers
+
+
 def _job_prepare_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str],
                        timeout: float) -> int:
     """Creates the topic and returns its partition count.
@@ -248,8 +254,7 @@ def _job_prepare_topic(bootstrap: str, topic: str, partitions: int, configs: dic
     from confluent_kafka.admin import AdminClient, NewTopic
 
     client = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 3})
-    cluster = client.list_topics(timeout=timeout)
-    if cluster.controller_id in cluster.brokers:  # the mock's old Metadata leaves it at 0, not a broker id
+    if _serves_admin(client.list_topics(timeout=timeout)):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         new_topic = NewTopic(topic, partitions, 1, config=configs)
         future = admin.create_topics([new_topic], operation_timeout=timeout)[topic]
@@ -278,8 +283,7 @@ def _job_delete_topics(bootstrap: str, topics: list[str], timeout: float) -> Non
     from confluent_kafka.admin import AdminClient
 
     client = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 3})
-    cluster = client.list_topics(timeout=timeout)
-    if cluster.controller_id not in cluster.brokers:  # the mock (see _job_prepare_topic)
+    if not _serves_admin(client.list_topics(timeout=timeout)):
         return
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     for topic, future in admin.delete_topics(topics, operation_timeout=timeout).items():
