@@ -18,8 +18,9 @@ One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per 
    bucket holding p50/p99), which tells the broker's share of a delivery latency from the clients', and
    likewise its log flushes (fsync or syncfs rounds, per log covered).
 
-The broker's CPU seconds and peak RSS are read from /proc for each topic's phases. Prints one table and the
-1000/8 ratios. librdkafka does its I/O in its own threads, so one Python process drives many clients.
+The broker's CPU seconds, the seconds its garbage collector stopped it (eoslog_gc_pause_seconds, over the
+three phases) and its peak RSS are read for each topic's phases. Prints one table and the 1000/8 ratios.
+librdkafka does its I/O in its own threads, so one Python process drives many clients.
 """
 
 from __future__ import annotations
@@ -205,6 +206,16 @@ def scrape_histogram(metrics_port, name, labels=None):
             if sample.name == name + "_bucket" and all(sample.labels.get(k) == v for k, v in (labels or {}).items())}
 
 
+def scrape_gc_seconds(metrics_port):
+    """Seconds the broker's garbage collector has stopped it so far (every generation), or None."""
+    if not metrics_port:
+        return None
+    from eoslog.testing.metrics import scrape
+
+    samples = [s.value for s in scrape(metrics_port) if s.name == "eoslog_gc_pause_seconds_sum"]
+    return sum(samples) if samples else None
+
+
 PRODUCE_TIME = ("kafka_network_requestmetrics_totaltime_seconds", {"request": "Produce"})
 FLUSH_TIME = ("kafka_log_logflushstats_logflushrateandtime_seconds", None)
 
@@ -254,6 +265,7 @@ def _run_producers(ctx, args, topic, seconds, paced):
 
 def measure_topic(ctx, args, topic, pid):
     row = {}
+    gc_before = scrape_gc_seconds(args.metrics_port)
     with BrokerWatch(pid) as watch:
         print(f"  {topic}: produce phase", file=sys.stderr, flush=True)
         cpu0 = _children_cpu()
@@ -317,6 +329,8 @@ def measure_topic(ctx, args, topic, pid):
         row["e2e p50 ms"] = _pct(e2e, 0.50) * 1000
         row["e2e p99 ms"] = _pct(e2e, 0.99) * 1000
         row["e2e seen"] = len(e2e)
+    gc_after = scrape_gc_seconds(args.metrics_port)
+    row["broker GC s"] = float("nan") if gc_before is None or gc_after is None else gc_after - gc_before
     row["broker CPU s"] = watch.cpu
     row["broker CPU %"] = 100 * watch.cpu / watch.wall
     row["broker peak RSS MiB"] = watch.peak
@@ -349,7 +363,7 @@ def delete_topic(bootstrap, name):
 
 KEYS = ["produce msgs/s", "produce MB/s", "consume msgs/s", "join s", "paced msgs/s", "delivery p50 ms",
         "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "broker Produce p50 ms <=", "broker Produce p99 ms <=",
-        "log flush p50 ms <=", "log flush p99 ms <=", "broker CPU s", "broker CPU %", "broker peak RSS MiB",
+        "log flush p50 ms <=", "log flush p99 ms <=", "broker CPU s", "broker GC s", "broker CPU %", "broker peak RSS MiB",
         "producers CPU s", "paced producers CPU s", "consumers CPU s"]
 
 

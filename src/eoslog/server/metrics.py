@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import threading
 import time
@@ -37,6 +38,7 @@ from prometheus_client.utils import floatToGoString
 
 from eoslog.cluster.partition_metrics import partition_families
 from eoslog.log.flush_task import LOG_FLUSH_TIME
+from eoslog.server import gc_policy
 from eoslog.server.request_metrics import RequestMetrics
 from eoslog.telemetry import COUNTER, GAUGE, HISTOGRAM, Family
 
@@ -66,6 +68,7 @@ class MetricsEndpoint:
         """On the loop: binds HOST:PORT (port 0 picks one) and serves /metrics from a thread."""
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        gc_policy.install_pause_metrics()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self))
         self._server, self._thread = start_http_server(self.port, addr=self.host, registry=registry)
@@ -102,7 +105,7 @@ class MetricsEndpoint:
         flush = Family("kafka_log_logflushstats_logflushrateandtime_seconds", HISTOGRAM,
                        "fsync rounds of every log and how long each took (LogFlushRateAndTimeMs)")
         flush.add(LOG_FLUSH_TIME.value())
-        families += [connections, flush]
+        families += [connections, flush, *_gc_families()]
         registry = broker.registry
         partitions = list(registry.partitions.values())
         families += partition_families(partitions, now_ms, broker.config.transaction_max_timeout_ms,
@@ -176,6 +179,18 @@ class MetricsEndpoint:
             future.cancel()
             log.warning("metrics scrape: the event loop did not answer within %.0f s", SNAPSHOT_TIMEOUT_S)
             raise
+
+
+def _gc_families() -> list[Family]:
+    collections = Family("python_gc_collections", COUNTER,
+                         "Collections of the cyclic garbage collector, per generation", ("generation",))
+    pauses = Family("eoslog_gc_pause_seconds", HISTOGRAM,
+                    "How long each collection stopped the process, per generation (server/gc_policy.py)",
+                    ("generation",))
+    for generation, stats in enumerate(gc.get_stats()):
+        collections.add(stats["collections"], generation)
+        pauses.add(gc_policy.PAUSES[generation].value(), generation)
+    return [collections, pauses]
 
 
 class _Collector:

@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+from eoslog.server import gc_policy
 from eoslog.server.broker import Broker
 from eoslog.server.config import BrokerConfig
 
@@ -61,6 +62,7 @@ async def serve(config: BrokerConfig, port_file: Path | None = None) -> None:
 
 def run(config: BrokerConfig, port_file: Path | None = None) -> None:
     tune_allocator()
+    gc_policy.tune()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
