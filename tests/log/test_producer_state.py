@@ -3,13 +3,14 @@ transactions and the first unstable offset, coordinator fencing, expiration, and
 
 from __future__ import annotations
 
+import gc
 import tempfile
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eoslog.log.producer_entry import INT32_MAX
+from eoslog.log.producer_entry import INT32_MAX, NUM_BATCHES_TO_RETAIN, ProducerEntry
 from eoslog.log.producer_state import (
     CompletedTxn,
     Duplicate,
@@ -380,3 +381,22 @@ def test_replay_rebuilds_the_live_state(operations, cut):
         for batch, marker in live.history:  # from the log start: replay skips what the snapshot holds
             recovered.replay(batch, marker)
     assert state_of(recovered) == state_of(live.table)
+
+
+def test_an_entry_is_one_object_for_the_garbage_collector():
+    # A broker keeps one entry per producer per partition and replaces it on every batch; its batch
+    # history must not add objects for the collector to walk (producer_entry.py, docs/benchmarks.md "The
+    # garbage collector at 1,000 partitions").
+    entries = []
+    for producer_id in range(2_000):
+        entry = ProducerEntry(producer_id)
+        for seq in range(NUM_BATCHES_TO_RETAIN + 2):
+            entry = entry.with_batch(0, (seq, seq, 10 * seq, 10 * seq, 1_000 + seq))
+        entries.append(entry)
+    gc.collect()
+    assert all(gc.is_tracked(entry) for entry in entries)
+    assert not any(gc.is_tracked(entry._batches) for entry in entries)
+    last = entries[-1]
+    assert [b.first_seq for b in last.batch_metadata] == [2, 3, 4, 5, 6]
+    assert (last.first_seq, last.last_seq, last.last_data_offset, last.last_timestamp) == (2, 6, 60, 1_006)
+    assert last.find_duplicate(0, 4, 4) == (4, 4, 40, 40, 1_004) and last.find_duplicate(0, 1, 1) is None

@@ -8,14 +8,14 @@ entry can tell whether that entry is still current when it is applied.
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: a producer has at most five requests in flight
 # per connection (max.in.flight.requests.per.connection <= 5 with idempotence), so any retry it can
 # send matches one of its last five batches.
 NUM_BATCHES_TO_RETAIN = 5
+BATCH_FIELDS = 5  # first_seq, last_seq, first_offset, last_offset, timestamp: BatchMetadata's fields, in order
 
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
@@ -53,37 +53,75 @@ class BatchMetadata(NamedTuple):
         return self.last_offset - self.first_offset
 
 
-@dataclass(slots=True, eq=True)
 class ProducerEntry:
     """The state kept for one producer id on one partition.
 
     Invariants: ``batch_metadata`` holds at most NUM_BATCHES_TO_RETAIN batches, all appended with
     ``producer_epoch``, oldest first (a new epoch empties it); ``current_txn_first_offset`` is the
     offset of the first batch of the producer's open transaction, or None when it has none open.
+
+    Why one flat tuple of ints inside: a broker keeps one entry per producer per partition (50,000 with
+    1,000 partitions and 50 producers) and replaces it on every batch. The batch history is stored as a
+    single tuple of ints, BATCH_FIELDS per batch, which CPython's garbage collector stops tracking the
+    first time it looks at it (a tuple holding only ints cannot be part of a cycle); a deque of named
+    tuples stayed tracked and tripled the objects every full collection walks and every batch promotes
+    (docs/benchmarks.md, "The garbage collector at 1,000 partitions"). Readers get :class:`BatchMetadata`
+    views.
     """
 
-    producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    batch_metadata: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
-    coordinator_epoch: int = NO_COORDINATOR_EPOCH
-    last_timestamp: int = NO_TIMESTAMP
-    current_txn_first_offset: int | None = None
+    __slots__ = ("producer_id", "producer_epoch", "_batches", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.batch_metadata, deque) or self.batch_metadata.maxlen != NUM_BATCHES_TO_RETAIN:
-            self.batch_metadata = deque(self.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        batch_metadata: Iterable[Sequence[int]] = (),
+        coordinator_epoch: int = NO_COORDINATOR_EPOCH,
+        last_timestamp: int = NO_TIMESTAMP,
+        current_txn_first_offset: int | None = None,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        retained = list(batch_metadata)[-NUM_BATCHES_TO_RETAIN:]
+        self._batches: tuple[int, ...] = tuple(int(value) for batch in retained for value in batch[:BATCH_FIELDS])
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+
+    def _fields(self) -> tuple:
+        return (self.producer_id, self.producer_epoch, self._batches, self.coordinator_epoch,
+                self.last_timestamp, self.current_txn_first_offset)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not ProducerEntry:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # mutable (current_txn_first_offset is set while a table builds it)
+
+    def __repr__(self) -> str:
+        return (f"ProducerEntry(producer_id={self.producer_id}, producer_epoch={self.producer_epoch}, "
+                f"batch_metadata={list(self.batch_metadata)}, coordinator_epoch={self.coordinator_epoch}, "
+                f"last_timestamp={self.last_timestamp}, current_txn_first_offset={self.current_txn_first_offset})")
+
+    @property
+    def batch_metadata(self) -> tuple[BatchMetadata, ...]:
+        """The retained batches, oldest first (views made on each call: not for the append path)."""
+        flat = self._batches
+        return tuple(BatchMetadata._make(flat[i:i + BATCH_FIELDS]) for i in range(0, len(flat), BATCH_FIELDS))
 
     @property
     def first_seq(self) -> int:
-        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
+        return self._batches[0] if self._batches else NO_SEQUENCE
 
     @property
     def last_seq(self) -> int:
-        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
+        return self._batches[1 - BATCH_FIELDS] if self._batches else NO_SEQUENCE
 
     @property
     def last_data_offset(self) -> int:
-        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
+        return self._batches[3 - BATCH_FIELDS] if self._batches else -1
 
     @property
     def has_open_transaction(self) -> bool:
@@ -93,38 +131,41 @@ class ProducerEntry:
         """The cached batch with exactly this epoch and sequence range, if any (a client retry)."""
         if producer_epoch != self.producer_epoch:
             return None
-        for batch in self.batch_metadata:
-            if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                return batch
+        flat = self._batches
+        for i in range(0, len(flat), BATCH_FIELDS):
+            if flat[i] == first_seq and flat[i + 1] == last_seq:
+                return BatchMetadata._make(flat[i:i + BATCH_FIELDS])
         return None
 
     def copy(self) -> ProducerEntry:
-        # Once per appended batch: fields set directly, without __init__'s defaults and __post_init__'s
-        # check (the deque made here already has the right maxlen). Every field: keep in step with the class.
+        # Once per appended batch: fields set directly, without __init__'s conversion (the batch tuple is
+        # immutable, so it is shared). Every field: keep in step with __slots__.
         entry = _new_entry(ProducerEntry)
         entry.producer_id = self.producer_id
         entry.producer_epoch = self.producer_epoch
-        entry.batch_metadata = deque(self.batch_metadata, NUM_BATCHES_TO_RETAIN)
+        entry._batches = self._batches
         entry.coordinator_epoch = self.coordinator_epoch
         entry.last_timestamp = self.last_timestamp
         entry.current_txn_first_offset = self.current_txn_first_offset
         return entry
 
-    def with_batch(self, producer_epoch: int, batch: BatchMetadata) -> ProducerEntry:
-        """A new entry with ``batch`` appended; a different epoch starts an empty batch history."""
+    def with_batch(self, producer_epoch: int, batch: tuple[int, int, int, int, int]) -> ProducerEntry:
+        """A new entry with ``batch`` (first_seq, last_seq, first_offset, last_offset, timestamp: a plain
+        tuple, see the class) appended; a different epoch starts an empty batch history."""
         entry = self.copy()
         if producer_epoch != entry.producer_epoch:
-            entry.batch_metadata.clear()
+            entry._batches = batch
             entry.producer_epoch = producer_epoch
-        entry.batch_metadata.append(batch)  # maxlen drops the oldest
-        entry.last_timestamp = batch.timestamp
+        else:
+            entry._batches = entry._batches[-(NUM_BATCHES_TO_RETAIN - 1) * BATCH_FIELDS:] + batch  # drops the oldest
+        entry.last_timestamp = batch[4]
         return entry
 
     def with_marker(self, producer_epoch: int, coordinator_epoch: int, timestamp: int) -> ProducerEntry:
         """A new entry after a COMMIT/ABORT marker: no open transaction, the marker's epochs."""
         entry = self.copy()
         if producer_epoch != entry.producer_epoch:
-            entry.batch_metadata.clear()
+            entry._batches = ()
             entry.producer_epoch = producer_epoch
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp

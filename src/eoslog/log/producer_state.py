@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from eoslog.log import producer_snapshot
-from eoslog.log.producer_entry import BatchMetadata, ProducerEntry
+from eoslog.log.producer_entry import ProducerEntry
 from eoslog.log.producer_validation import (
     AppendOrigin,
     Situation,
@@ -346,8 +346,7 @@ class ProducerStateTable:
             updated = base.with_marker(producer_epoch, marker.coordinator_epoch, timestamp)
             self._ongoing.pop(producer_id, None)
         else:
-            batch = BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp)
-            updated = base.with_batch(producer_epoch, batch)
+            updated = base.with_batch(producer_epoch, (first_seq, last_seq, first_offset, last_offset, timestamp))
             if is_transactional and updated.current_txn_first_offset is None:
                 updated.current_txn_first_offset = first_offset
                 self._ongoing[producer_id] = first_offset
