@@ -2,14 +2,18 @@
 
     .venv/bin/python bench/many_partitions_bench.py [--quick] [--rounds 1] [--size 1024]
         [--seconds 5] [--paced-rate 2000] [--procs 5] [--per-proc 10] [--set NAME=VALUE]
-        [--producer NAME=VALUE] [--bootstrap HOST:PORT --broker-pid PID]
+        [--producer NAME=VALUE] [--keys random|none] [--bootstrap HOST:PORT --broker-pid PID]
 
 One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per round, a fresh topic with
 1,000 partitions and one with 8. Per topic, with the same client counts, the rounds alternating the order
 (8 then 1000, then 1000 then 8, ...):
 
-1. produce: PROCS worker processes x PER_PROC confluent-kafka producers (idempotent, acks=all, random keys
-   so messages spread over every partition) produce as fast as they can for SECONDS: msgs/s and MB/s;
+1. produce: PROCS worker processes x PER_PROC confluent-kafka producers (idempotent, acks=all) produce as
+   fast as they can for SECONDS: msgs/s and MB/s. With ``--keys random`` (the default) every message has a
+   random key, so a producer's messages spread over every partition at once; with ``--keys none`` they have
+   none, and librdkafka's sticky partitioner (Kafka's default for keyless records, KIP-480; the
+   OpenMessaging Benchmark's default key distribution) fills one partition's batch at a time, moving on
+   every ``sticky.partitioning.linger.ms``;
 2. consume: PROCS x PER_PROC consumers in one fresh group (read_committed, auto commit) drain that backlog:
    msgs/s from the first to the last message received (group joining not counted; it is printed apart);
 3. paced: with the consumers caught up, the producers send PACED_RATE msgs/s in total for SECONDS:
@@ -47,7 +51,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # ---- worker processes (spawned: librdkafka threads and fork do not mix) ----------------------------------
 
-def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out, overrides):
+def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out, overrides, keyed):
     from confluent_kafka import Producer
 
     delivered = [0]
@@ -70,6 +74,7 @@ def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out, o
     config.update(overrides)
     producers = [Producer(config) for _ in range(count)]
     rng = random.Random(os.getpid())
+    key = (lambda: b"%d" % rng.getrandbits(48)) if keyed else (lambda: None)
     pad = b"v" * max(size - HEADER.size, 0)
     flag = 1 if paced else 0
     for p in producers:  # metadata first, so start-up is not measured
@@ -94,7 +99,7 @@ def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out, o
             for p in producers:
                 sent = time.perf_counter()
                 value = HEADER.pack(time.time_ns(), flag) + pad
-                p.produce(topic, value, b"%d" % rng.getrandbits(48),
+                p.produce(topic, value, key(),
                           on_delivery=lambda err, msg, sent=sent: on_delivery(err, msg, sent))
                 sent_count += 1
                 p.poll(0)
@@ -104,7 +109,7 @@ def _producer_worker(bootstrap, topic, count, size, seconds, rate, paced, out, o
                 for _ in range(50):
                     value = HEADER.pack(time.time_ns(), flag) + pad
                     try:
-                        p.produce(topic, value, b"%d" % rng.getrandbits(48))
+                        p.produce(topic, value, key())
                         sent_count += 1
                     except BufferError:
                         p.poll(0.005)
@@ -249,7 +254,7 @@ def _run_producers(ctx, args, topic, seconds, paced):
     rate = args.paced_rate / args.procs
     procs = [ctx.Process(target=_producer_worker,
                          args=(args.bootstrap, topic, args.per_proc, args.size, seconds, rate, paced, out,
-                               dict(item.split("=", 1) for item in args.producer)))
+                               dict(item.split("=", 1) for item in args.producer), args.keys == "random"))
              for _ in range(args.procs)]
     for p in procs:
         p.start()
@@ -394,6 +399,8 @@ def main() -> None:
     parser.add_argument("--paced-rate", type=float, default=2000.0, help="msgs/s over all producers")
     parser.add_argument("--procs", type=int, default=5, help="worker processes per client kind")
     parser.add_argument("--per-proc", type=int, default=10, help="clients per worker process")
+    parser.add_argument("--keys", choices=("random", "none"), default="random",
+                        help="random keys (every partition at once) or none (librdkafka's sticky partitioner)")
     parser.add_argument("--bootstrap", help="use a running broker instead of starting one")
     parser.add_argument("--broker-pid", type=int, help="its pid (for CPU and RSS)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -441,7 +448,7 @@ def main() -> None:
     print(f"\n{args.procs} x {args.per_proc} producers, {args.procs} x {args.per_proc} consumers, "
           f"{args.size} B values, {args.seconds:g} s phases, paced {args.paced_rate:g} msgs/s, "
           f"{args.rounds} round(s), broker properties {args.set or 'default'}, "
-          f"producer overrides {args.producer or 'none'}, total {time.perf_counter() - started:.0f} s")
+          f"producer overrides {args.producer or 'none'}, keys {args.keys}, total {time.perf_counter() - started:.0f} s")
     report(rows)
 
 

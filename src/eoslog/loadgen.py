@@ -495,8 +495,14 @@ def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")))
         if bootstrap is None:
+            from eoslog.server import gc_policy
+            from eoslog.server.run import tune_allocator
             from eoslog.testing.embedded import EmbeddedBroker
 
+            # This process is then the broker's (the clients run in the pool's process): it runs with the
+            # allocator and collector settings `eoslog serve` uses, so the figures are what a user gets.
+            tune_allocator()
+            gc_policy.tune()
             progress("starting an embedded eoslog broker")
             broker = stack.enter_context(EmbeddedBroker())
             targets.append(_Target("eoslog (embedded)", broker.bootstrap))
