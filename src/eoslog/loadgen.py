@@ -495,14 +495,8 @@ def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")))
         if bootstrap is None:
-            from eoslog.server import gc_policy
-            from eoslog.server.run import tune_allocator
             from eoslog.testing.embedded import EmbeddedBroker
 
-            # This process is then the broker's (the clients run in the pool's process): it runs with the
-            # allocator and collector settings `eoslog serve` uses, so the figures are what a user gets.
-            tune_allocator()
-            gc_policy.tune()
             progress("starting an embedded eoslog broker")
             broker = stack.enter_context(EmbeddedBroker())
             targets.append(_Target("eoslog (embedded)", broker.bootstrap))
@@ -653,6 +647,15 @@ def bench_command(bootstrap, compare_mock, compare_tansu, sizes, messages, secon
     from rich.console import Console
 
     status = Console(stderr=True)
+    if bootstrap is None:
+        # The embedded broker makes this command's process the broker's (the clients run in a spawned
+        # worker): it gets the allocator and collector settings of `eoslog serve`, so the figures are what
+        # a user of `eoslog serve` gets. (Here, not in run_bench: a test calling that keeps its own.)
+        from eoslog.server import gc_policy
+        from eoslog.server.run import tune_allocator
+
+        tune_allocator()
+        gc_policy.tune()
     try:
         report = run_bench(bootstrap, settings, compare_mock=compare_mock, compare_tansu=compare_tansu,
                            progress=lambda text: status.print(f"[dim]{time.strftime('%X')}[/dim] {text}"))
