@@ -448,7 +448,8 @@ def main() -> None:
     print(f"\n{args.procs} x {args.per_proc} producers, {args.procs} x {args.per_proc} consumers, "
           f"{args.size} B values, {args.seconds:g} s phases, paced {args.paced_rate:g} msgs/s, "
           f"{args.rounds} round(s), broker properties {args.set or 'default'}, "
-          f"producer overrides {args.producer or 'none'}, keys {args.keys}, total {time.perf_counter() - started:.0f} s")
+          f"producer overrides {args.producer or 'none'}, keys {args.keys}, "
+          f"total {time.perf_counter() - started:.0f} s")
     report(rows)
 
 

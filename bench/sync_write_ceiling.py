@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from eoslog.log import syncfs  # noqa: E402
+from eoslog.log import syncfs
 
 MiB = 1024 * 1024
 
@@ -62,9 +62,9 @@ def main() -> None:
         for every in (int(x) for x in args.sync_every_mb.split(",")):
             for how in ways:
                 rates = sorted(run(directory, args.total_mb, every, how) for _ in range(args.repeat))
+                runs = ", ".join(f"{r:.0f}" for r in rates)
                 print(f"write 1 MiB x {args.total_mb}, {how} every {every} MiB: "
-                      f"median {rates[len(rates) // 2]:.0f} MB/s (runs: {', '.join(f'{r:.0f}' for r in rates)})",
-                      flush=True)
+                      f"median {rates[len(rates) // 2]:.0f} MB/s (runs: {runs})", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ def test_tune_raises_the_young_threshold_and_freezes_the_start_up_heap():
     # A fresh interpreter: the test process's own collector must keep its settings.
     code = ("import gc; from eoslog.server import gc_policy; before = gc.get_threshold(); gc_policy.tune(); "
             "print(before[0], *gc.get_threshold(), gc.get_freeze_count())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
     before_young, young, middle, oldest, frozen = map(int, out)
     assert before_young == 700  # CPython's default, which this policy exists to change
     assert (young, middle, oldest) == (gc_policy.YOUNG_THRESHOLD, 10, 10)
@@ -31,7 +32,8 @@ def _collections(port: int) -> dict[str, float]:
 
 
 def _pauses_counted(port: int) -> dict[str, float]:
-    return {s.labels["generation"]: s.value for s in scrape(port) if s.name == "eoslog_gc_pause_seconds_count"}
+    return {s.labels["generation"]: s.value for s in scrape(port)
+            if s.name == "eoslog_gc_pause_seconds_count"}
 
 
 def test_the_serve_process_runs_with_the_policy_and_exports_its_pauses(tmp_path):

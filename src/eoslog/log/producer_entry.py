@@ -15,7 +15,7 @@ from typing import NamedTuple
 # per connection (max.in.flight.requests.per.connection <= 5 with idempotence), so any retry it can
 # send matches one of its last five batches.
 NUM_BATCHES_TO_RETAIN = 5
-BATCH_FIELDS = 5  # first_seq, last_seq, first_offset, last_offset, timestamp: BatchMetadata's fields, in order
+BATCH_FIELDS = 5  # first_seq, last_seq, first_offset, last_offset, timestamp: BatchMetadata's, in order
 
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
@@ -69,8 +69,14 @@ class ProducerEntry:
     views.
     """
 
-    __slots__ = ("producer_id", "producer_epoch", "_batches", "coordinator_epoch", "last_timestamp",
-                 "current_txn_first_offset")
+    __slots__ = (
+        "_batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "last_timestamp",
+        "producer_epoch",
+        "producer_id",
+    )
 
     def __init__(
         self,
@@ -84,7 +90,8 @@ class ProducerEntry:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         retained = list(batch_metadata)[-NUM_BATCHES_TO_RETAIN:]
-        self._batches: tuple[int, ...] = tuple(int(value) for batch in retained for value in batch[:BATCH_FIELDS])
+        self._batches: tuple[int, ...] = tuple(
+            int(value) for batch in retained for value in batch[:BATCH_FIELDS])
         self.coordinator_epoch = coordinator_epoch
         self.last_timestamp = last_timestamp
         self.current_txn_first_offset = current_txn_first_offset
@@ -103,7 +110,8 @@ class ProducerEntry:
     def __repr__(self) -> str:
         return (f"ProducerEntry(producer_id={self.producer_id}, producer_epoch={self.producer_epoch}, "
                 f"batch_metadata={list(self.batch_metadata)}, coordinator_epoch={self.coordinator_epoch}, "
-                f"last_timestamp={self.last_timestamp}, current_txn_first_offset={self.current_txn_first_offset})")
+                f"last_timestamp={self.last_timestamp}, "
+                f"current_txn_first_offset={self.current_txn_first_offset})")
 
     @property
     def batch_metadata(self) -> tuple[BatchMetadata, ...]:
@@ -157,7 +165,8 @@ class ProducerEntry:
             entry._batches = batch
             entry.producer_epoch = producer_epoch
         else:
-            entry._batches = entry._batches[-(NUM_BATCHES_TO_RETAIN - 1) * BATCH_FIELDS:] + batch  # drops the oldest
+            # the last NUM_BATCHES_TO_RETAIN - 1 batches, then the new one (the oldest drops out)
+            entry._batches = entry._batches[-(NUM_BATCHES_TO_RETAIN - 1) * BATCH_FIELDS:] + batch
         entry.last_timestamp = batch[4]
         return entry
 

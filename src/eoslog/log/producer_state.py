@@ -346,7 +346,8 @@ class ProducerStateTable:
             updated = base.with_marker(producer_epoch, marker.coordinator_epoch, timestamp)
             self._ongoing.pop(producer_id, None)
         else:
-            updated = base.with_batch(producer_epoch, (first_seq, last_seq, first_offset, last_offset, timestamp))
+            batch = (first_seq, last_seq, first_offset, last_offset, timestamp)
+            updated = base.with_batch(producer_epoch, batch)
             if is_transactional and updated.current_txn_first_offset is None:
                 updated.current_txn_first_offset = first_offset
                 self._ongoing[producer_id] = first_offset

@@ -2,14 +2,14 @@
 
 Why the defaults do not fit a broker: CPython collects its youngest generation every 700 new container
 objects, and an object that survives two such collections moves to the oldest one. Under load the broker
-allocates a few hundred thousand container objects a second, and many of them live for the length of a
+allocates about two hundred thousand container objects a second, and many of them live for the length of a
 request that waits: a Produce waiting for its fsync round, a Fetch in its long poll, and every
 producer-state entry (one per producer per partition, replaced on each batch). So they are promoted, and
 once the promotions reach a quarter of the oldest generation CPython walks *all* of it. With 1,000
 partitions and 50 idempotent producers that generation holds ~200,000 objects, and the walk ran two to
-three times a second, 45-225 ms each, with the event loop stopped: about a third of the broker's time, and
-the largest single cause of its 1,000-partition latency (docs/benchmarks.md, "The garbage collector at
-1,000 partitions").
+three times a second, 45-225 ms each, with the event loop stopped: a quarter to a third of the broker's
+time, and the largest single cause of its 1,000-partition latency (docs/benchmarks.md, "The garbage
+collector at 1,000 partitions").
 
 What :func:`tune` changes, for the broker's process only (an application embedding a broker keeps its own
 settings, as with run.tune_allocator):
@@ -33,9 +33,9 @@ import time
 
 from eoslog.telemetry import Histogram
 
-# 10,000: measured against 700 on the 1,000-partition benchmark, full collections went from 38 per run to
-# none, the broker's CPU from 18.9 to 12.9 s and the paced delivery p99 from 5.0 s to 0.18 s; a young
-# collection takes ~4-5 ms instead of ~0.1 ms (docs/benchmarks.md).
+# 10,000: measured against 700 on the 1,000-partition benchmark (one probe run each), full collections went
+# from 38 per run to none, the broker's CPU from 18.9 to 12.9 s and the paced delivery p99 from 5.0 s to
+# 0.18 s; a young collection takes ~4-5 ms instead of ~0.1 ms (docs/benchmarks.md).
 YOUNG_THRESHOLD = 10_000
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def tune() -> None:
     _, middle, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, oldest)
     gc.freeze()
-    log.info("garbage collector: thresholds %s, %d start-up objects frozen", gc.get_threshold(), gc.get_freeze_count())
+    log.info("garbage collector: thresholds %s, %d start-up objects frozen",
+             gc.get_threshold(), gc.get_freeze_count())
 
 
 def _on_collection(phase: str, info: dict) -> None:
