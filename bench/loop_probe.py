@@ -8,6 +8,8 @@ Runs the broker as `eoslog serve ARGS` does, plus daemon threads that record, pe
 - ``gc0``/``gc1``/``gc2``: each collection of the garbage collector per generation, and how long it took;
 - ``round``, ``deliver``, ``wait``: each syncfs round's length, the time from its end to its completion
   running on the loop, and the time a log waited from asking for a flush to the round that covered it;
+- ``write_buffered_mb``: the bytes the connections' transports hold unsent (responses waiting for slow
+  sockets), summed, at the end of each second;
 - every ``--census-every`` seconds, the number of objects the collector tracks and the most common types.
 Drive it with any load (e.g. bench/many_partitions_bench.py --bootstrap H:P --broker-pid PID). The probes
 cost the broker something themselves (a thread that wakes every 2 ms, a callback per collection): compare
@@ -24,12 +26,15 @@ import json
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from eoslog.log import flusher
-from eoslog.server import run
+from eoslog.server import network, run
+
+_connections: weakref.WeakSet = weakref.WeakSet()
 
 _samples: dict[str, list[float]] = collections.defaultdict(list)
 
@@ -86,6 +91,33 @@ def _watch_rounds() -> None:
     flusher.GroupCommit._round_finished = timed_finished
 
 
+def _watch_connections() -> None:
+    made = network.KafkaConnection.connection_made
+
+    def connection_made(self, transport):
+        _connections.add(self)
+        return made(self, transport)
+
+    network.KafkaConnection.connection_made = connection_made
+
+
+def _write_buffered(loop) -> float:
+    """MB the transports hold unsent; read on the loop (transports belong to it)."""
+    done = threading.Event()
+    total = [0]
+
+    def count() -> None:
+        for connection in list(_connections):
+            transport = connection._transport
+            if transport is not None and not connection.closed:
+                total[0] += transport.get_write_buffer_size()
+        done.set()
+
+    loop.call_soon_threadsafe(count)
+    done.wait(5)
+    return round(total[0] / 1e6, 1)
+
+
 def _watch_loop(out_path: str, census_every: float) -> None:
     make_loop = run.new_event_loop
 
@@ -103,7 +135,7 @@ def _watch_loop(out_path: str, census_every: float) -> None:
             with open(out_path, "a") as out:
                 while True:
                     time.sleep(1.0)
-                    line: dict = {"t": round(time.time(), 3)}
+                    line: dict = {"t": round(time.time(), 3), "write_buffered_mb": _write_buffered(loop)}
                     for kind in list(_samples):
                         values, _samples[kind] = _samples[kind], []
                         if values:
@@ -133,6 +165,7 @@ def main() -> None:
     eoslog_args = args.eoslog_args[1:] if args.eoslog_args[:1] == ["--"] else args.eoslog_args
     _watch_gc()
     _watch_rounds()
+    _watch_connections()
     _watch_loop(args.out, args.census_every)
     from eoslog.cli import main as eoslog_main
 
