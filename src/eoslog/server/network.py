@@ -47,10 +47,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WRITE_HIGH_WATER = 8 * 1024 * 1024
-WRITE_LOW_WATER = 1 * 1024 * 1024
-# Bigger file regions are sent in slices so a huge fetch does not allocate it all at once.
-READ_CHUNK = 4 * 1024 * 1024
+# What a connection may hold unsent before it stops reading requests and stops reading file regions
+# into memory (pause_writing); both go on once the socket drained below the low mark (resume_writing).
+# A Fetch answer's file regions are streamed under the same limit, so a consumer that reads slowly costs
+# the broker about this much memory, not its whole answer (up to fetch.max.bytes, 50 MiB by default):
+# docs/benchmarks.md, "fetch responses read into memory for slow consumers".
+WRITE_HIGH_WATER = 1 * 1024 * 1024
+WRITE_LOW_WATER = 256 * 1024
+# What sendfile does not take at once is read and queued in slices of this size.
+READ_CHUNK = 256 * 1024
 SENDFILE = hasattr(os, "sendfile") and os.environ.get("EOSLOG_SENDFILE", "1") != "0"
 
 
@@ -90,6 +95,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sasl is not None and unauthenticated_max_request_bytes is not None:
             self._frames.max_frame = min(max_request_bytes, unauthenticated_max_request_bytes)
         self._socket_fd: int | None = None
+        # Pieces waiting for the socket to drain, in order: the rest of a file region (over a descriptor
+        # of its own, see _park) and everything written after it.
+        self._unsent: deque[Any] = deque()
+        self._owned_fds: set[int] = set()
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -127,6 +136,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._authentication_deadline = None
         self._frames.close()
         self._pool.forget(self._memory_released)
+        self._unsent.clear()
+        for fd in self._owned_fds:
+            os.close(fd)
+        self._owned_fds.clear()
         if self._counted_ip is None:
             return  # refused at accept: never opened
         if self._quotas is not None:
@@ -169,6 +182,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._unsent:
+            pieces = list(self._unsent)
+            self._unsent.clear()
+            self._send(pieces)
+            if self._writing_paused:  # it filled the socket again; the next resume_writing goes on
+                return
         if not self._holds and not self._starved:
             self._set_reading(True)
         self._process_frames()
@@ -243,7 +262,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         half received counts as nothing: a client that stops mid-frame is idle, and its memory goes back
         when it is closed.)"""
         transport = self._transport
-        return (not self._pending and not self._holds and not self._starved
+        return (not self._pending and not self._holds and not self._starved and not self._unsent
                 and (transport is None or transport.get_write_buffer_size() == 0))
 
     # --- requests and responses ---------------------------------------------------------------
@@ -299,18 +318,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._write_pieces(pieces)
 
     def _write_pieces(self, pieces: list[Any]) -> None:
+        if self._transport is None or self.closed:
+            return
+        self.last_active = time.monotonic()
+        if self._unsent:  # a region is waiting for the socket: everything after it waits behind it
+            self._unsent.extend(pieces)
+            return
+        self._send(pieces)
+
+    def _send(self, pieces: list[Any]) -> None:
         transport = self._transport
         if transport is None or self.closed:
             return
-        self.last_active = time.monotonic()
         try:
             batch: list[Any] = []  # consecutive in-memory pieces: one writelines, one system call
-            for piece in pieces:
+            for index, piece in enumerate(pieces):
                 if isinstance(piece, FileRegion):
                     if batch:
                         transport.writelines(batch)
                         batch = []
-                    self._write_region(transport, piece)
+                    rest = self._write_region(transport, piece)
+                    if rest is not None:  # the socket is full: go on in resume_writing
+                        self._park(rest, pieces[index + 1:])
+                        return
                 else:
                     batch.append(piece)
             if len(batch) == 1:
@@ -324,7 +354,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.error("closing connection to %s: could not send a response: %s", self.peer, exc)
             self.close()
 
-    def _write_region(self, transport: asyncio.Transport, region: FileRegion) -> None:
+    def _park(self, rest: FileRegion, after: list[Any]) -> None:
+        """Keeps the unsent rest of a region, and what follows it, until resume_writing.
+
+        The rest gets a descriptor of its own (``dup``): a parked region may wait longer than a deleted
+        segment's grace period (file.delete.delay.ms), and reading through the segment's descriptor
+        number after it was closed could read another file that reused it. The duplicate keeps the
+        segment's file itself open, deleted or not, until the region is sent or the connection closes.
+        """
+        if rest.fd not in self._owned_fds:
+            rest = FileRegion(os.dup(rest.fd), rest.position, rest.length)
+            self._owned_fds.add(rest.fd)
+        self._unsent.append(rest)
+        self._unsent.extend(after)
+
+    def _write_region(self, transport: asyncio.Transport, region: FileRegion) -> FileRegion | None:
+        """Sends ``region``; returns the part not sent when the socket filled up (pause_writing), else None."""
         position, remaining = region.position, region.length
         # Zero-copy first: when nothing is queued in the transport, the kernel may move file pages
         # straight to the socket; whatever it does not take now is read and queued behind it, which
@@ -341,13 +386,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
             position += sent
             remaining -= sent
         while remaining > 0:
+            if self._writing_paused:
+                return FileRegion(region.fd, position, remaining)
             chunk = os.pread(region.fd, min(remaining, READ_CHUNK), position)
             if not chunk:
                 # The segment shrank under us (it cannot while regions are live: deletion is deferred).
                 raise CloseConnection(f"file region ended early at {position}")
-            transport.write(chunk)
+            transport.write(chunk)  # may call pause_writing
             position += len(chunk)
             remaining -= len(chunk)
+        if region.fd in self._owned_fds:
+            self._owned_fds.discard(region.fd)
+            os.close(region.fd)
+        return None
 
     def _set_reading(self, enabled: bool) -> None:
         transport = self._transport

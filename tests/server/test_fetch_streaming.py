@@ -1,0 +1,87 @@
+"""A Fetch answer's file regions are streamed as the socket drains: a consumer that reads slowly costs the
+broker about WRITE_HIGH_WATER of memory, not its whole answer, and still gets every byte in order, over a
+descriptor of its own (docs/benchmarks.md, "fetch responses read into memory for slow consumers").
+
+A real broker and a raw socket that stops reading; the broker's connection is inspected on its loop."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+from confluent_kafka import Producer
+
+from eoslog.protocol import codec, messages
+from eoslog.protocol.codec import RequestHeader
+from eoslog.records import decode_batches
+from eoslog.server import network
+from eoslog.testing.embedded import EmbeddedBroker
+from eoslog.testing.wait import wait_until
+
+TOPIC = "streamed"
+RECORDS = 60
+VALUE = 100_000  # 60 x 100 KB: ~6 MB in one answer, far over the high-water mark
+
+
+def _fetch(max_bytes: int):
+    F = messages.FetchRequest
+    return F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+             session_id=0, session_epoch=-1,
+             topics=[F.FetchTopic(topic=TOPIC, partitions=[
+                 F.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                                  partition_max_bytes=max_bytes)])],
+             forgotten_topics_data=[], rack_id="")
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        assert chunk, f"connection closed after {len(data)} of {n} bytes"
+        data += chunk
+    return bytes(data)
+
+
+def _client_connections(embedded: EmbeddedBroker, port: int):
+    return [c for c in embedded.broker.dispatcher.connections if c.peer.endswith(f":{port}")]
+
+
+def test_a_slow_consumer_holds_little_memory_and_gets_every_byte():
+    with EmbeddedBroker() as embedded:
+        producer = Producer({"bootstrap.servers": embedded.bootstrap, "linger.ms": 50,
+                             "message.max.bytes": 2_000_000})
+        values = [bytes([i]) * VALUE for i in range(RECORDS)]
+        for value in values:
+            producer.produce(TOPIC, value, partition=0)
+        assert producer.flush(30) == 0
+
+        host, port = embedded.bootstrap.split(":")
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        local_port = sock.getsockname()[1]
+        sock.sendall(codec.encode_request(RequestHeader(1, 11, 7, "slow"), _fetch(50_000_000)))
+
+        def parked():  # the answer's region waits for the socket, with a descriptor of its own
+            found = _client_connections(embedded, local_port)
+            return found and found[0]._unsent and len(found[0]._owned_fds) == 1 and found[0]
+
+        connection = wait_until(lambda: embedded.call(parked), timeout=20, what="a parked file region")
+        held = embedded.call(lambda: connection._transport.get_write_buffer_size())
+        assert held <= network.WRITE_HIGH_WATER + network.READ_CHUNK, held
+        owned = next(iter(connection._owned_fds))
+        assert os.fstat(owned)  # open while parked
+
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        correlation_id, response = codec.decode_response_frame(1, 11, _recv_exactly(sock, size))
+        assert correlation_id == 7
+        [partition] = response.responses[0].partitions
+        assert partition.error_code == 0
+        got = [record.value for batch in decode_batches(bytes(partition.records))
+               for record in batch.absolute_records()]
+        assert got == values  # every byte, in order
+
+        # Sent: the duplicate descriptor is closed (_write_region), nothing is left parked.
+        wait_until(lambda: embedded.call(lambda: not connection._unsent and not connection._owned_fds),
+                   timeout=10, what="the parked region released")
+        sock.close()
