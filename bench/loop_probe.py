@@ -8,8 +8,9 @@ Runs the broker as `eoslog serve ARGS` does, plus daemon threads that record, pe
 - ``gc0``/``gc1``/``gc2``: each collection of the garbage collector per generation, and how long it took;
 - ``round``, ``deliver``, ``wait``: each syncfs round's length, the time from its end to its completion
   running on the loop, and the time a log waited from asking for a flush to the round that covered it;
-- ``write_buffered_mb``: the bytes the connections' transports hold unsent (responses waiting for slow
-  sockets), summed, at the end of each second;
+- ``write_buffered_mb``: the MB the connections' transports hold unsent (responses waiting for slow
+  sockets) at the end of each second: in all, on the fullest connection, and how many connections have a
+  file region parked until their socket drains;
 - every ``--census-every`` seconds, the number of objects the collector tracks and the most common types.
 Drive it with any load (e.g. bench/many_partitions_bench.py --bootstrap H:P --broker-pid PID). The probes
 cost the broker something themselves (a thread that wakes every 2 ms, a callback per collection): compare
@@ -23,13 +24,15 @@ import argparse
 import collections
 import gc
 import json
+import os
 import sys
 import threading
 import time
 import weakref
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+if not os.environ.get("PYTHONPATH"):  # PYTHONPATH=<tree>/src probes that tree's broker
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from eoslog.log import flusher
 from eoslog.server import network, run
@@ -104,18 +107,21 @@ def _watch_connections() -> None:
 def _write_buffered(loop) -> float:
     """MB the transports hold unsent; read on the loop (transports belong to it)."""
     done = threading.Event()
-    total = [0]
+    total = [0, 0, 0]  # bytes, largest on one connection, connections with a region parked
 
     def count() -> None:
         for connection in list(_connections):
             transport = connection._transport
             if transport is not None and not connection.closed:
-                total[0] += transport.get_write_buffer_size()
+                size = transport.get_write_buffer_size()
+                total[0] += size
+                total[1] = max(total[1], size)
+                total[2] += bool(getattr(connection, "_unsent", None))
         done.set()
 
     loop.call_soon_threadsafe(count)
     done.wait(5)
-    return round(total[0] / 1e6, 1)
+    return [round(total[0] / 1e6, 1), round(total[1] / 1e6, 1), total[2]]
 
 
 def _watch_loop(out_path: str, census_every: float) -> None:
