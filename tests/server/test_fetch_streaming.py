@@ -12,26 +12,17 @@ import struct
 
 from confluent_kafka import Producer
 
-from eoslog.protocol import codec, messages
+from eoslog.protocol import codec
 from eoslog.protocol.codec import RequestHeader
 from eoslog.records import decode_batches
 from eoslog.server import network
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.wait import wait_until
+from tests.interop.test_backpressure import fetch_request
 
 TOPIC = "streamed"
 RECORDS = 60
 VALUE = 100_000  # 60 x 100 KB: ~6 MB in one answer, far over the high-water mark
-
-
-def _fetch(max_bytes: int):
-    F = messages.FetchRequest
-    return F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-             session_id=0, session_epoch=-1,
-             topics=[F.FetchTopic(topic=TOPIC, partitions=[
-                 F.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
-                                  partition_max_bytes=max_bytes)])],
-             forgotten_topics_data=[], rack_id="")
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -60,7 +51,7 @@ def test_a_slow_consumer_holds_little_memory_and_gets_every_byte():
         sock = socket.create_connection((host, int(port)), timeout=30)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         local_port = sock.getsockname()[1]
-        sock.sendall(codec.encode_request(RequestHeader(1, 11, 7, "slow"), _fetch(50_000_000)))
+        sock.sendall(codec.encode_request(RequestHeader(1, 11, 7, "slow"), fetch_request(TOPIC, 50_000_000)))
 
         def parked():  # the answer's region waits for the socket, with a descriptor of its own
             found = _client_connections(embedded, local_port)
