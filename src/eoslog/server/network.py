@@ -322,7 +322,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.last_active = time.monotonic()
         if self._unsent:  # a region is waiting for the socket: everything after it waits behind it
-            self._unsent.extend(pieces)
+            self._unsent.extend(map(self._own, pieces))
             return
         self._send(pieces)
 
@@ -355,21 +355,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
 
     def _park(self, rest: FileRegion, after: list[Any]) -> None:
-        """Keeps the unsent rest of a region, and what follows it, until resume_writing.
+        """Keeps the unsent rest of a region, and what follows it, until resume_writing."""
+        self._unsent.append(self._own(rest))
+        self._unsent.extend(map(self._own, after))
 
-        The rest gets a descriptor of its own (``dup``): a parked region may wait longer than a deleted
-        segment's grace period (file.delete.delay.ms), and reading through the segment's descriptor
-        number after it was closed could read another file that reused it. The duplicate keeps the
-        segment's file itself open, deleted or not, until the region is sent or the connection closes.
-        """
-        if rest.fd not in self._owned_fds:
-            rest = FileRegion(os.dup(rest.fd), rest.position, rest.length)
-            self._owned_fds.add(rest.fd)
-        self._unsent.append(rest)
-        self._unsent.extend(after)
+    def _own(self, piece: Any) -> Any:
+        """A file region that is to wait gets a descriptor of its own (``dup``): it may wait longer than a
+        deleted segment's grace period (file.delete.delay.ms), and reading through the segment's
+        descriptor number after it was closed could read another file that reused the number. The
+        duplicate keeps the segment's file open, deleted or not, until the region is sent or the
+        connection closes."""
+        if not isinstance(piece, FileRegion) or piece.fd in self._owned_fds:
+            return piece
+        owned = FileRegion(os.dup(piece.fd), piece.position, piece.length)
+        self._owned_fds.add(owned.fd)
+        return owned
 
     def _write_region(self, transport: asyncio.Transport, region: FileRegion) -> FileRegion | None:
-        """Sends ``region``; returns the part not sent when the socket filled up (pause_writing), else None."""
+        """Sends ``region``; returns the part not sent when pause_writing came, else None."""
         position, remaining = region.position, region.length
         # Zero-copy first: when nothing is queued in the transport, the kernel may move file pages
         # straight to the socket; whatever it does not take now is read and queued behind it, which
