@@ -22,8 +22,18 @@ from eoslog.testing.wait import wait_until
 from tests.interop.test_backpressure import fetch_request
 
 TOPIC = "streamed"
-RECORDS = 60
-VALUE = 100_000  # 60 x 100 KB: ~6 MB in one answer, far over the high-water mark
+VALUE = 100_000
+
+
+def _answer_records() -> int:
+    """Enough 100 KB records that the answer outgrows what the kernel's socket buffers take at once
+    (net.ipv4.tcp_wmem's maximum, 4 MiB by default) by 2 MB more than the broker may hold itself."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as wmem:
+            kernel = int(wmem.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        kernel = 4 * 1024 * 1024
+    return (kernel + network.WRITE_HIGH_WATER + 2_000_000) // VALUE + 1
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -45,7 +55,7 @@ def test_a_slow_consumer_holds_little_memory_and_gets_every_byte():
                              "message.max.bytes": 2_000_000})
         admin = AdminClient({"bootstrap.servers": embedded.bootstrap})  # kept alive until the answer is in
         admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
-        values = [bytes([i]) * VALUE for i in range(RECORDS)]
+        values = [bytes([i % 256]) * VALUE for i in range(_answer_records())]
         for value in values:
             producer.produce(TOPIC, value, partition=0)
         second = [b"second-%d" % i for i in range(5)]  # a region behind the parked one, in the same answer
