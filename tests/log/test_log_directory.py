@@ -5,7 +5,7 @@ import sys
 import pytest
 from log_batches import make_batch
 
-from eoslog.log import LogConfig, LogDirectoryLockedError
+from eoslog.log import LogConfig, LogDirectoryLockedError, LogError
 from eoslog.log.checkpoint import OffsetCheckpointFile, parse_checkpoint
 from eoslog.log.manager import LogDirectory
 
@@ -131,4 +131,33 @@ def test_run_maintenance_flushes_due_logs_and_writes_checkpoints(tmp_path):
 
     asyncio.run(scenario())
     assert log.recovery_point == 1
+    directory.close()
+
+
+def test_made_logs_are_served_only_once_adopted_and_never_take_an_existing_directory(tmp_path):
+    directory = LogDirectory.open(str(tmp_path), CONFIG)
+    made = directory.make_logs("new", range(3), CONFIG)
+    assert [os.path.basename(log.directory) for log in made] == ["new-0", "new-1", "new-2"]
+    assert directory.logs == {}  # made, not registered: what a worker thread may do while the loop serves
+    for log in made:
+        directory.adopt(log)
+    assert directory.get_log("new", 2) is made[2]
+    with pytest.raises(LogError, match="already exists"):
+        directory.make_logs("new", [3, 1], CONFIG)
+    # A failure part-way leaves nothing: new-3 was made before new-1 refused, and is gone again.
+    assert not os.path.exists(tmp_path / "new-3")
+    directory.discard_logs(directory.make_logs("dropped", range(2), CONFIG))
+    assert not any(name.startswith("dropped") for name in os.listdir(tmp_path))
+    directory.close()
+
+
+def test_a_detached_log_is_unserved_at_once_and_removed_later(tmp_path):
+    directory = LogDirectory.open(str(tmp_path), CONFIG)
+    log = directory.get_or_create_log("gone", 0)
+    log.append(make_batch([b"x"]))
+    doomed = directory.detach_log("gone", 0)
+    assert directory.get_log("gone", 0) is None and directory.detach_log("gone", 0) is None
+    assert doomed.endswith("-delete") and os.path.isdir(doomed) and not os.path.exists(tmp_path / "gone-0")
+    directory.remove_detached([doomed])
+    assert not os.path.exists(doomed)
     directory.close()

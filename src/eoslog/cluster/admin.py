@@ -50,7 +50,9 @@ class TopicAdmin:
                     f"replication factor {replication_factor} is larger than the 1 broker available")
             if assignments:
                 raise InvalidRequestError("manual replica assignment is not supported on a single node")
-            return registry.create_topic(name, num_partitions, configs, validate_only=validate_only), 1
+            if validate_only:
+                return registry.create_topic(name, num_partitions, configs, validate_only=True), 1
+            return await registry.create_topic_async(name, num_partitions, configs), 1
         count = config.num_partitions if num_partitions == -1 else num_partitions
         factor = config.default_replication_factor if replication_factor == -1 else replication_factor
         if not assignments and count < 1:
@@ -76,7 +78,7 @@ class TopicAdmin:
     async def delete_topic(self, name: str) -> TopicInfo:
         if self._clustered:
             return await self.registry.topics.delete(name)
-        return self.registry.delete_topic(name)
+        return await self.registry.delete_topic(name)
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *,
                                 validate_only: bool, timeout_s: float) -> None:
@@ -88,7 +90,7 @@ class TopicAdmin:
         if validate_only:
             return
         if not self._clustered:
-            self.registry.create_partitions(name, count)
+            await self.registry.create_partitions(name, count)
             return
         manual = {info.partitions + i: list(a) for i, a in enumerate(assignments)} if assignments else None
         await self.registry.topics.add_partitions(name, count, timeout_s, manual)

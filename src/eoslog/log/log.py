@@ -640,12 +640,13 @@ class Log:
             raise self.fail_flush(task, exc) from exc
         self.complete_flush(task)
 
-    def close(self) -> None:
-        """Flushes (a clean shutdown leaves recovery_point == log_end_offset) and closes every file."""
+    def close(self, *, flush: bool = True) -> None:
+        """Flushes (a clean shutdown leaves recovery_point == log_end_offset) and closes every file;
+        ``flush=False`` only closes them, for a log about to be deleted."""
         if self._closed:
             return
         try:
-            if self._failure is None:
+            if flush and self._failure is None:
                 self._segments[-1].on_become_inactive()
                 self.flush(include_active_indexes=True)
         finally:

@@ -219,6 +219,11 @@ class UnknownTopicOrPartitionError(KafkaError):
 
 
 @_register
+class LeaderNotAvailableError(KafkaError):
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+
+
+@_register
 class NotLeaderOrFollowerError(KafkaError):
     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
 

@@ -1,0 +1,136 @@
+"""How long the broker stops serving while a client creates, grows and deletes a topic of many partitions.
+
+Starts `eoslog serve` (a child process), then: CreateTopics of one topic with --partitions partitions,
+CreatePartitions to twice as many, DeleteTopics, with confluent-kafka's AdminClient; meanwhile a second
+connection sends an ApiVersions request every 5 ms and times each answer. For each operation it prints
+how long the client waited for it and the longest ApiVersions answer during it: the time the event loop
+was not serving anyone else. Medians of --runs.
+
+`--baseline-src DIR` also runs the same against `eoslog serve` from another source tree (the directory
+holding eoslog/, e.g. `git archive <rev> src | tar -x -C DIR`), alternating run by run, since only
+figures from one run on this shared machine compare.
+
+Usage: python bench/topic_admin_bench.py [--partitions 1000] [--runs 3] [--baseline-src DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import struct
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from eoslog.testing.process import BrokerProcess
+
+OPERATIONS = ("create", "grow", "delete")
+
+
+class Pinger:
+    """ApiVersions v0 every 5 ms on its own connection; remembers (sent at, answered after)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.split(":")
+        self._sock = socket.create_connection((host, int(port)))
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _recv(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("broker closed the ping connection")
+            data += chunk
+        return data
+
+    def _run(self) -> None:
+        correlation = 0
+        while not self._stop.is_set():
+            correlation += 1
+            body = struct.pack(">hhih", 18, 0, correlation, 4) + b"ping"
+            sent = time.perf_counter()
+            self._sock.sendall(struct.pack(">i", len(body)) + body)
+            self._recv(struct.unpack(">i", self._recv(4))[0])
+            self.samples.append((sent, time.perf_counter() - sent))
+            time.sleep(0.005)
+
+    def longest(self, start: float, end: float) -> float:
+        return max((took for sent, took in self.samples if start <= sent + took and sent <= end), default=0.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
+def run_once(data_dir: Path, src: str | None, partitions: int) -> dict[str, tuple[float, float]]:
+    saved = os.environ.get("PYTHONPATH")
+    if src is not None:
+        os.environ["PYTHONPATH"] = src
+    try:
+        with BrokerProcess(data_dir=data_dir) as broker:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            pinger = Pinger(broker.bootstrap)
+            time.sleep(0.2)  # a few pings before the first operation
+            results = {}
+            for operation in OPERATIONS:
+                start = time.perf_counter()
+                if operation == "create":
+                    futures = admin.create_topics([NewTopic("wide", partitions, 1)], request_timeout=120)
+                elif operation == "grow":
+                    futures = admin.create_partitions([NewPartitions("wide", 2 * partitions)], request_timeout=120)
+                else:
+                    futures = admin.delete_topics(["wide"], request_timeout=120)
+                for future in futures.values():
+                    future.result(130)
+                end = time.perf_counter()
+                time.sleep(0.1)  # the pings that were waiting come back
+                results[operation] = (end - start, pinger.longest(start, end))
+            pinger.stop()
+            return results
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def report(name: str, runs: list[dict[str, tuple[float, float]]]) -> None:
+    for operation in OPERATIONS:
+        took = statistics.median(r[operation][0] for r in runs) * 1000
+        stalled = statistics.median(r[operation][1] for r in runs) * 1000
+        each = ", ".join(f"{r[operation][1] * 1000:.0f}" for r in runs)
+        print(f"{name:10s} {operation:7s} answered after {took:7.0f} ms   longest ApiVersions answer meanwhile "
+              f"{stalled:7.0f} ms (median of {len(runs)}: {each})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline-src", default=None, metavar="DIR",
+                        help="a source tree (the directory holding eoslog/) to compare against")
+    args = parser.parse_args()
+    print(f"{args.partitions} partitions, grown to {2 * args.partitions}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    current, baseline = [], []
+    with tempfile.TemporaryDirectory(prefix="topic-admin-bench-") as tmp:
+        for i in range(args.runs):
+            current.append(run_once(Path(tmp) / f"c{i}", None, args.partitions))
+            if args.baseline_src:
+                baseline.append(run_once(Path(tmp) / f"b{i}", args.baseline_src, args.partitions))
+    report("this tree", current)
+    if baseline:
+        report("baseline", baseline)
+
+
+if __name__ == "__main__":
+    main()
