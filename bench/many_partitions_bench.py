@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/many_partitions_bench.py [--quick] [--rounds 1] [--size 1024]
         [--seconds 5] [--paced-rate 2000] [--procs 5] [--per-proc 10] [--set NAME=VALUE]
-        [--producer NAME=VALUE] [--keys random|none] [--bootstrap HOST:PORT --broker-pid PID]
+        [--producer NAME=VALUE] [--keys random|none] [--bootstrap HOST:PORT --broker-pid PID] [--tansu]
 
 One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per round, a fresh topic with
 1,000 partitions and one with 8. Per topic, with the same client counts, the rounds alternating the order
@@ -25,6 +25,11 @@ One `eoslog serve` subprocess (unless --bootstrap names a running one) and, per 
 The broker's CPU seconds, the seconds its garbage collector stopped it (eoslog_gc_pause_seconds, over the
 three phases) and its peak RSS are read for each topic's phases. Prints one table and the 1000/8 ratios.
 librdkafka does its I/O in its own threads, so one Python process drives many clients.
+
+``--tansu`` runs the same against Tansu with in-memory storage (the Rust broker `eoslog bench
+--compare-tansu` uses) instead of eoslog: what 1,000 partitions cost these clients on a broker that
+neither writes files nor runs Python (librdkafka's mock cluster would be the other candidate, but it does
+not take CreateTopics).
 """
 
 from __future__ import annotations
@@ -389,6 +394,27 @@ def report(rows):
                   + f", failed={r['produce failed']}, consumed={r['consumed']}, e2e seen={r['e2e seen']}")
 
 
+class Tansu:
+    def __init__(self) -> None:
+        import subprocess
+
+        from eoslog.loadgen_targets import _free_loopback_port, _wait_listening, find_tansu
+
+        port = _free_loopback_port()
+        url = f"tcp://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [str(find_tansu()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/", "--silent"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not _wait_listening(self.process, port, 30):
+            raise SystemExit(f"Tansu exited before listening on {port}")
+        self.bootstrap, self.pid = f"127.0.0.1:{port}", self.process.pid
+
+    def terminate(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 s phases, 2 x 4 clients")
@@ -403,6 +429,7 @@ def main() -> None:
                         help="random keys (every partition at once) or none (librdkafka's sticky partitioner)")
     parser.add_argument("--bootstrap", help="use a running broker instead of starting one")
     parser.add_argument("--broker-pid", type=int, help="its pid (for CPU and RSS)")
+    parser.add_argument("--tansu", action="store_true", help="start Tansu (in-memory storage) instead of eoslog")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a broker property for the broker this script starts (repeatable)")
     parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
@@ -417,7 +444,10 @@ def main() -> None:
     started = time.perf_counter()
     broker = None
     with tempfile.TemporaryDirectory(prefix="many-parts-") as tmp:
-        if args.bootstrap is None:
+        if args.tansu:
+            broker = Tansu()
+            args.bootstrap, args.broker_pid = broker.bootstrap, broker.pid
+        elif args.bootstrap is None:
             from eoslog.testing.process import BrokerProcess
 
             properties = dict(item.split("=", 1) for item in args.set)
@@ -445,7 +475,8 @@ def main() -> None:
         finally:
             if broker is not None:
                 broker.terminate()
-    print(f"\n{args.procs} x {args.per_proc} producers, {args.procs} x {args.per_proc} consumers, "
+    print(f"\nbroker {'Tansu (in-memory)' if args.tansu else 'eoslog'}, "
+          f"{args.procs} x {args.per_proc} producers, {args.procs} x {args.per_proc} consumers, "
           f"{args.size} B values, {args.seconds:g} s phases, paced {args.paced_rate:g} msgs/s, "
           f"{args.rounds} round(s), broker properties {args.set or 'default'}, "
           f"producer overrides {args.producer or 'none'}, keys {args.keys}, "
