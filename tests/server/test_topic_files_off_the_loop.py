@@ -9,8 +9,6 @@ and real clients over TCP."""
 from __future__ import annotations
 
 import os
-import socket
-import struct
 import threading
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -18,11 +16,11 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from eoslog.log.config import LogConfig
 from eoslog.log.manager import LogDirectory
-from eoslog.protocol import codec, messages
-from eoslog.protocol.codec import RequestHeader
+from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.process import BrokerProcess
+from eoslog.tools.brokers import KafkaWire
 
 LOOP_THREAD = "eoslog-embedded"  # EmbeddedBroker's event-loop thread
 
@@ -51,24 +49,15 @@ class Gate:
 
 def metadata(bootstrap: str, *topics: str) -> dict[str, tuple[int, int]]:
     """Metadata v12 with auto-creation allowed: topic -> (error code, partition count)."""
-    host, port = bootstrap.split(":")
     request = messages.MetadataRequest(
         topics=[messages.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
         allow_auto_topic_creation=True, include_topic_authorized_operations=False)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(codec.encode_request(RequestHeader(3, 12, 7, "gate-test"), request))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        response = codec.decode_response(3, 12, _recv(sock, size))
+    wire = KafkaWire(bootstrap)
+    try:
+        response = wire.call(3, 12, request)
+    finally:
+        wire.close()
     return {t.name: (t.error_code, len(t.partitions)) for t in response.topics}
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
 
 
 def produce_one(bootstrap: str, topic: str, partition: int, value: bytes) -> None:
