@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from eoslog.log.config import LogConfig
@@ -20,6 +20,7 @@ from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.process import BrokerProcess
+from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import KafkaWire
 
 LOOP_THREAD = "eoslog-embedded"  # EmbeddedBroker's event-loop thread
@@ -148,3 +149,27 @@ def test_files_made_for_a_topic_that_never_reached_topics_json_are_removed_at_st
         assert read_all(broker.bootstrap, "kept", 0) == [b"kept"]
         produce_one(broker.bootstrap, "ghost", 0, b"a new ghost starts empty")
         assert read_all(broker.bootstrap, "ghost", 0) == [b"a new ghost starts empty"]
+
+
+def test_a_topic_is_made_even_when_its_client_hangs_up_while_the_files_are_made(monkeypatch):
+    gate = Gate(monkeypatch, "make_logs", "abandoned")
+    with EmbeddedBroker() as embedded:
+        bootstrap = embedded.bootstrap
+        wire = KafkaWire(bootstrap)
+        port = wire.sock.getsockname()[1]
+        c = messages.CreateTopicsRequest
+        wire.send(19, 7, c(timeout_ms=60_000, validate_only=False, topics=[
+            c.CreatableTopic(name="abandoned", num_partitions=4, replication_factor=1, assignments=[], configs=[])]))
+        assert gate.entered.wait(30)
+        wire.close()  # the broker cancels the request's handler when it sees the connection go
+        wait_until(lambda: not [c for c in embedded.broker.dispatcher.connections if c.peer.endswith(f":{port}")],
+                   30, "the broker to notice the hang-up")
+        gate.opened.set()
+        # Made to the end all the same: served, and not made twice (its directories were not left behind
+        # to make a second attempt fail on them).
+        wait_until(lambda: metadata(bootstrap, "abandoned") == {"abandoned": (0, 4)}, 30, "the topic")
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
+        error = admin.create_topics([NewTopic("abandoned", 4, 1)])["abandoned"].exception(30)
+        assert error is not None and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+        produce_one(bootstrap, "abandoned", 3, b"after the hang-up")
+        assert read_all(bootstrap, "abandoned", 3) == [b"after the hang-up"]

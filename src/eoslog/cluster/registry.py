@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,6 +175,9 @@ class PartitionRegistry:
         """CreateTopics on a single node. The partitions' files are made in a worker thread, so a topic
         of thousands of partitions does not stop the loop (1,000 cost 1-4 s of mkdir, file creation and
         fsync on a plain disk); the topic appears with all its partitions when topics.json names it."""
+        return await _to_the_end(self._create_topic(name, partitions, configs))
+
+    async def _create_topic(self, name: str, partitions: int | None, configs: dict[str, str] | None) -> TopicInfo:
         async with self._topic_changes:
             count, configs, config = self._new_topic(name, partitions, configs)
             self._pending_topics.add(name)
@@ -279,6 +282,9 @@ class PartitionRegistry:
     async def delete_topic(self, name: str) -> TopicInfo:
         """DeleteTopics on a single node: topics.json first, then the logs are detached on the loop (no
         fsync) and their directories removed in a worker thread."""
+        return await _to_the_end(self._delete_topic(name))
+
+    async def _delete_topic(self, name: str) -> TopicInfo:
         async with self._topic_changes:
             info = self.topics.delete(name)
             doomed = []
@@ -295,6 +301,9 @@ class PartitionRegistry:
 
     async def create_partitions(self, name: str, count: int) -> TopicInfo:
         """CreatePartitions on a single node: the new partitions' files are made in a worker thread."""
+        return await _to_the_end(self._create_partitions(name, count))
+
+    async def _create_partitions(self, name: str, count: int) -> TopicInfo:
         async with self._topic_changes:
             info = self.topics.require(name)
             old = info.partitions
@@ -383,3 +392,13 @@ class PartitionRegistry:
         if self.cluster is None:
             return self.partition(topic, index)
         return self.cluster.replicas.leader_partition(topic, index)
+
+
+def _to_the_end(change: Coroutine[Any, Any, TopicInfo]) -> Awaitable[TopicInfo]:
+    """Runs a topic change to its end even when the request that asked for it is cancelled (its client
+    hung up): stopped while its worker thread makes files, it would leave them made but never served or
+    removed, and the topic could not be created again until a restart. Like Kafka, the change happens
+    whether or not anyone is left to hear the answer."""
+    task = asyncio.get_running_loop().create_task(change)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: no "never retrieved"
+    return asyncio.shield(task)
