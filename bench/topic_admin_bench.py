@@ -10,7 +10,11 @@ was not serving anyone else. Medians of --runs.
 holding eoslog/, e.g. `git archive <rev> src | tar -x -C DIR`), alternating run by run, since only
 figures from one run on this shared machine compare.
 
-Usage: python bench/topic_admin_bench.py [--partitions 1000] [--runs 3] [--baseline-src DIR]
+`--cluster N` runs it on a local cluster instead (ZooKeeper and N `eoslog serve` processes,
+testing/cluster.py), replication factor min(3, N), with a pinger on every broker; the longest answer is
+over all of them. A cluster opens each new replica on its broker's loop as it applies ZooKeeper's view.
+
+Usage: python bench/topic_admin_bench.py [--partitions 1000] [--runs 3] [--baseline-src DIR] [--cluster N]
 """
 
 from __future__ import annotations
@@ -72,31 +76,42 @@ class Pinger:
         self._sock.close()
 
 
-def run_once(data_dir: Path, src: str | None, partitions: int) -> dict[str, tuple[float, float]]:
+def measure(bootstraps: list[str], partitions: int, factor: int) -> dict[str, tuple[float, float]]:
+    admin = AdminClient({"bootstrap.servers": ",".join(bootstraps)})
+    pingers = [Pinger(bootstrap) for bootstrap in bootstraps]
+    time.sleep(0.2)  # a few pings before the first operation
+    results = {}
+    for operation in OPERATIONS:
+        start = time.perf_counter()
+        if operation == "create":
+            futures = admin.create_topics([NewTopic("wide", partitions, factor)], request_timeout=120)
+        elif operation == "grow":
+            futures = admin.create_partitions([NewPartitions("wide", 2 * partitions)], request_timeout=120)
+        else:
+            futures = admin.delete_topics(["wide"], request_timeout=120)
+        for future in futures.values():
+            future.result(130)
+        end = time.perf_counter()
+        time.sleep(0.1 if len(bootstraps) == 1 else 3.0)  # waiting pings come back; other brokers catch up
+        results[operation] = (end - start, max(pinger.longest(start, time.perf_counter()) for pinger in pingers))
+    for pinger in pingers:
+        pinger.stop()
+    return results
+
+
+def run_once(data_dir: Path, src: str | None, partitions: int, cluster: int) -> dict[str, tuple[float, float]]:
     saved = os.environ.get("PYTHONPATH")
     if src is not None:
         os.environ["PYTHONPATH"] = src
     try:
+        if cluster:
+            from eoslog.testing.cluster import EmbeddedCluster
+
+            with EmbeddedCluster(data_dir, brokers=cluster) as running:
+                bootstraps = [running.broker(b).bootstrap for b in range(1, cluster + 1)]
+                return measure(bootstraps, partitions, min(3, cluster))
         with BrokerProcess(data_dir=data_dir) as broker:
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            pinger = Pinger(broker.bootstrap)
-            time.sleep(0.2)  # a few pings before the first operation
-            results = {}
-            for operation in OPERATIONS:
-                start = time.perf_counter()
-                if operation == "create":
-                    futures = admin.create_topics([NewTopic("wide", partitions, 1)], request_timeout=120)
-                elif operation == "grow":
-                    futures = admin.create_partitions([NewPartitions("wide", 2 * partitions)], request_timeout=120)
-                else:
-                    futures = admin.delete_topics(["wide"], request_timeout=120)
-                for future in futures.values():
-                    future.result(130)
-                end = time.perf_counter()
-                time.sleep(0.1)  # the pings that were waiting come back
-                results[operation] = (end - start, pinger.longest(start, end))
-            pinger.stop()
-            return results
+            return measure([broker.bootstrap], partitions, 1)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
@@ -119,14 +134,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline-src", default=None, metavar="DIR",
                         help="a source tree (the directory holding eoslog/) to compare against")
+    parser.add_argument("--cluster", type=int, default=0, metavar="N", help="a local cluster of N brokers")
     args = parser.parse_args()
-    print(f"{args.partitions} partitions, grown to {2 * args.partitions}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    where = f"a cluster of {args.cluster}" if args.cluster else "one broker"
+    print(f"{args.partitions} partitions, grown to {2 * args.partitions}, on {where}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     current, baseline = [], []
     with tempfile.TemporaryDirectory(prefix="topic-admin-bench-") as tmp:
         for i in range(args.runs):
-            current.append(run_once(Path(tmp) / f"c{i}", None, args.partitions))
+            current.append(run_once(Path(tmp) / f"c{i}", None, args.partitions, args.cluster))
             if args.baseline_src:
-                baseline.append(run_once(Path(tmp) / f"b{i}", args.baseline_src, args.partitions))
+                baseline.append(run_once(Path(tmp) / f"b{i}", args.baseline_src, args.partitions, args.cluster))
     report("this tree", current)
     if baseline:
         report("baseline", baseline)

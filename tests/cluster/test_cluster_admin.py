@@ -111,6 +111,22 @@ def test_create_partitions_and_delete_topic(cluster):
         time.sleep(0.1)
 
 
+def test_a_grown_topic_is_answered_once_led_and_deleted_within_the_request_timeout(cluster):
+    """CreatePartitions used to answer before the new partitions had leaders (its wait looked at the view
+    from before the change, where every old partition was led), and a DeleteTopics right after it chased
+    the controller, which kept making states for the partitions being deleted one znode at a time: with
+    120 partitions it did not answer within a minute (docs/benchmarks.md, "Large topics on a cluster")."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("wide", 60, 3)], operation_timeout=60)["wide"].result(90)
+    admin.create_partitions([NewPartitions("wide", 120)], operation_timeout=60)["wide"].result(90)
+    state = cluster.state()  # ZooKeeper right after the answer
+    assert all(state.leader_of("wide", p) not in (None, -1) for p in range(120))
+    admin.delete_topics(["wide"], operation_timeout=30, request_timeout=30)["wide"].result(40)
+    cluster.wait_for(lambda s: not any(topic == "wide" for topic, _ in s.replicas), 30, "deleted")
+    create_topic(cluster, "wide", 2, 3)  # its config znode went too, or this would be TOPIC_ALREADY_EXISTS
+    admin.delete_topics(["wide"], operation_timeout=30, request_timeout=30)["wide"].result(40)
+
+
 def _fetch_as_replica(bootstrap: str, replica_id: int, epoch: int):
     wire = KafkaWire(bootstrap)
     try:

@@ -118,7 +118,8 @@ class ClusterTopics:
         grown = TopicAssignment(name, assignment.topic_id, {**assignment.replicas, **added})
         await asyncio.to_thread(self.service.zk.set_assignment, grown)
         self.service.refresh()
-        await self.service.wait_for(lambda v: _all_led(v, name), timeout_s)
+        # The view read before the write has the old partitions, all led: wait for the grown one.
+        await self.service.wait_for(lambda v: _all_led(v, name, count), timeout_s)
         return self.require(name)
 
     async def reassign(self, name: str, targets: dict[int, list[int] | None]) -> None:
@@ -177,9 +178,10 @@ def hash_start(brokers: int) -> int:
     return random.randrange(max(brokers, 1))
 
 
-def _all_led(view: ClusterView, name: str) -> bool:
+def _all_led(view: ClusterView, name: str, partitions: int = 1) -> bool:
+    """The topic has at least ``partitions`` partitions in ``view``, and every one has a leader."""
     assignment = view.topics.get(name)
-    if assignment is None:
+    if assignment is None or assignment.partition_count < partitions:
         return False
     return all((s := view.states.get((name, p))) is not None and s.leader != NO_LEADER
                for p in assignment.replicas)

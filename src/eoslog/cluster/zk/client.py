@@ -33,6 +33,10 @@ from eoslog.cluster.zk.layout import (
 
 log = logging.getLogger(__name__)
 
+# Operations per ZooKeeper transaction when deleting a topic: ~50 bytes each, well inside the server's
+# 1 MiB request limit (jute.maxbuffer).
+TRANSACTION_OPS = 5000
+
 
 class ZooKeeper:
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None) -> None:
@@ -313,21 +317,49 @@ class ZooKeeper:
             self.client.create(path, layout.encode_topic_config(configs), makepath=True)
 
     def delete_topic(self, topic: str) -> None:
-        # The controller may be creating a state znode under the topic while we delete: its
-        # NotEmptyError means "again". Once the topic znode is gone nothing recreates it (see
-        # _ensure_partition_parents), so this ends.
+        """Every znode of the topic (its assignment, each partition's state, its config) in one transaction.
+
+        Deleted one by one, the topic kept its assignment while its partitions' states went, the
+        controller made those states again as new partitions, and deleting a topic of hundreds of
+        partitions chased it for minutes. A state the controller creates between our listing and the
+        commit fails the transaction (NotEmpty): we list again. A topic past TRANSACTION_OPS znodes
+        (~2,500 partitions) is deleted in several transactions, children before parents, the topic's
+        own znode in the last."""
+        root = layout.topic_path(topic)
+        config = layout.topic_config_path(topic)
         for attempt in range(50):
             try:
-                self.client.delete(layout.topic_path(topic), recursive=True)
-                break
-            except NotEmptyError:
-                time.sleep(0.02 * (attempt + 1))
-        else:
-            raise ZooKeeperError(f"could not delete {layout.topic_path(topic)}: it keeps getting new children")
-        try:
-            self.client.delete(layout.topic_config_path(topic))
-        except NoNodeError:
-            pass
+                paths = self._subtree(root)
+            except NoNodeError:
+                if self.client.exists(root) is None:
+                    raise  # gone: nothing to delete (the caller answers UNKNOWN_TOPIC_OR_PARTITION)
+                paths = None  # a partition went while we listed: list again
+            if paths is not None:
+                if self.client.exists(config) is not None:
+                    paths.append(config)
+                failed = None
+                for start in range(0, len(paths), TRANSACTION_OPS):
+                    transaction = self.client.transaction()
+                    for path in paths[start:start + TRANSACTION_OPS]:
+                        transaction.delete(path)
+                    failed = next((r for r in transaction.commit()
+                                   if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None)
+                    if failed is not None:
+                        break
+                if failed is None:
+                    return
+                if not isinstance(failed, NotEmptyError | NoNodeError):
+                    raise failed
+            time.sleep(0.02 * (attempt + 1))
+        raise ZooKeeperError(f"could not delete {root}: it keeps getting new children")
+
+    def _subtree(self, path: str) -> list[str]:
+        """``path`` and every znode below it, children before their parents."""
+        below = []
+        for child in self.client.get_children(path):
+            below.extend(self._subtree(f"{path}/{child}"))
+        below.append(path)
+        return below
 
     # ---- producer ids -----------------------------------------------------------------------------
 
