@@ -321,7 +321,7 @@ class ZooKeeper:
 
         Deleted one by one, the topic kept its assignment while its partitions' states went, the
         controller made those states again as new partitions, and deleting a topic of hundreds of
-        partitions chased it for minutes. A state the controller creates between our listing and the
+        partitions chased it for over a minute. A state the controller creates between our listing and the
         commit fails the transaction (NotEmpty): we list again. A topic past TRANSACTION_OPS znodes
         (~2,500 partitions) is deleted in several transactions, children before parents, the topic's
         own znode in the last."""
