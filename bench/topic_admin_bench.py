@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import struct
 import tempfile
 import threading
 import time
@@ -31,7 +29,11 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from eoslog.protocol import messages
 from eoslog.testing.process import BrokerProcess
+from eoslog.tools.brokers import KafkaWire
+
+API_VERSIONS = 18
 
 OPERATIONS = ("create", "grow", "delete")
 
@@ -40,30 +42,16 @@ class Pinger:
     """ApiVersions v0 every 5 ms on its own connection; remembers (sent at, answered after)."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.split(":")
-        self._sock = socket.create_connection((host, int(port)))
+        self._wire = KafkaWire(bootstrap, client_id="ping")
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _recv(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the ping connection")
-            data += chunk
-        return data
-
     def _run(self) -> None:
-        correlation = 0
         while not self._stop.is_set():
-            correlation += 1
-            body = struct.pack(">hhih", 18, 0, correlation, 4) + b"ping"
             sent = time.perf_counter()
-            self._sock.sendall(struct.pack(">i", len(body)) + body)
-            self._recv(struct.unpack(">i", self._recv(4))[0])
+            self._wire.call(API_VERSIONS, 0, messages.ApiVersionsRequest())
             self.samples.append((sent, time.perf_counter() - sent))
             time.sleep(0.005)
 
@@ -73,7 +61,7 @@ class Pinger:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
-        self._sock.close()
+        self._wire.close()
 
 
 def measure(bootstraps: list[str], partitions: int, factor: int) -> dict[str, tuple[float, float]]:
