@@ -15,6 +15,7 @@ testing/cluster.py), replication factor min(3, N), with a pinger on every broker
 over all of them. A cluster opens each new replica on its broker's loop as it applies ZooKeeper's view.
 
 Usage: python bench/topic_admin_bench.py [--partitions 1000] [--runs 3] [--baseline-src DIR] [--cluster N]
+       [--dir DIR]
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class Pinger:
 
 
 def measure(bootstraps: list[str], partitions: int, factor: int) -> dict[str, tuple[float, float]]:
-    admin = AdminClient({"bootstrap.servers": ",".join(bootstraps)})
+    # socket.timeout.ms past the request timeout: librdkafka would give up on a request after 60 s.
+    admin = AdminClient({"bootstrap.servers": ",".join(bootstraps), "socket.timeout.ms": 130_000})
     pingers = [Pinger(bootstrap) for bootstrap in bootstraps]
     time.sleep(0.2)  # a few pings before the first operation
     results = {}
@@ -123,12 +125,14 @@ def main() -> None:
     parser.add_argument("--baseline-src", default=None, metavar="DIR",
                         help="a source tree (the directory holding eoslog/) to compare against")
     parser.add_argument("--cluster", type=int, default=0, metavar="N", help="a local cluster of N brokers")
+    parser.add_argument("--dir", default=None, help="where the data directories go (default: the system's "
+                        "temporary directory); file creation speed differs between filesystems, and figures too")
     args = parser.parse_args()
     where = f"a cluster of {args.cluster}" if args.cluster else "one broker"
     print(f"{args.partitions} partitions, grown to {2 * args.partitions}, on {where}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     current, baseline = [], []
-    with tempfile.TemporaryDirectory(prefix="topic-admin-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="topic-admin-bench-", dir=args.dir) as tmp:
         for i in range(args.runs):
             current.append(run_once(Path(tmp) / f"c{i}", None, args.partitions, args.cluster))
             if args.baseline_src:

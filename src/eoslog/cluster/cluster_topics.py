@@ -102,7 +102,9 @@ class ClusterTopics:
         except NodeExistsError:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists") from None
         self.service.refresh()
-        await self.service.wait_for(lambda v: _all_led(v, name), timeout_s)
+        # Led, and this broker's own replicas open (their files are made off the loop): a client that
+        # produces here right after the answer finds them.
+        await self.service.wait_for(lambda v: _all_led(v, name) and self.service.replicas.serves(name), timeout_s)
         return TopicInfo(name, assignment.topic_id, len(replicas), dict(configs))
 
     async def add_partitions(self, name: str, count: int, timeout_s: float,
@@ -119,7 +121,8 @@ class ClusterTopics:
         await asyncio.to_thread(self.service.zk.set_assignment, grown)
         self.service.refresh()
         # The view read before the write has the old partitions, all led: wait for the grown one.
-        await self.service.wait_for(lambda v: _all_led(v, name, count), timeout_s)
+        await self.service.wait_for(lambda v: _all_led(v, name, count) and self.service.replicas.serves(name),
+                                    timeout_s)
         return self.require(name)
 
     async def reassign(self, name: str, targets: dict[int, list[int] | None]) -> None:

@@ -183,9 +183,11 @@ class Controller:
         return done
 
     def _write_all(self, writes) -> int:
+        outcomes = self.zk.write_states_as_controller([(topic, index, state) for topic, index, state, _ in writes],
+                                                      self._epoch_version)
         done = 0
-        for topic, index, state, reason in writes:
-            if self.zk.write_state_as_controller(topic, index, state, self._epoch_version):
+        for (topic, index, state, reason), written in zip(writes, outcomes, strict=True):
+            if written:
                 done += 1
                 log.info("controller: %s-%d leader %d epoch %d ISR %s (%s)", topic, index, state.leader,
                          state.leader_epoch, list(state.isr), reason)

@@ -230,8 +230,12 @@ class Partition:
         """The leader-epoch cache (``leader-epoch-checkpoint``), opened on first use: a single node never
         needs one."""
         if self._leader_epochs is None:
-            self._leader_epochs = LeaderEpochCache.open(self.log.directory)
+            self.open_leader_epochs()
         return self._leader_epochs
+
+    def open_leader_epochs(self, new: bool = False) -> None:
+        """``new``: the log was just made, there is no file to read (a replica of a new topic)."""
+        self._leader_epochs = LeaderEpochCache.new(self.log.directory) if new else LeaderEpochCache.open(self.log.directory)
 
     def append_as_follower(self, records: Any) -> int:
         """Appends batches fetched from the leader with their offsets and epochs as they are.

@@ -68,6 +68,7 @@ class PartitionRegistry:
         # thread for its files), and the names whose files are being made.
         self._topic_changes = asyncio.Lock()
         self._pending_topics: set[str] = set()
+        self._removals: set[asyncio.Task] = set()  # cluster mode: replicas' directories being removed
         from eoslog.cluster.admin import TopicAdmin
 
         self.admin = TopicAdmin(self)  # what the admin APIs call (CreateTopics, DeleteTopics, ...)
@@ -100,6 +101,8 @@ class PartitionRegistry:
         self.partitions[(partition.topic, partition.index)] = partition
 
     async def close(self) -> None:
+        if self._removals:
+            await asyncio.gather(*self._removals, return_exceptions=True)
         for partition in self.partitions.values():
             await partition.close()
         if self.log_directory is not None:
@@ -343,34 +346,74 @@ class PartitionRegistry:
 
     def topic_ids(self) -> dict[str, Any]:
         return {name: info.topic_id for name, info in self.topics.topics.items()}
-    def open_replica(self, topic: str, index: int) -> Partition:
+    # ---- cluster mode: the replica manager's LocalReplicas (cluster/replica_manager.py) -----------------
+
+    def has_log(self, topic: str, index: int) -> bool:
+        return self.log_directory.get_log(topic, index) is not None
+
+    def _replica_config(self, topic: str) -> LogConfig:
         info = self.topics.get(topic)
-        config = self.log_config_for(info) if info is not None else LogConfig.from_properties(self.default_log_properties)
+        return self.log_config_for(info) if info is not None else LogConfig.from_properties(self.default_log_properties)
+
+    def open_replica(self, topic: str, index: int) -> Partition:
+        config = self._replica_config(topic)
         partition_log = self.log_directory.get_or_create_log(topic, index, config)
         partition_log.config = config
+        return self._open_replica(topic, index, partition_log)
+
+    def _open_replica(self, topic: str, index: int, partition_log: Log) -> Partition:
         partition = Partition(topic, index, partition_log, self.log_directory.group_commit)
         partition.writable = False  # until the controller makes this replica the leader
         self._opened(partition)
         return partition
 
-    def remove_replica(self, topic: str, index: int) -> None:
-        partition = self.partitions.pop((topic, index), None)
-        if partition is not None:
-            partition.wake_fetchers()
-        self.log_directory.delete_log(topic, index)
-        log.info("removed the local replica of %s-%d: the cluster no longer places it here", topic, index)
+    async def open_new_replicas(self, topic: str, indexes: list[int]) -> None:
+        """New replicas: their logs made in a worker thread (as a single node's CreateTopics does), then
+        registered and served on the loop."""
+        config = self._replica_config(topic)
+        logs = await asyncio.to_thread(self.log_directory.make_logs, topic, indexes, config)
+        adopted = 0
+        try:
+            for partition_log in logs:
+                self.log_directory.adopt(partition_log)
+                adopted += 1
+        except BaseException:
+            self.log_directory.discard_logs(logs[adopted:])  # the broker is closing: nothing to serve
+            raise
+        for index, partition_log in zip(indexes, logs, strict=True):
+            self._open_replica(topic, index, partition_log).open_leader_epochs(new=True)
+        log.info("opened %d new replica(s) of %s", len(indexes), topic)
+
+    def remove_replicas(self, replicas: list[tuple[str, int]]) -> None:
+        """Replicas the cluster no longer places here: unserved and detached at once (no fsync), their
+        directories removed in a worker thread (as a single node's DeleteTopics does)."""
+        doomed = []
+        for topic, index in replicas:
+            partition = self.partitions.pop((topic, index), None)
+            if partition is not None:
+                partition.wake_fetchers()
+            path = self.log_directory.detach_log(topic, index)
+            if path is not None:
+                doomed.append(path)
+        log.info("removing %d local replica(s) the cluster no longer places here: %s", len(replicas),
+                 _describe(replicas))
+        if doomed:
+            task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.log_directory.remove_detached, doomed))
+            self._removals.add(task)
+            task.add_done_callback(self._removals.discard)
 
     def apply_topic_configs(self, view) -> None:
-        for (topic, index), partition in self.partitions.items():
-            info = self.topics.get(topic)
-            if info is None:
-                continue
-            try:
-                config = self.log_config_for(info)
-            except ValueError:  # ConfigError is one
-                log.exception("ignoring the invalid configs of topic %s in ZooKeeper", topic)
-                continue
-            if config != partition.log.config:
+        configs: dict[str, LogConfig | None] = {}  # per topic, once per view: 1,000 partitions share one
+        for (topic, _), partition in self.partitions.items():
+            if topic not in configs:
+                info = self.topics.get(topic)
+                try:
+                    configs[topic] = self.log_config_for(info) if info is not None else None
+                except ValueError:  # ConfigError is one
+                    log.exception("ignoring the invalid configs of topic %s in ZooKeeper", topic)
+                    configs[topic] = None
+            config = configs[topic]
+            if config is not None and config != partition.log.config:
                 partition.log.config = config
 
     def min_insync_replicas(self, topic: str) -> int:
@@ -392,6 +435,16 @@ class PartitionRegistry:
         if self.cluster is None:
             return self.partition(topic, index)
         return self.cluster.replicas.leader_partition(topic, index)
+
+
+def _describe(replicas: list[tuple[str, int]]) -> str:
+    """A log line's list of partitions: all of them when few, a count per topic when many."""
+    if len(replicas) <= 10:
+        return ", ".join(f"{t}-{p}" for t, p in replicas)
+    counts: dict[str, int] = {}
+    for topic, _ in replicas:
+        counts[topic] = counts.get(topic, 0) + 1
+    return ", ".join(f"{n} of {t}" for t, n in counts.items())
 
 
 def _to_the_end(change: Coroutine[Any, Any, TopicInfo]) -> Awaitable[TopicInfo]:

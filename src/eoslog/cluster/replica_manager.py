@@ -22,12 +22,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
 from eoslog.cluster.isr import LeaderIsr
 from eoslog.cluster.replica_fetcher import ReplicaFetcher
 from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, PartitionState
+from eoslog.log.checkpoint import make_durable
+from eoslog.log.leader_epoch import LeaderEpochCache
 from eoslog.protocol.errors import (
     ErrorCode,
     FencedLeaderEpochError,
@@ -72,16 +74,35 @@ class FollowerRole:
     leader_epoch: int
 
 
+class LocalReplicas(Protocol):
+    """Where local replicas' logs live (cluster/registry.py): opened, made and removed."""
+
+    partitions: dict[tuple[str, int], Partition]
+
+    def has_log(self, topic: str, index: int) -> bool: ...
+
+    def open_replica(self, topic: str, index: int) -> Partition:
+        """A replica over the log already on disk (loop thread: no file work)."""
+
+    async def open_new_replicas(self, topic: str, indexes: list[int]) -> None:
+        """Replicas with new logs, made in a worker thread; each in ``partitions`` once open."""
+
+    def remove_replicas(self, replicas: list[tuple[str, int]]) -> None:
+        """Stops serving them at once; their files go in a worker thread."""
+
+
 class ReplicaManager:
-    def __init__(self, config: ReplicationConfig, partitions: dict[tuple[str, int], Partition],
-                 open_partition: Callable[[str, int], Partition],
-                 remove_partition: Callable[[str, int], None], zk: ZooKeeper) -> None:
+    def __init__(self, config: ReplicationConfig, local: LocalReplicas, zk: ZooKeeper) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.partitions = partitions  # the broker's map of local replicas (leaders and followers)
-        self._open_partition = open_partition
-        self._remove_partition = remove_partition
+        self.local = local
+        self.partitions = local.partitions  # the broker's map of local replicas (leaders and followers)
         self.zk = zk
+        # Replicas whose new logs a worker thread is making: not served yet, and not asked for again.
+        self._opening: set[tuple[str, int]] = set()
+        self.on_replicas_opened: Callable[[], None] = lambda: None  # the service reads the view again
+        self.on_leaders_writable: Callable[[], None] = lambda: None  # the service wakes whoever waits
+        self._new_leaders: list[tuple[tuple[str, int], Partition, int]] = []  # this view's, until durable
         self.view = ClusterView()
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.leaders: dict[tuple[str, int], LeaderIsr] = {}
@@ -131,23 +152,37 @@ class ReplicaManager:
         self.view = view
         self.fenced = False
         wanted: set[tuple[str, int]] = set()
+        new_logs: dict[str, list[int]] = {}
         for topic, assignment in view.topics.items():
             for index, replicas in assignment.replicas.items():
                 if self.broker_id not in replicas:
                     continue
                 tp = (topic, index)
                 wanted.add(tp)
-                state = view.states.get(tp)
                 if tp not in self.partitions:
-                    self._open_partition(topic, index)
+                    if tp in self._opening:
+                        continue
+                    if not self.local.has_log(topic, index):
+                        # Files to make: in a worker thread, so a 1,000-partition topic does not stop the
+                        # loop for seconds. Its state is applied by the view read once they are open.
+                        new_logs.setdefault(topic, []).append(index)
+                        continue
+                    self.local.open_replica(topic, index)
+                state = view.states.get(tp)
                 if state is None:
                     continue
                 self._apply_state(tp, replicas, state)
-        for tp in list(self.partitions):
-            if tp not in wanted and tp[0] not in view.unreadable_topics:
-                # Deleted topic, or a replica moved elsewhere: this copy is no longer part of the cluster.
-                self._forget(tp)
-                self._remove_partition(*tp)
+        removed = [tp for tp in self.partitions if tp not in wanted and tp[0] not in view.unreadable_topics]
+        for tp in removed:
+            # Deleted topic, or a replica moved elsewhere: this copy is no longer part of the cluster.
+            self._forget(tp)
+        if removed:
+            self.local.remove_replicas(removed)
+        if self._new_leaders:
+            new_leaders, self._new_leaders = self._new_leaders, []
+            self._spawn(self._take_writes(new_leaders))
+        if new_logs:
+            self._spawn(self._open_new(new_logs))
         for broker_id, fetcher in list(self.fetchers.items()):
             address = self.config.link.address(view.brokers.get(broker_id))
             if address is not None:
@@ -155,6 +190,43 @@ class ReplicaManager:
             if not fetcher.partitions:
                 self._tasks.add(asyncio.get_running_loop().create_task(fetcher.stop()))
                 del self.fetchers[broker_id]
+
+    async def _open_new(self, new_logs: dict[str, list[int]]) -> None:
+        opened = False
+        for topic, indexes in new_logs.items():
+            opening = {(topic, index) for index in indexes}
+            self._opening |= opening
+            try:
+                await self.local.open_new_replicas(topic, indexes)
+                opened = True
+            except Exception:
+                # Not read again at once (a full disk would make that a loop): the next view tries again.
+                log.exception("opening %d new replica(s) of %s failed", len(indexes), topic)
+            finally:
+                self._opening -= opening
+        if opened:
+            # Their states (and any deletion meanwhile) are applied from a fresh read, through the one
+            # path every view takes; a fenced broker applies nothing until its session is back anyway.
+            self.on_replicas_opened()
+
+    def serves(self, topic: str) -> bool:
+        """Every replica of ``topic`` this broker's view places here is open, and takes writes where it
+        leads (CreateTopics waits for it)."""
+        assignment = self.view.topics.get(topic)
+        if assignment is None:
+            return False
+        for index, replicas in assignment.replicas.items():
+            if self.broker_id not in replicas:
+                continue
+            partition = self.partitions.get((topic, index))
+            if partition is None or ((topic, index) in self.leaders and not partition.writable):
+                return False
+        return True
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _apply_state(self, tp: tuple[str, int], replicas: tuple[int, ...], state: PartitionState) -> None:
         previous = self.states.get(tp)
@@ -188,17 +260,41 @@ class ReplicaManager:
     def _become_leader(self, tp, partition: Partition, replicas, state: PartitionState) -> None:
         self._stop_following(tp)
         end = partition.log_end_offset
-        partition.leader_epochs.assign(state.leader_epoch, end)
+        # The new epoch's entry is written and made durable in a worker thread, for every partition this
+        # view makes us lead at once (1,000 file writes and 2,000 fsyncs stopped the loop for seconds).
+        # A new leader takes writes only once it is durable. One that goes on leading in a new epoch
+        # (the controller took a dead follower out of the ISR) keeps taking them: a crash before the
+        # entry is durable leaves batches of the new epoch past the old epoch's entry, which a follower's
+        # truncation by epoch treats as the old epoch's and fetches again, the same bytes at the same
+        # offsets (cluster/replica_fetcher.py); pausing writes there would fail coordinators' appends.
+        keeps_leading = tp in self.leaders and partition.writable
+        partition.leader_epochs.assign(state.leader_epoch, end, durable=False)
         partition.leader_epoch = state.leader_epoch
-        partition.writable = True
+        partition.writable = keeps_leading
         self.leaders[tp] = LeaderIsr.become_leader(self.broker_id, state.leader_epoch, end, replicas,
                                                    state.isr, now_ms())
         partition.high_watermark_policy = self._update_high_watermark
         log.info("%s: leader for epoch %d from offset %d, ISR %s, high watermark %d",
                  partition.name, state.leader_epoch, end, list(state.isr), partition.high_watermark)
         self._update_high_watermark(partition)
-        for callback in self.on_became_leader:
-            callback(*tp)
+        self._new_leaders.append((tp, partition, state.leader_epoch))
+
+    async def _take_writes(self, new_leaders: list[tuple[tuple[str, int], Partition, int]]) -> None:
+        """New leaders start taking writes once their epoch entries are durable."""
+        try:
+            await asyncio.to_thread(_write_epochs, [partition.leader_epochs for _, partition, _ in new_leaders])
+        except OSError:
+            log.exception("cannot make the leader-epoch checkpoints of %d new leaderships durable; they take "
+                          "no writes", len(new_leaders))
+            return
+        for tp, partition, epoch in new_leaders:
+            leader = self.leaders.get(tp)
+            if leader is None or leader.leader_epoch != epoch or self.partitions.get(tp) is not partition:
+                continue  # moved on meanwhile
+            partition.writable = True
+            for callback in self.on_became_leader:
+                callback(*tp)
+        self.on_leaders_writable()
 
     def _become_follower(self, tp, partition: Partition, state: PartitionState) -> None:
         self._stop_following(tp)
@@ -254,6 +350,8 @@ class ReplicaManager:
         state = self.view.states.get(tp)
         if state is None or state.leader == NO_LEADER:
             raise LeaderNotAvailableError(f"{topic}-{index} has no leader right now")
+        if state.leader == self.broker_id:
+            raise NotLeaderOrFollowerError(f"{topic}-{index}: the replica here is still being opened")
         raise NotLeaderOrFollowerError(f"{topic}-{index} is led by broker {state.leader}, not {self.broker_id}")
 
     def check_current_leader_epoch(self, tp, current_leader_epoch: int) -> None:
@@ -389,6 +487,13 @@ class ReplicaManager:
             "following": sorted(f"{t}-{p}" for t, p in self.followers),
             "fenced": self.fenced,
         }
+
+
+def _write_epochs(caches: list[LeaderEpochCache]) -> None:
+    """New leaders' epoch entries on disk, durable (a worker thread)."""
+    for cache in caches:
+        cache.write_pending()
+    make_durable([cache.path for cache in caches])
 
 
 def _follower_high_watermark(partition: Partition) -> None:

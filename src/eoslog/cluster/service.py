@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
 from eoslog.cluster.controller import Controller
-from eoslog.cluster.replica_manager import ReplicaManager, ReplicationConfig
+from eoslog.cluster.replica_manager import LocalReplicas, ReplicaManager, ReplicationConfig
 from eoslog.cluster.user_credentials import ClusterCredentials
 from eoslog.cluster.zk.client import ZooKeeper, ZooKeeperError
 from eoslog.cluster.zk.layout import BrokerRegistration, ClusterView
@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class ClusterService:
-    def __init__(self, config, partitions: dict, open_partition: Callable, remove_partition: Callable,
-                 link: BrokerLink = PLAINTEXT_LINK) -> None:
+    def __init__(self, config, local: LocalReplicas, link: BrokerLink = PLAINTEXT_LINK) -> None:
         self.config = config
         self.broker_id = config.node_id
         self.link = link  # how this broker reaches the others (inter.broker.listener.name)
@@ -43,7 +42,9 @@ class ClusterService:
             replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
             default_min_insync_replicas=config.min_insync_replicas,
             link=link,
-        ), partitions, open_partition, remove_partition, self.zk)
+        ), local, self.zk)
+        self.replicas.on_replicas_opened = self.refresh
+        self.replicas.on_leaders_writable = self._wake_waiters
         self.controller = Controller(
             self.zk, config.node_id, unclean_default=config.unclean_leader_election_enable,
             auto_leader_rebalance=config.auto_leader_rebalance_enable,
@@ -59,6 +60,7 @@ class ClusterService:
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._registration: BrokerRegistration | None = None
+        self._read_once = False
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -122,17 +124,23 @@ class ClusterService:
                     self._dirty.set()
 
     async def _read_and_apply(self) -> None:
-        view = await asyncio.to_thread(self.zk.read_view)
+        # Only what changed since the view we hold (cluster/zk/client.py); everything the first time.
+        view = await asyncio.to_thread(self.zk.read_view, self.view if self._read_once else None)
+        self._read_once = True
         if self._stopping:
             return
         self.view = view
         self.replicas.apply_view(view)
         for listener in list(self.view_listeners):
             listener(view)
-        self._view_changed.set()
-        self._view_changed = asyncio.Event()
+        self._wake_waiters()
         task = self._loop.create_task(self.controller.on_view(view))
         task.add_done_callback(_log_failure)
+
+    def _wake_waiters(self) -> None:
+        """``wait_for`` checks its predicate again (a new view, or new leaders here taking writes)."""
+        self._view_changed.set()
+        self._view_changed = asyncio.Event()
 
     async def wait_for(self, predicate: Callable[[ClusterView], bool], timeout_s: float) -> bool:
         """Waits until a view satisfies ``predicate`` (CreateTopics waiting for leaders, for instance)."""
@@ -159,6 +167,7 @@ class ClusterService:
         if state == "LOST":
             log.error("ZooKeeper session expired: this broker stops leading until it has registered again")
             self._session_lost = True
+            self.zk.read_everything_next()  # the new session starts without our watches
             self.replicas.fence("ZooKeeper session expired")
             self.controller.session_lost()
         elif state == "SUSPENDED":

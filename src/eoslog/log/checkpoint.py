@@ -92,6 +92,32 @@ def write_file_atomically(path: str | os.PathLike, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def replace_file(path: str | os.PathLike, data: bytes) -> None:
+    """``write_file_atomically`` without its fsyncs: ``<path>.tmp`` written and renamed over ``path``.
+    Not durable until ``make_durable`` covers it; a crash before may leave the old file or a damaged one,
+    so only for files whose readers treat damage as "nothing known" and whose callers wait for
+    ``make_durable`` before relying on the new content."""
+    path = os.fspath(path)
+    temp = path + TEMP_SUFFIX
+    with open(temp, "wb") as file:
+        file.write(data)
+    os.replace(temp, path)
+
+
+def make_durable(paths: list[str | os.PathLike]) -> None:
+    """Makes files written by ``replace_file`` (and their renames) durable: an fsync of each file and of
+    its directory. Not one syncfs for all: that would also wait for every other dirty page on the
+    filesystem, seconds under a produce load with fsync on ack off, while these are a few small files.
+    Blocking: run it in a worker thread."""
+    for path in paths:
+        for target, flags in ((path, os.O_RDONLY), (os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)):
+            fd = os.open(target, flags)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
 class OffsetCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path

@@ -4,18 +4,20 @@ Contract
 - Entries ``(epoch, start_offset)`` strictly increase in both fields; epoch E covers offsets from its
   start offset up to the next entry's start (the latest epoch: up to the log end offset).
 - Persisted as ``leader-epoch-checkpoint`` in the partition directory after every change, atomically
-  (format: docs/storage-format.md). A damaged file is logged and treated as empty: the replica then
+  (format: docs/storage-format.md); durable before ``assign`` returns, unless the caller syncs it
+  itself (``durable=False``). A damaged file is logged and treated as empty: the replica then
   truncates by the leader's answers, which is safe, instead of refusing to open the log.
-- Only the broker's event-loop thread calls it.
+- Only the broker's event-loop thread calls it, except ``write_pending`` (any thread).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
-from eoslog.log.checkpoint import TEMP_SUFFIX, write_file_atomically
+from eoslog.log.checkpoint import TEMP_SUFFIX, replace_file, write_file_atomically
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,17 @@ class LeaderEpochCache:
     def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
         self.path = path
         self._entries: list[tuple[int, int]] = list(entries or [])
+        # Changes are numbered; ``_written`` is the number the file holds. ``write_pending`` may run in a
+        # worker thread while the loop changes entries: the lock keeps the two from writing the file at
+        # once, and the numbers keep an older content from being written over a newer one.
+        self._version = 0
+        self._written = 0
+        self._file_lock = threading.Lock()
+
+    @classmethod
+    def new(cls, directory: str | os.PathLike) -> LeaderEpochCache:
+        """The cache of a log just made (no file yet): nothing to read."""
+        return cls(Path(directory) / FILE_NAME)
 
     @classmethod
     def open(cls, directory: str | os.PathLike) -> LeaderEpochCache:
@@ -43,9 +56,14 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int | None:
         return self._entries[-1][0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, durable: bool = True) -> None:
         """Epoch ``epoch`` starts at ``start_offset``. Lower epochs and a repeat of the latest are
-        ignored; entries at or past ``start_offset`` are dropped (a tail that diverged)."""
+        ignored; entries at or past ``start_offset`` are dropped (a tail that diverged).
+
+        ``durable=False`` changes only the memory: the caller writes the file (``write_pending``) and
+        makes it durable (``checkpoint.make_durable``), in a worker thread, before anything of the new
+        epoch is acknowledged. A leader taking 1,000 partitions at once then writes and syncs them off
+        the loop."""
         if epoch < 0:
             return
         latest = self.latest_epoch
@@ -57,7 +75,7 @@ class LeaderEpochCache:
                         self._entries[len(kept):])
         kept.append((epoch, start_offset))
         self._entries = kept
-        self._persist()
+        self._persist(durable)
 
     def epoch_for_offset(self, offset: int) -> int | None:
         found = None
@@ -105,9 +123,28 @@ class LeaderEpochCache:
             self._entries = []
             self._persist()
 
-    def _persist(self) -> None:
-        lines = [str(VERSION), str(len(self._entries)), *(f"{e} {o}" for e, o in self._entries)]
-        write_file_atomically(self.path, ("\n".join(lines) + "\n").encode())
+    def _persist(self, durable: bool = True) -> None:
+        self._version += 1
+        if durable:
+            with self._file_lock:
+                version, data = self._version, self._encode()
+                write_file_atomically(self.path, data)
+                self._written = version
+
+    def write_pending(self) -> None:
+        """Writes the entries if the file does not hold them yet, without fsync (``checkpoint.make_durable``
+        follows). Safe in a worker thread while the loop changes the cache."""
+        with self._file_lock:
+            version = self._version  # read before the entries: at worst the file is newer than its number
+            if self._written >= version:
+                return
+            replace_file(self.path, self._encode())
+            self._written = version
+
+    def _encode(self) -> bytes:
+        entries = self._entries
+        lines = [str(VERSION), str(len(entries)), *(f"{e} {o}" for e, o in entries)]
+        return ("\n".join(lines) + "\n").encode()
 
 
 def _read(path: Path) -> list[tuple[int, int]]:

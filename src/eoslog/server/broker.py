@@ -245,8 +245,7 @@ class Broker:
         from eoslog.cluster.zk.layout import BrokerRegistration, Endpoint
 
         registry = self.registry
-        self.cluster = ClusterService(self.config, registry.partitions, registry.open_replica, registry.remove_replica,
-                                      self.link)
+        self.cluster = ClusterService(self.config, registry, self.link)
         registry.attach_cluster(self.cluster)
         self.cluster.replicas.on_became_leader.append(self._on_became_leader)
         self.cluster.replicas.on_resigned.append(self._on_resigned)

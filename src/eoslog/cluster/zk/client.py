@@ -6,13 +6,15 @@ Contract
 - Every write that carries a decision is conditional: partition state on its znode version, and the
   controller's writes also on the ``/controller_epoch`` znode version, in one ZooKeeper transaction, so a
   deposed controller or leader can never overwrite a newer decision (Kafka's KAFKA-5083 rule).
-- :meth:`read_view` reads the whole cluster view and leaves a one-shot watch on everything it read;
-  any change calls ``on_change`` (from kazoo's thread), and the owner reads again.
+- :meth:`read_view` reads the cluster view and leaves a one-shot watch on everything it read; any change
+  calls ``on_change`` (from kazoo's thread), and the owner reads again: only what changed, given the
+  previous view, or everything after a new session.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -36,6 +38,18 @@ log = logging.getLogger(__name__)
 # Operations per ZooKeeper transaction when deleting a topic: ~50 bytes each, well inside the server's
 # 1 MiB request limit (jute.maxbuffer).
 TRANSACTION_OPS = 5000
+_EVERYTHING = ""  # a change read_view cannot place (no path): read everything
+# Partition states per controller transaction: up to three creates each (the partitions znode, the
+# partition's, its state) of ~150 bytes, ~250 KB in all.
+STATES_PER_TRANSACTION = 500
+
+
+def _drop_topic(view: ClusterView, topic: str) -> None:
+    view.topics.pop(topic, None)
+    view.configs.pop(topic, None)
+    view.unreadable_topics.discard(topic)
+    for key in [key for key in view.states if key[0] == topic]:
+        del view.states[key]
 
 
 class ZooKeeper:
@@ -47,6 +61,10 @@ class ZooKeeper:
         self.on_change: Callable[[], None] = lambda: None
         self.on_state: Callable[[str], None] = lambda state: None
         self.client.add_listener(self._state_listener)
+        # Paths whose watches fired since the last read_view (kazoo's thread adds, read_view takes).
+        self._changes_lock = threading.Lock()
+        self._changed: set[str] = set()
+        self._read_everything = False
 
     # ---- connection --------------------------------------------------------------------------------
 
@@ -85,7 +103,9 @@ class ZooKeeper:
         # Called on kazoo's connection thread: must not block.
         self.on_state(str(state))
 
-    def _watch(self, _event) -> None:
+    def _watch(self, event) -> None:
+        # kazoo's thread: note what changed (the next read_view reads it again), then tell the owner.
+        self._note_change(getattr(event, "path", None))
         self.on_change()
 
     # ---- cluster id and registration ---------------------------------------------------------------
@@ -172,58 +192,176 @@ class ZooKeeper:
 
     # ---- reading the cluster ------------------------------------------------------------------------
 
-    def read_view(self) -> ClusterView:
-        """Everything, with a watch left on each znode read (pipelined: one round trip per level)."""
-        client, watch = self.client, self._watch
+    def read_view(self, previous: ClusterView | None = None) -> ClusterView:
+        """The cluster view, with a watch left on each znode read (reads are pipelined).
+
+        With ``previous`` (the last view this client returned), only the znodes whose watches fired
+        since are read again, and everything else is taken from ``previous``: an ISR change of one
+        partition then costs one read, not one per partition of the cluster (2,000 reads, 1-2 s of a
+        worker thread each time, at 1,000 partitions of replication factor 2 and more). Everything is
+        read when there is no ``previous``, after ``read_everything_next``, or when a change cannot be
+        placed."""
+        with self._changes_lock:
+            changed, self._changed = self._changed, set()
+            everything = previous is None or self._read_everything or _EVERYTHING in changed
+            self._read_everything = False
+        try:
+            if everything:
+                return self._read_all()
+            return self._read_changes(previous, changed)
+        except BaseException:
+            with self._changes_lock:  # read them again next time
+                self._changed |= changed
+                self._read_everything |= everything
+            raise
+
+    def read_everything_next(self) -> None:
+        """The next ``read_view`` reads everything: a new session has none of the old one's watches."""
+        with self._changes_lock:
+            self._read_everything = True
+
+    def _note_change(self, path: str | None) -> None:
+        with self._changes_lock:
+            self._changed.add(path if path else _EVERYTHING)
+
+    def _read_all(self) -> ClusterView:
         view = ClusterView()
+        self._read_brokers(view)
+        self._read_controller(view)
+        self._read_topics(view, self.client.get_children(layout.BROKER_TOPICS, watch=self._watch))
+        return view
+
+    def _read_changes(self, previous: ClusterView, changed: set[str]) -> ClusterView:
+        placed = (layout.BROKER_IDS, layout.CONTROLLER, layout.BROKER_TOPICS)
+        if any(path not in placed and not path.startswith(layout.BROKER_IDS + "/")
+               and layout.classify_path(path)[0] == "other" for path in changed):
+            return self._read_all()
+        view = ClusterView(brokers=dict(previous.brokers), controller_id=previous.controller_id,
+                           topics=dict(previous.topics), configs=dict(previous.configs),
+                           states=dict(previous.states), unreadable_topics=set(previous.unreadable_topics))
+        if any(path == layout.BROKER_IDS or path.startswith(layout.BROKER_IDS + "/") for path in changed):
+            view.brokers = {}
+            self._read_brokers(view)
+        if layout.CONTROLLER in changed:
+            self._read_controller(view)
+        topics: set[str] = set()
+        listings: set[str] = set()
+        states: set[tuple[str, int]] = set()
+        if layout.BROKER_TOPICS in changed:
+            names = set(self.client.get_children(layout.BROKER_TOPICS, watch=self._watch))
+            for gone in (set(view.topics) | view.unreadable_topics) - names:
+                _drop_topic(view, gone)
+            topics |= names - set(view.topics) - view.unreadable_topics
+        for path in changed:
+            kind, topic, partition = layout.classify_path(path)
+            if kind in ("topic", "topic_config"):
+                topics.add(topic)
+            elif kind == "partitions":
+                listings.add(topic)
+            elif kind == "state":
+                states.add((topic, partition))
+        self._read_topics(view, topics)  # everything of these, states included
+        self._read_partitions(view, [t for t in listings if t in view.topics and t not in topics], every=False)
+        self._read_states(view, {key for key in states if key[0] in view.topics and key[0] not in topics})
+        return view
+
+    def _read_brokers(self, view: ClusterView) -> None:
+        client, watch = self.client, self._watch
         for child in client.get_children(layout.BROKER_IDS, watch=watch):
             try:
                 data, _ = client.get(layout.broker_path(int(child)), watch=watch)
                 view.brokers[int(child)] = BrokerRegistration.decode(int(child), data)
             except (NoNodeError, ValueError):
                 continue
+
+    def _read_controller(self, view: ClusterView) -> None:
+        client, watch = self.client, self._watch
         try:
             data, _ = client.get(layout.CONTROLLER, watch=watch)
             view.controller_id = layout.decode_controller(data)
         except NoNodeError:
+            view.controller_id = -1
             if client.exists(layout.CONTROLLER, watch=watch) is not None:
-                self.on_change()  # elected between the two calls: read again
-        topics = client.get_children(layout.BROKER_TOPICS, watch=watch)
+                # Elected between the two calls: read it again.
+                self._note_change(layout.CONTROLLER)
+                self.on_change()
+
+    def _read_topics(self, view: ClusterView, topics) -> None:
+        """Reads each topic's assignment, config and partition states into ``view``; a topic whose
+        assignment is gone leaves the view."""
+        client, watch = self.client, self._watch
         topic_reads = {t: client.get_async(layout.topic_path(t), watch=watch) for t in topics}
         config_reads = {t: client.get_async(layout.topic_config_path(t), watch=watch) for t in topics}
+        read = []
         for topic, result in topic_reads.items():
             try:
                 data, _ = result.get()
-                view.topics[topic] = TopicAssignment.decode(topic, data)
+                assignment = TopicAssignment.decode(topic, data)
             except NoNodeError:
+                _drop_topic(view, topic)
                 continue
             except layout.LayoutError:
                 log.exception("ignoring topic %s: its assignment znode is unreadable", topic)
+                _drop_topic(view, topic)
                 view.unreadable_topics.add(topic)
                 continue
+            view.unreadable_topics.discard(topic)
+            view.topics[topic] = assignment
             try:
                 view.configs[topic] = layout.decode_topic_config(topic, config_reads[topic].get()[0])
             except NoNodeError:
                 view.configs[topic] = {}
-        state_reads = {}
-        for topic, assignment in view.topics.items():
-            for partition in assignment.replicas:
-                path = layout.partition_state_path(topic, partition)
-                state_reads[(topic, partition)] = (path, client.get_async(path, watch=watch))
-        for key, (path, result) in state_reads.items():
+            read.append(topic)
+        self._read_partitions(view, read, every=True)
+
+    def _read_partitions(self, view: ClusterView, topics, every: bool) -> None:
+        """Lists each topic's partition znodes and reads the states of those listed: all of them
+        (``every``), or only those the view has no state for. Only partitions whose znode exists have a
+        state to read, and the child watch on the partitions znode says when the controller adds more:
+        a new topic's first read is a few requests, not two per partition, and the controller's
+        transaction creating 500 states costs one listing and 500 reads."""
+        client, watch = self.client, self._watch
+        listed = {t: client.get_children_async(layout.partitions_path(t), watch=watch) for t in topics}
+        states = set()
+        for topic, result in listed.items():
+            try:
+                present = {int(child) for child in result.get() if child.isdigit()}
+            except NoNodeError:
+                present = set()
+                if client.exists(layout.partitions_path(topic), watch=watch) is not None:
+                    self._note_change(layout.partitions_path(topic))  # made between the two calls
+                    self.on_change()
+            for key in [key for key in view.states if key[0] == topic and key[1] not in present]:
+                del view.states[key]
+            states.update((topic, partition) for partition in view.topics[topic].replicas
+                          if partition in present and (every or (topic, partition) not in view.states))
+        self._read_states(view, states)
+
+    def _read_states(self, view: ClusterView, keys) -> None:
+        client, watch = self.client, self._watch
+        reads = {key: (path, client.get_async(path, watch=watch))
+                 for key in keys for path in [layout.partition_state_path(*key)]}
+        missing = {}
+        for key, (path, result) in reads.items():
             try:
                 data, stat = result.get()
             except NoNodeError:
-                # Created by the controller soon. If it appeared between the two calls, the watch we just
-                # set would only fire on its next change: read it now instead.
-                if client.exists(path, watch=watch) is None:
-                    continue
-                try:
-                    data, stat = client.get(path, watch=watch)
-                except NoNodeError:
-                    continue
+                # Created by the controller soon: watch for it (pipelined, like the reads: a new topic of
+                # 1,000 partitions would otherwise cost 1,000 round trips).
+                view.states.pop(key, None)
+                missing[key] = (path, client.exists_async(path, watch=watch))
+                continue
             view.states[key] = PartitionState.decode(path, data, stat.version)
-        return view
+        # One that appeared between the two calls: its watch would only fire on its next change, so
+        # read it now.
+        appeared = {key: (path, client.get_async(path, watch=watch))
+                    for key, (path, result) in missing.items() if result.get() is not None}
+        for key, (path, result) in appeared.items():
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                continue
+            view.states[key] = PartitionState.decode(path, data, stat.version)
 
     def controller_epoch(self) -> tuple[int, int]:
         data, stat = self.client.get(layout.CONTROLLER_EPOCH)
@@ -255,6 +393,53 @@ class ZooKeeper:
             if isinstance(result, Exception) and not isinstance(result, RolledBackError):
                 raise result
         return True
+
+    def write_states_as_controller(self, writes: list[tuple[str, int, PartitionState]],
+                                   epoch_zk_version: int) -> list[bool]:
+        """Many decisions at once (a new topic's partitions, a broker's leaderships moving): each chunk
+        of STATES_PER_TRANSACTION in one transaction checked against the controller epoch, as
+        :meth:`write_state_as_controller` checks one. Written one at a time, a 1,000-partition topic took
+        3,000 round trips and a watch event per state on every broker. A chunk that fails as a whole (a
+        state moved, a topic deleted meanwhile) is written again one state at a time, so every decision
+        gets its own outcome. Per write: True when written, False when its state moved."""
+        outcomes: list[bool] = []
+        for start in range(0, len(writes), STATES_PER_TRANSACTION):
+            chunk = writes[start:start + STATES_PER_TRANSACTION]
+            if self._commit_states(chunk, epoch_zk_version):
+                outcomes.extend(True for _ in chunk)
+            else:
+                outcomes.extend(self.write_state_as_controller(topic, partition, state, epoch_zk_version)
+                                for topic, partition, state in chunk)
+        return outcomes
+
+    def _commit_states(self, chunk: list[tuple[str, int, PartitionState]], epoch_zk_version: int) -> bool:
+        """One transaction for the whole chunk; False when any write in it fails (nothing written)."""
+        parents: dict[str, set[str] | None] = {}  # topic -> existing partition znodes (None: no partitions znode)
+        for topic in {topic for topic, _, state in chunk if state.zk_version < 0}:
+            try:
+                parents[topic] = set(self.client.get_children(layout.partitions_path(topic)))
+            except NoNodeError:
+                parents[topic] = None
+        transaction = self.client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, epoch_zk_version)
+        for topic, partition, state in chunk:
+            path = layout.partition_state_path(topic, partition)
+            if state.zk_version >= 0:
+                transaction.set_data(path, state.encode(), state.zk_version)
+                continue
+            existing = parents[topic]
+            if existing is None:
+                # Without makepath: a deleted topic's znode fails the transaction instead of coming back.
+                transaction.create(layout.partitions_path(topic), b"")
+                existing = parents[topic] = set()
+            if str(partition) not in existing:
+                transaction.create(f"{layout.partitions_path(topic)}/{partition}", b"")
+                existing.add(str(partition))
+            transaction.create(path, state.encode())
+        results = transaction.commit()
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise NotController(f"controller epoch znode moved: {results[0]!r}")
+        return not any(isinstance(result, Exception) for result in results)
 
     def finish_reassignment_as_controller(self, assignment: TopicAssignment,
                                           states: list[tuple[int, PartitionState]], epoch_zk_version: int) -> bool:
@@ -354,12 +539,14 @@ class ZooKeeper:
         raise ZooKeeperError(f"could not delete {root}: it keeps getting new children")
 
     def _subtree(self, path: str) -> list[str]:
-        """``path`` and every znode below it, children before their parents."""
-        below = []
-        for child in self.client.get_children(path):
-            below.extend(self._subtree(f"{path}/{child}"))
-        below.append(path)
-        return below
+        """``path`` and every znode below it, children before their parents. Listed a level at a time,
+        each level's listings pipelined: a topic of 2,000 partitions has 4,000 znodes, and listing them
+        one round trip after another took seconds. NoNodeError when one went meanwhile."""
+        levels = [[path]]
+        while levels[-1]:
+            listings = [(parent, self.client.get_children_async(parent)) for parent in levels[-1]]
+            levels.append([f"{parent}/{child}" for parent, result in listings for child in result.get()])
+        return [znode for level in reversed(levels) for znode in level]
 
     # ---- producer ids -----------------------------------------------------------------------------
 

@@ -53,6 +53,23 @@ def partition_state_path(topic: str, partition: int) -> str:
     return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
 
 
+def classify_path(path: str) -> tuple[str, str, int]:
+    """What a watched znode is: ("topic", t, -1) for /brokers/topics/<t>, ("partitions", t, -1) for its
+    partitions znode, ("topic_config", t, -1), ("state", t, p) for a partition's state znode, or
+    ("other", "", -1)."""
+    if path.startswith(BROKER_TOPICS + "/"):
+        parts = path[len(BROKER_TOPICS) + 1:].split("/")
+        if len(parts) == 1:
+            return "topic", parts[0], -1
+        if len(parts) == 2 and parts[1] == "partitions":
+            return "partitions", parts[0], -1
+        if len(parts) == 4 and parts[1] == "partitions" and parts[3] == "state" and parts[2].isdigit():
+            return "state", parts[0], int(parts[2])
+    elif path.startswith(CONFIG_TOPICS + "/") and "/" not in path[len(CONFIG_TOPICS) + 1:]:
+        return "topic_config", path[len(CONFIG_TOPICS) + 1:], -1
+    return "other", "", -1
+
+
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 
