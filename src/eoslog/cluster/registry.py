@@ -222,6 +222,19 @@ class PartitionRegistry:
         log.info("created topic %s with %d partitions", name, count)
         return info
 
+    def _detach(self, replicas: list[tuple[str, int]]) -> list[str]:
+        """Stops serving the partitions and detaches their logs (loop thread, no fsync); the directories
+        for ``LogDirectory.remove_detached``."""
+        doomed = []
+        for topic, index in replicas:
+            partition = self.partitions.pop((topic, index), None)
+            if partition is not None:
+                partition.wake_fetchers()
+            path = self.log_directory.detach_log(topic, index)
+            if path is not None:
+                doomed.append(path)
+        return doomed
+
     def _serve(self, info: TopicInfo, indexes: range, logs: list[Log]) -> None:
         for index, partition_log in zip(indexes, logs, strict=True):
             self.log_directory.adopt(partition_log)
@@ -290,14 +303,7 @@ class PartitionRegistry:
     async def _delete_topic(self, name: str) -> TopicInfo:
         async with self._topic_changes:
             info = self.topics.delete(name)
-            doomed = []
-            for index in range(info.partitions):
-                partition = self.partitions.pop((name, index), None)
-                if partition is not None:
-                    partition.wake_fetchers()
-                path = self.log_directory.detach_log(name, index)
-                if path is not None:
-                    doomed.append(path)
+            doomed = self._detach([(name, index) for index in range(info.partitions)])
             await asyncio.to_thread(self.log_directory.remove_detached, doomed)
             log.info("deleted topic %s", name)
             return info
@@ -387,14 +393,7 @@ class PartitionRegistry:
     def remove_replicas(self, replicas: list[tuple[str, int]]) -> None:
         """Replicas the cluster no longer places here: unserved and detached at once (no fsync), their
         directories removed in a worker thread (as a single node's DeleteTopics does)."""
-        doomed = []
-        for topic, index in replicas:
-            partition = self.partitions.pop((topic, index), None)
-            if partition is not None:
-                partition.wake_fetchers()
-            path = self.log_directory.detach_log(topic, index)
-            if path is not None:
-                doomed.append(path)
+        doomed = self._detach(replicas)
         log.info("removing %d local replica(s) the cluster no longer places here: %s", len(replicas),
                  _describe(replicas))
         if doomed:
