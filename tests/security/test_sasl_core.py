@@ -46,8 +46,11 @@ def scram_login(session: SaslSession, mechanism: str, user: str, password: str, 
         final = final.replace("r=", "r=" + client_nonce, 1)
         # scramp computed its proof over the message without the repetition; recompute over what is sent.
         without_proof = final.rsplit(",p=", 1)[0]
-        credential_salt = base64.b64decode(reply.decode().split("s=")[1].split(",")[0])
-        iterations = int(reply.decode().split("i=")[1])
+        # The attributes by name: a nonce may itself hold "s=" (a client nonce's base64 padding before
+        # the server's part), so searching the whole message for "s=" found the wrong place.
+        attributes = dict(part.split("=", 1) for part in reply.decode().split(","))
+        credential_salt = base64.b64decode(attributes["s"])
+        iterations = int(attributes["i"])
         import hashlib
         import hmac
         digest = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
