@@ -107,9 +107,9 @@ def test_new_replicas_are_made_off_the_loop_and_created_topics_answer_once_they_
         created.result(30)
         produce_and_read(embedded, "wide", 39, b"in the last new partition")
 
-        grown = admin.create_partitions([NewPartitions("wide", 60)], request_timeout=90)["wide"]
         gate.opened.clear()
         gate.entered.clear()
+        grown = admin.create_partitions([NewPartitions("wide", 60)], request_timeout=90)["wide"]
         assert gate.entered.wait(30)
         assert answers_api_versions(embedded.bootstrap)
         assert not grown.done()

@@ -80,6 +80,17 @@ def converges(reader: Reader, full: ZooKeeper, what: str) -> ClusterView:
     return wait_until(same, 20, what)
 
 
+def drain(reader: Reader, writer: KazooClient) -> None:
+    """Reads every change already made. Watch events of earlier writes may still be on their way after
+    the views agree; ZooKeeper sends a session's events in the order of the writes and kazoo runs the
+    watchers one after another, so once a watch on a later write has run, every earlier one has too."""
+    seen = threading.Event()
+    reader.zk.client.exists("/barrier", watch=lambda event: seen.set())
+    writer.create("/barrier")
+    assert seen.wait(10)
+    reader.read()
+
+
 def state(leader: int, epoch: int) -> bytes:
     return PartitionState(leader, epoch, (leader,), 1, -1).encode()
 
@@ -108,6 +119,7 @@ def test_reading_only_what_changed_ends_at_the_full_view(zookeeper):
             assert len(converges(reader, full, "its partitions' states").states) == 12
 
             # One state changes: one read (and its watch), not one per partition.
+            drain(reader, writer)
             reader.changed.clear()
             writer.set(layout.partition_state_path("wide", 7), state(1, 1))
             assert reader.changed.wait(10)
