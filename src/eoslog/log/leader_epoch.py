@@ -61,9 +61,9 @@ class LeaderEpochCache:
         ignored; entries at or past ``start_offset`` are dropped (a tail that diverged).
 
         ``durable=False`` changes only the memory: the caller writes the file (``write_pending``) and
-        makes it durable (``checkpoint.make_durable``), in a worker thread, before anything of the new
-        epoch is acknowledged. A leader taking 1,000 partitions at once then writes and syncs them off
-        the loop."""
+        makes it durable (``checkpoint.make_durable``) in a worker thread, and says what may happen
+        meanwhile (cluster/replica_manager.py: a new leader takes no write until then). A leader taking
+        1,000 partitions at once then writes and syncs them off the loop."""
         if epoch < 0:
             return
         latest = self.latest_epoch
