@@ -44,11 +44,15 @@ _EVERYTHING = ""  # a change read_view cannot place (no path): read everything
 STATES_PER_TRANSACTION = 500
 
 
-def _drop_topic(view: ClusterView, topic: str) -> None:
-    view.topics.pop(topic, None)
-    view.configs.pop(topic, None)
-    view.unreadable_topics.discard(topic)
-    for key in [key for key in view.states if key[0] == topic]:
+def _drop_topics(view: ClusterView, topics: set[str]) -> None:
+    """Takes the topics out of the view (one pass over its states however many topics go)."""
+    if not topics:
+        return
+    for topic in topics:
+        view.topics.pop(topic, None)
+        view.configs.pop(topic, None)
+        view.unreadable_topics.discard(topic)
+    for key in [key for key in view.states if key[0] in topics]:
         del view.states[key]
 
 
@@ -249,8 +253,7 @@ class ZooKeeper:
         states: set[tuple[str, int]] = set()
         if layout.BROKER_TOPICS in changed:
             names = set(self.client.get_children(layout.BROKER_TOPICS, watch=self._watch))
-            for gone in (set(view.topics) | view.unreadable_topics) - names:
-                _drop_topic(view, gone)
+            _drop_topics(view, (set(view.topics) | view.unreadable_topics) - names)
             topics |= names - set(view.topics) - view.unreadable_topics
         for path in changed:
             kind, topic, partition = layout.classify_path(path)
@@ -292,18 +295,17 @@ class ZooKeeper:
         client, watch = self.client, self._watch
         topic_reads = {t: client.get_async(layout.topic_path(t), watch=watch) for t in topics}
         config_reads = {t: client.get_async(layout.topic_config_path(t), watch=watch) for t in topics}
-        read = []
+        read, gone, unreadable = [], set(), set()
         for topic, result in topic_reads.items():
             try:
                 data, _ = result.get()
                 assignment = TopicAssignment.decode(topic, data)
             except NoNodeError:
-                _drop_topic(view, topic)
+                gone.add(topic)
                 continue
             except layout.LayoutError:
                 log.exception("ignoring topic %s: its assignment znode is unreadable", topic)
-                _drop_topic(view, topic)
-                view.unreadable_topics.add(topic)
+                unreadable.add(topic)
                 continue
             view.unreadable_topics.discard(topic)
             view.topics[topic] = assignment
@@ -312,6 +314,8 @@ class ZooKeeper:
             except NoNodeError:
                 view.configs[topic] = {}
             read.append(topic)
+        _drop_topics(view, gone | unreadable)
+        view.unreadable_topics |= unreadable
         self._read_partitions(view, read, every=True)
 
     def _read_partitions(self, view: ClusterView, topics, every: bool) -> None:
@@ -322,20 +326,21 @@ class ZooKeeper:
         transaction creating 500 states costs one listing and 500 reads."""
         client, watch = self.client, self._watch
         listed = {t: client.get_children_async(layout.partitions_path(t), watch=watch) for t in topics}
-        states = set()
+        present: dict[str, set[int]] = {}
         for topic, result in listed.items():
             try:
-                present = {int(child) for child in result.get() if child.isdigit()}
+                present[topic] = {int(child) for child in result.get() if child.isdigit()}
             except NoNodeError:
-                present = set()
+                present[topic] = set()
                 if client.exists(layout.partitions_path(topic), watch=watch) is not None:
                     self._note_change(layout.partitions_path(topic))  # made between the two calls
                     self.on_change()
-            for key in [key for key in view.states if key[0] == topic and key[1] not in present]:
-                del view.states[key]
-            states.update((topic, partition) for partition in view.topics[topic].replicas
-                          if partition in present and (every or (topic, partition) not in view.states))
-        self._read_states(view, states)
+        # One pass over the view's states, however many topics were listed.
+        for key in [key for key in view.states if key[0] in present and key[1] not in present[key[0]]]:
+            del view.states[key]
+        self._read_states(view, {(topic, partition) for topic, partitions in present.items()
+                                 for partition in view.topics[topic].replicas
+                                 if partition in partitions and (every or (topic, partition) not in view.states)})
 
     def _read_states(self, view: ClusterView, keys) -> None:
         client, watch = self.client, self._watch
