@@ -13,7 +13,10 @@ Producers are confluent-kafka processes (idempotent, acks=all, linger.ms 5, batc
 broker runs that tree's code (PYTHONPATH=<tree>/src); trees take turns within a round and the order
 reverses every round (A B, B A, ...). Batches are counted on disk (record batch headers), so "per batch"
 is per partition per Produce request. --profile records py-spy (raw, --nonblocking) over each measured
-window into that directory.
+window into that directory. --settle S waits S seconds before each case: on a virtual machine that hands
+freed memory back to its host, the page cache a case writes costs several times more CPU when its pages
+are fresh than when the previous case freed them a moment before (bench/page_cache_cost.py), so compare
+trees with a settle of 20 s or more.
 """
 
 from __future__ import annotations
@@ -182,6 +185,10 @@ def main() -> None:
     parser.add_argument("--fsync-on-ack", default="false", choices=["true", "false"])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--profile", type=Path)
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="idle seconds before each case, so every case meets memory in the same state "
+                             "(bench/page_cache_cost.py: on a VM that hands freed pages back to its host, a "
+                             "case that starts right after another reuses that one's pages, warm)")
     args = parser.parse_args()
     trees = [Path(tree).resolve() for tree in args.trees.split(",")]
     cases = [tuple(int(x) for x in case.split(":")) for case in args.cases.split(",")]
@@ -194,6 +201,7 @@ def main() -> None:
             order = trees if round_number % 2 == 0 else trees[::-1]
             for tree in order:
                 label = f"{tree.name}-{partitions}p-{size}B-r{round_number}"
+                time.sleep(args.settle)
                 result = run_case(tree, partitions, size, args.many_records if many else args.records,
                                   args.many_producers if many else args.producers,
                                   args.many_rate if many else 0.0, args.fsync_on_ack,

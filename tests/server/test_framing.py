@@ -1,5 +1,6 @@
 """The frame reader: any chunking of any frames gives back exactly those frames."""
 
+import os
 import struct
 
 import pytest
@@ -45,6 +46,35 @@ def test_a_large_frame_lands_in_its_own_buffer_without_copies():
     data = struct.pack(">i", len(payload)) + payload
     frames = feed(reader, data, [10, 40, 5000, 1 << 20])
     assert frames == [payload]
+
+
+@pytest.mark.parametrize("view_alive", [False, True])
+def test_a_large_frame_grows_in_place_unless_a_view_of_it_is_alive(view_alive):
+    """Growing a large frame's buffer keeps the same object (no zero-fill, no copy of what arrived) when
+    nothing else looks at it, and falls back to a copy when a view handed out earlier is still alive
+    (here: the caller keeps the last view until its next get_buffer returns)."""
+    reader = FrameReader(max_frame=1 << 20, receive_buffer=64, large_start=16)
+    payload = os.urandom(200_000)
+    data = struct.pack(">i", len(payload)) + payload
+    frames, buffers, position = [], set(), 0
+    while position < len(data):
+        target = reader.get_buffer()
+        n = min(len(target), 3000, len(data) - position)
+        target[:n] = data[position : position + n]
+        position += n
+        if not view_alive:
+            del target
+        reader.buffer_updated(n)
+        while (frame := reader.next_frame()) is not None:
+            frames.append(bytes(frame))
+        if reader._large is not None:
+            buffers.add(id(reader._large))
+    assert frames == [payload]
+    assert reader.holding == 0
+    if view_alive:
+        assert len(buffers) > 1  # copied into new buffers
+    else:
+        assert len(buffers) == 1  # one buffer, resized in place from 16 bytes to 200,000
 
 
 def test_oversize_and_negative_sizes_are_refused():

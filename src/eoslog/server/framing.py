@@ -8,8 +8,9 @@ client has actually sent, never what it announces:
 - A request larger than the receive buffer gets a buffer of its own. The buffer starts at
   ``large_start`` bytes (or the whole size, if smaller) and doubles as bytes arrive, up to the size in
   the length prefix. The kernel writes into it directly, and the dispatcher, then the log, read from
-  it. A 64 KiB Produce request is received with no copy; a 1 MiB one is copied log2(16) = 4 times
-  on the way. A prefix announcing 100 MB followed by a trickle allocates what the trickle brings.
+  it. It grows in place where CPython allows (``_grow_in_place``), so a 1 MiB Produce request is
+  neither zero-filled nor copied on the way in. A prefix announcing 100 MB followed by a trickle
+  allocates what the trickle brings.
 - Every allocation or growth of a large frame's buffer is reserved first from the broker's
   ``queued.max.request.bytes`` pool (server/limits.py). If the pool refuses, ``next_frame`` raises
   :class:`NeedMemory` and the caller stops reading until memory comes back.
@@ -30,6 +31,41 @@ RECEIVE_BUFFER = 16 * 1024
 LARGE_START = 64 * 1024
 
 
+_resize = None  # CPython's PyByteArray_Resize through ctypes, once looked up; False where there is none
+
+
+def _grow_in_place(buffer: bytearray, size: int) -> bool:
+    """Grows ``buffer`` to ``size`` bytes without writing the new ones; False if it cannot.
+
+    ``bytearray(size)`` zero-fills every byte and the bytes received so far are then copied across:
+    for a 1 MiB request grown from 64 KiB, about 2 MiB written and 1 MiB copied before the kernel writes
+    the request itself (8 % of the broker's CPU at 1 KiB records, docs/benchmarks.md). CPython's own
+    resize reallocates instead, which keeps the received bytes where they are when the heap has room
+    after them (and moves an mmap'd buffer by remapping it), and leaves the new bytes as they were. They
+    are never read: a frame is returned only once the kernel has written every byte of it. It refuses
+    (BufferError) while a view of the buffer is alive, which is why the reader grows its buffer in
+    ``get_buffer``: asyncio and uvloop both hold the view they were handed until ``buffer_updated``
+    returns and drop it before asking for the next. Where a view is still alive the caller copies."""
+    global _resize
+    if _resize is None:
+        try:
+            import ctypes
+
+            function = ctypes.pythonapi.PyByteArray_Resize
+            function.argtypes = (ctypes.py_object, ctypes.c_ssize_t)
+            function.restype = ctypes.c_int
+            _resize = function
+        except (ImportError, AttributeError, OSError):
+            _resize = False
+    if _resize is False:
+        return False
+    try:
+        _resize(buffer, size)
+    except BufferError:
+        return False
+    return True
+
+
 class FrameTooLarge(Exception):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"request frame of {size} bytes exceeds socket.request.max.bytes={limit}")
@@ -47,8 +83,10 @@ class NeedMemory(Exception):
 class FrameReader:
     """Invariants: while ``_large`` is None, bytes ``[_start, _end)`` of ``_buffer`` are received but not
     yet returned as frames, and ``_buffer`` is None when there are none; while ``_large`` is set, every
-    byte received belongs to that one frame of ``_large_size`` bytes, and ``len(_large)`` is exactly what
-    it holds reserved in the pool, under ``_ticket``."""
+    byte received belongs to that one frame of ``_large_size`` bytes, ``_large_capacity`` is exactly what
+    it holds reserved in the pool, under ``_ticket``, and ``len(_large)`` is at most that: a growth is
+    reserved where the pool is asked (``next_frame``) and carried out where the transport holds no view
+    of the buffer (``get_buffer``), so that it can be done in place."""
 
     def __init__(self, max_frame: int, receive_buffer: int = RECEIVE_BUFFER, pool: MemoryPool | None = None,
                  large_start: int = LARGE_START) -> None:
@@ -63,6 +101,7 @@ class FrameReader:
         self._large: bytearray | None = None
         self._large_filled = 0
         self._large_size = 0
+        self._large_capacity = 0
         self._ticket: int | None = None  # the large frame's place in the pool's oldest-first order
 
     @property
@@ -78,9 +117,11 @@ class FrameReader:
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
         if self._large is not None:
-            if self._large_filled == len(self._large):
-                # next_frame grows it through the pool; reaching here means a read came first: grow anyway
-                self._grow_large(self._pool.force)
+            if self._large_filled == self._large_capacity:
+                # next_frame reserves growth through the pool; reaching here means a read came first
+                self._reserve_growth(self._pool.force)
+            if len(self._large) < self._large_capacity:
+                self._resize_large()
             return memoryview(self._large)[self._large_filled :]
         if self._buffer is None:
             self._buffer = bytearray(self._receive_buffer)
@@ -99,11 +140,11 @@ class FrameReader:
         """The next whole frame, or None until more bytes arrive."""
         if self._large is not None:
             if self._large_filled < self._large_size:
-                if self._large_filled == len(self._large) and not self._grow_large(self._pool.try_reserve):
-                    raise NeedMemory(min(self._large_size, 2 * len(self._large)) - len(self._large))
+                if self._large_filled == self._large_capacity and not self._reserve_growth(self._pool.try_reserve):
+                    raise NeedMemory(min(self._large_size, 2 * self._large_capacity) - self._large_capacity)
                 return None
             frame, self._large = self._large, None
-            self._give_back(len(frame))
+            self._give_back(self._large_capacity)
             return frame
         available = self._end - self._start
         if available < 4:
@@ -132,12 +173,13 @@ class FrameReader:
             self._buffer = self._view = None
             self._start = self._end = 0
             self._large, self._large_filled, self._large_size = large, have, size
+            self._large_capacity = first
             return self.next_frame() if have == size else None
         return None
 
     def close(self) -> None:
         """The connection is gone: every byte it held goes back."""
-        held = len(self._large) if self._large is not None else 0
+        held = self._large_capacity if self._large is not None else 0
         self._large = self._buffer = self._view = None
         self._start = self._end = 0
         self._give_back(held)
@@ -150,15 +192,20 @@ class FrameReader:
         if reserved:
             self._pool.release(reserved)
 
-    def _grow_large(self, reserve) -> bool:
-        """Doubles the large frame's buffer (up to its size) if ``reserve`` grants the difference."""
-        size = min(self._large_size, 2 * len(self._large))
-        if not reserve(size - len(self._large), self._ticket):
+    def _reserve_growth(self, reserve) -> bool:
+        """Doubles the large frame's capacity (up to its size) if ``reserve`` grants the difference."""
+        capacity = min(self._large_size, 2 * self._large_capacity)
+        if not reserve(capacity - self._large_capacity, self._ticket):
             return False
-        grown = bytearray(size)
-        grown[: self._large_filled] = self._large
-        self._large = grown
+        self._large_capacity = capacity
         return True
+
+    def _resize_large(self) -> None:
+        """Makes the buffer as long as its reserved capacity: in place when it can, else by a copy."""
+        if not _grow_in_place(self._large, self._large_capacity):
+            grown = bytearray(self._large_capacity)
+            grown[: self._large_filled] = memoryview(self._large)[: self._large_filled]
+            self._large = grown
 
     def _drop_if_empty(self) -> None:
         if self._start == self._end:
@@ -189,5 +236,5 @@ class FrameReader:
     def holding(self) -> int:
         """Bytes of buffer this reader holds now (what the connection costs beyond its socket)."""
         if self._large is not None:
-            return len(self._large)
+            return self._large_capacity
         return len(self._buffer) if self._buffer is not None else 0
