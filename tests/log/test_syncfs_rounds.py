@@ -112,6 +112,31 @@ def test_many_logs_share_one_round_and_none_is_answered_before_it(tmp_path, logs
         assert commit.fsync_count(log) == (2 if log is logs[0] else 1)
 
 
+def test_logs_asking_in_one_pass_of_the_loop_share_the_first_round(tmp_path, logs, monkeypatch):
+    """A Produce request over several partitions appends to each and asks for its flush in one pass of
+    the loop (cluster/partition.py calls ``request``, no await in between). With no round in flight, the
+    round must not start at the first of them: it would cover that log alone and the others would wait
+    for a second syncfs."""
+    gate = GatedSyncfs(monkeypatch)
+    commit = GroupCommit(directory=str(tmp_path))
+    request_logs = logs[:8]
+
+    async def scenario():
+        waiters = []
+        for log in request_logs:  # one pass, as a Produce request over eight partitions
+            log.append(make_batch([b"a"]))
+            waiters.append(commit.request(log))
+        await gate.wait_started(1)
+        gate.release.release()
+        await asyncio.wait_for(asyncio.gather(*waiters), 10)
+
+    asyncio.run(scenario())
+    commit.close()
+    assert gate.calls == commit.syncfs_rounds == 1
+    for log in request_logs:
+        assert log.recovery_point == log.log_end_offset == 1
+
+
 def test_failed_syncfs_falls_back_to_per_file_fsyncs_that_find_the_log_affected(tmp_path, logs, monkeypatch):
     """The failed round's logs and those waiting for the next round are each answered by their own
     fsyncs (all files of the round's logs); only the log whose fsync fails goes offline; the directory

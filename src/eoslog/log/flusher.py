@@ -160,6 +160,7 @@ class GroupCommit:
         self._syncfs_thread = FsyncThread("eoslog-syncfs")
         self._round: _SyncfsRound | None = None  # in flight
         self._next_round: dict[Log, asyncio.Future] = {}  # logs that asked while it ran
+        self._round_scheduled = False  # a round starts at the end of this pass of the loop
         self.syncfs_rounds = 0  # syncfs calls made (for benchmarks and tests)
         if directory is not None and syncfs and syncfs_call.available():
             self._syncfs_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -218,9 +219,26 @@ class GroupCommit:
         waiter = self._next_round.get(log)
         if waiter is None:
             waiter = self._next_round[log] = EagerFuture()
-        if current is None:
-            self._start_round()
+        if current is None and not self._round_scheduled:
+            # Not started here: this pass of the loop may append to more logs (the other partitions of a
+            # Produce request, which the Java client and kafka-python fill with every partition bound
+            # for this broker, or the other requests of the same read), and a round started at the
+            # first would cover that log alone, the rest waiting for a second syncfs. Started once the
+            # pass is over, it covers every log that asked in it (bench/multi_partition_sync.py).
+            self._round_scheduled = True
+            waiter.get_loop().call_soon(self._start_scheduled_round)
         return waiter
+
+    def _start_scheduled_round(self) -> None:
+        self._round_scheduled = False
+        if self._round is not None:
+            return  # one is in flight: when it ends it starts the next, with these logs in it
+        if self._syncfs_fd is None:  # closed meanwhile: the per-file path answers them
+            asked, self._next_round = self._next_round, {}
+            for log, waiter in asked.items():
+                self._refile(log, waiter, every_file=False)
+            return
+        self._start_round()
 
     def _start_round(self) -> None:
         """Prepares every log that asked (on the loop) and hands one syncfs to the thread."""
