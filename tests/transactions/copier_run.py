@@ -11,11 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import confluent_kafka
 
+from eoslog.records.batch import iter_batches
+from eoslog.records.control import parse_control_batch
+from eoslog.records.errors import CorruptRecordError
 from eoslog.testing.process import BrokerProcess
 from tests.transactions.txn_clients import READERS, create_topics
 
@@ -52,11 +55,87 @@ def committed_progress(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
-def check_copied(got: dict, count: int) -> None:
-    """``got``: output partition -> values a read_committed reader found there."""
+def fence_copiers(bootstrap: str, topic: str, partitions: int) -> None:
+    """What a replacement copier does first: InitProducerId under each copier's transactional id, which
+    aborts the transaction a killed (or stuck) copier left open and waits until its markers are written.
+    Without it a read_committed reader would stop at that transaction's first offset (the last stable
+    offset) and miss whatever was committed after it; with it, every output partition must be stable to
+    its end (a transaction still open would be one the coordinator lost)."""
+    for n in range(COPIERS):
+        fencer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"copier-{n}"})
+        fencer.init_transactions(60)
+        fencer.flush(10)
+    probes = {isolation: confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "fence-check",
+                                                    "isolation.level": isolation})
+              for isolation in ("read_committed", "read_uncommitted")}
+    try:
+        deadline = time.monotonic() + 30  # the abort markers may still be on their way
+        while True:
+            behind = {}
+            for p in range(partitions):
+                tp = confluent_kafka.TopicPartition(topic, p)
+                stable = probes["read_committed"].get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                end = probes["read_uncommitted"].get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                if stable != end:
+                    behind[f"{topic}-{p}"] = (stable, end)
+            if not behind:
+                return
+            assert time.monotonic() < deadline, f"(last stable offset, end) after fencing the copiers: {behind}"
+            time.sleep(0.2)
+    finally:
+        for probe in probes.values():
+            probe.close()
+
+
+def where_on_disk(data_dir: Path, topics: dict[str, int], values: list[bytes]) -> str:
+    """Where ``values`` are in the broker's segment files, each copy with its producer and what became of
+    its transaction (COMMIT, ABORT, OPEN, or "plain" outside any transaction): tells a reader's mistake
+    from a log that really holds a value twice, and one transaction appended twice from two transactions
+    that both committed. Reads files the running broker writes, so the newest batch may be cut short."""
+    wanted = set(values)
+    found: dict[bytes, list[str]] = defaultdict(list)
+    for topic, partitions in topics.items():
+        for partition in range(partitions):
+            open_txns: dict[int, list[tuple[int, bytes]]] = defaultdict(list)  # producer -> (offset, value)
+
+            def settle(producer_id: int, epoch: int, outcome: str, name=f"{topic}-{partition}", txns=open_txns):
+                for offset, value in txns.pop(producer_id, []):
+                    found[value].append(f"{name}@{offset} pid {producer_id}/{epoch} {outcome}")
+
+            for segment in sorted((data_dir / f"{topic}-{partition}").glob("*.log")):
+                try:
+                    batches = list(iter_batches(segment.read_bytes()))
+                except CorruptRecordError:
+                    batches = []
+                for batch in batches:
+                    header = batch.header
+                    if header.is_control:
+                        marker = parse_control_batch(batch)
+                        settle(header.producer_id, header.producer_epoch, marker.control_type.name)
+                        continue
+                    for record in batch.absolute_records():
+                        if record.value in wanted:
+                            if header.is_transactional:
+                                open_txns[header.producer_id].append((record.offset, record.value))
+                            else:
+                                found[record.value].append(f"{topic}-{partition}@{record.offset} plain")
+            for producer_id in list(open_txns):
+                settle(producer_id, -1, "OPEN")
+    return "; ".join(f"{value.decode()}: {found.get(value) or 'nowhere'}" for value in values)
+
+
+def check_copied(got: dict, count: int, explain=None) -> None:
+    """``got``: output partition -> values a read_committed reader found there. ``explain(values)``, when
+    given, says where the values a check fails on are (``where_on_disk``)."""
+    explain = explain or (lambda values: "")
     everything = [value for values in got.values() for value in values]
-    assert len(everything) == len(set(everything)), "duplicates in the output"
-    assert set(everything) == expected(count)
+    counts = Counter(everything)
+    twice = sorted(value for value, seen in counts.items() if seen > 1)
+    assert not twice, f"{len(twice)} values more than once in the output, e.g. {explain(twice[:5])}"
+    wanted = expected(count)
+    missing = sorted(wanted - counts.keys())
+    assert not missing, f"{len(missing)} values missing from the output, e.g. {explain(missing[:5])}"
+    assert counts.keys() == wanted, f"values never produced: {sorted(counts.keys() - wanted)[:5]}"
     for values in got.values():
         per_input = defaultdict(list)
         for value in values:
@@ -117,5 +196,7 @@ def run_copier(tmp_path: Path, count: int, schedule: list[tuple[float, str]], *,
             wanted[fault] += 1
         assert done == wanted
 
+        fence_copiers(bs, "copy-out", OUTPUT_PARTITIONS)
         check_copied(READERS["confluent"](bs, [("copy-out", p) for p in range(OUTPUT_PARTITIONS)], "read_committed"),
-                     count)
+                     count, lambda values: where_on_disk(
+                         broker.data_dir, {"copy-in": INPUT_PARTITIONS, "copy-out": OUTPUT_PARTITIONS}, values))
