@@ -87,6 +87,16 @@ def fence_copiers(bootstrap: str, topic: str, partitions: int) -> None:
             probe.close()
 
 
+def _whole_batches(data: bytes):
+    """The batches of a segment file up to the first one cut short or damaged."""
+    batches = iter_batches(data)
+    while True:
+        try:
+            yield next(batches)
+        except (StopIteration, CorruptRecordError):
+            return
+
+
 def where_on_disk(data_dir: Path, topics: dict[str, int], values: list[bytes]) -> str:
     """Where ``values`` are in the broker's segment files, each copy with its producer and what became of
     its transaction (COMMIT, ABORT, OPEN, or "plain" outside any transaction): tells a reader's mistake
@@ -103,11 +113,7 @@ def where_on_disk(data_dir: Path, topics: dict[str, int], values: list[bytes]) -
                     found[value].append(f"{name}@{offset} pid {producer_id}/{epoch} {outcome}")
 
             for segment in sorted((data_dir / f"{topic}-{partition}").glob("*.log")):
-                try:
-                    batches = list(iter_batches(segment.read_bytes()))
-                except CorruptRecordError:
-                    batches = []
-                for batch in batches:
+                for batch in _whole_batches(segment.read_bytes()):
                     header = batch.header
                     if header.is_control:
                         marker = parse_control_batch(batch)
@@ -127,7 +133,7 @@ def where_on_disk(data_dir: Path, topics: dict[str, int], values: list[bytes]) -
 def check_copied(got: dict, count: int, explain=None) -> None:
     """``got``: output partition -> values a read_committed reader found there. ``explain(values)``, when
     given, says where the values a check fails on are (``where_on_disk``)."""
-    explain = explain or (lambda values: "")
+    explain = explain or (lambda values: ", ".join(value.decode() for value in values))
     everything = [value for values in got.values() for value in values]
     counts = Counter(everything)
     twice = sorted(value for value, seen in counts.items() if seen > 1)
