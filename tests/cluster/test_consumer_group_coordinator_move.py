@@ -46,6 +46,17 @@ def find_coordinator(bootstrap: str) -> int:
         time.sleep(0.1)
 
 
+def served(send, who: str, timeout: float = 10):
+    """``send()``'s answer once it is neither NOT_COORDINATOR nor COORDINATOR_LOAD_IN_PROGRESS."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = send()
+        if answer.error_code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            return answer
+        assert time.monotonic() < deadline, f"{who} never served the group: {answer}"
+        time.sleep(0.05)
+
+
 def test_a_consumer_group_survives_its_coordinators_broker(tmp_path):
     with embedded_cluster(3, tmp_path) as cluster:
         create_topic(cluster, "orders", 3, 3, {"min.insync.replicas": "2"})
@@ -56,7 +67,10 @@ def test_a_consumer_group_survives_its_coordinators_broker(tmp_path):
         member = uuid.uuid4().hex
         assert heartbeat(cluster.broker(others[0]).bootstrap, member, 0,
                          subscribed_topic_names=["orders"]).error_code == ErrorCode.NOT_COORDINATOR
-        joined = heartbeat(cluster.broker(coordinator).bootstrap, member, 0, subscribed_topic_names=["orders"])
+        # The coordinator's broker may not have loaded the partition yet (its view follows ZooKeeper's by a
+        # watch, and a new leader epoch is made durable first): a client retries the same way.
+        joined = served(lambda: heartbeat(cluster.broker(coordinator).bootstrap, member, 0,
+                                          subscribed_topic_names=["orders"]), "the coordinator")
         assert joined.error_code == 0 and joined.member_epoch == 1
         assert sorted(p for tp in joined.assignment.topic_partitions for p in tp.partitions) == [0, 1, 2]
         owned = [messages.ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
@@ -67,13 +81,8 @@ def test_a_consumer_group_survives_its_coordinators_broker(tmp_path):
         moved = cluster.wait_for(lambda s: s.leader_of("__consumer_offsets", index) in others
                                  and s.epoch_of("__consumer_offsets", index) > epoch, 60, "the coordinator moved")
         new_coordinator = cluster.broker(moved.leader_of("__consumer_offsets", index)).bootstrap
-        deadline = time.monotonic() + 10
-        while True:  # until the new leader has loaded the partition (a client would retry the same way)
-            again = heartbeat(new_coordinator, member, joined.member_epoch, topic_partitions=owned)
-            if again.error_code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-                break
-            assert time.monotonic() < deadline, "the new coordinator never served the group"
-            time.sleep(0.05)
+        again = served(lambda: heartbeat(new_coordinator, member, joined.member_epoch, topic_partitions=owned),
+                       "the new coordinator")  # until the new leader has loaded the partition
         assert again.error_code == 0, again
         assert again.member_epoch == joined.member_epoch
         assert again.assignment.topic_partitions == joined.assignment.topic_partitions

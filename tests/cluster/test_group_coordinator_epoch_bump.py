@@ -40,6 +40,11 @@ def member_id_for(wire: KafkaWire) -> str:
     return first.member_id
 
 
+def describe_error(wire: KafkaWire) -> int:
+    (group,) = wire.call(DESCRIBE, 3, M.DescribeGroupsRequest(groups=[GROUP])).groups
+    return group.error_code
+
+
 def group_state(wire: KafkaWire) -> str:
     (group,) = wire.call(DESCRIBE, 3, M.DescribeGroupsRequest(groups=[GROUP])).groups
     return group.group_state
@@ -80,13 +85,17 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
         coordinator = wait_until(lambda: coordinator_found(cluster.bootstrap), 30, "a group coordinator")
         state = cluster.wait_for(lambda s: len(s.isr_of("__consumer_offsets", index)) == 3
                                  and s.leader_of("__consumer_offsets", index) == coordinator, 30, "full ISR")
-        # The coordinator's own view (it follows ZooKeeper by a watch) names it too: it serves the group.
+        # The coordinator's own view (it follows ZooKeeper by a watch) names it too.
         wait_until(lambda: coordinator_found(cluster.broker(coordinator).bootstrap) == coordinator, 10,
-                   f"broker {coordinator} serving the group")
+                   f"broker {coordinator} naming itself coordinator")
         epoch = state.epoch_of("__consumer_offsets", index)
         address = cluster.broker(coordinator).bootstrap
         a, b, admin = KafkaWire(address), KafkaWire(address), KafkaWire(address)
         try:
+            # And it has loaded the partition: until its log is open and its leader epoch durable the
+            # group answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, which a client would retry
+            # but the raw requests below do not.
+            wait_until(lambda: describe_error(admin) == ErrorCode.NONE, 30, f"broker {coordinator} serving the group")
             # Member a alone: generation 1, stable.
             a_id = member_id_for(a)
             joined = a.call(JOIN, 5, join_request(a_id))

@@ -138,8 +138,19 @@ while True:
         if rng.random() < 1 / 3:
             abort_and_rewind()
             continue
+        # The offsets committed are those of the records copied, as Kafka's own copier does. A rebalance
+        # served inside consume() can revoke a partition after some of its records were returned; the
+        # assignment's positions would then commit this transaction's copies of them without their
+        # offsets, and the partition's next owner would copy them again. So such a batch is aborted.
+        copied = {m.partition(): m.offset() + 1 for m in messages}
+        owned = {tp.partition for tp in consumer.assignment() if tp.topic == source}
+        if not copied.keys() <= owned:
+            print(f"{transactional_id}: input partitions {sorted(copied.keys() - owned)} revoked during the "
+                  f"batch; aborting it", flush=True)
+            abort_and_rewind()
+            continue
         with watched("send_offsets_to_transaction", 10):
-            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+            producer.send_offsets_to_transaction([TopicPartition(source, p, o) for p, o in copied.items()],
                                                  consumer.consumer_group_metadata(), 10)
         if not commit():
             abort_and_rewind()

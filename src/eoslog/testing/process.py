@@ -11,6 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from eoslog.testing.signals import stop_process
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -111,7 +113,8 @@ class BrokerProcess:
         return self.process.wait(timeout=timeout)
 
     def pause(self) -> None:
-        os.kill(self.process.pid, signal.SIGSTOP)
+        """SIGSTOP; returns once every thread of the broker is stopped."""
+        stop_process(self.process.pid)
 
     def resume(self) -> None:
         os.kill(self.process.pid, signal.SIGCONT)

@@ -26,6 +26,7 @@ import weakref
 from pathlib import Path
 
 from eoslog.testing.process import free_port
+from eoslog.testing.signals import stop_process
 
 # Debian's layout: libzookeeper-java installs zookeeper.jar, whose manifest Class-Path names every
 # dependency by its /usr/share/java path, but no SLF4J binding, so a server started with Debian's own
@@ -167,10 +168,11 @@ class ZooKeeperNode:
             self.process.wait(30)
 
     def pause(self) -> None:
-        """SIGSTOP: the port stays open and connections are accepted, but nothing answers."""
+        """SIGSTOP: the port stays open and connections are accepted, but nothing answers (from the
+        moment this returns: it waits until every JVM thread is stopped)."""
         if not self.is_running:
             raise ZooKeeperUnavailable(f"ZooKeeper node {self.node_id} is not running")
-        os.kill(self.process.pid, signal.SIGSTOP)
+        stop_process(self.process.pid)
 
     def resume(self) -> None:
         if self.is_running:

@@ -63,3 +63,20 @@ def test_a_stable_group_has_nothing_to_answer(h):
     partition = _owned(h)
     h.stable_group(2)
     assert h.run(h.c.unload_partition(partition)).completed == []
+
+
+def test_a_partition_elected_here_but_not_loaded_answers_load_in_progress_until_it_loads_or_moves(h):
+    # Cluster mode: the view names this broker leader (FindCoordinator says so) before the leader epoch
+    # is durable; meanwhile its groups say "retry here", not "look elsewhere".
+    partition = h.c.partition_for("g")
+    h.c.own_partitions([])
+    assert h.join("").response.error is E.NOT_COORDINATOR
+    h.c.begin_loading(partition)
+    assert h.join("").response.error is E.COORDINATOR_LOAD_IN_PROGRESS
+    h.c.load_partition(partition, iter(()), now_ms=h.now)
+    assert h.join("").response.error is E.MEMBER_ID_REQUIRED
+    # Elected again elsewhere before loading: back to NOT_COORDINATOR.
+    h.c.unload_partition(partition)
+    h.c.begin_loading(partition)
+    h.c.unload_partition(partition)
+    assert h.join("").response.error is E.NOT_COORDINATOR

@@ -145,6 +145,12 @@ class GroupService:
                  "answered NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
         self._process(result)
 
+    def begin_loading(self, index: int) -> None:
+        """Elected leader of ``__consumer_offsets``-``index`` (cluster mode); :meth:`load_partition`
+        follows once it takes writes, :meth:`unload_partition` if leadership moves on first."""
+        if not self.coordinator.is_loaded(index):
+            self.coordinator.begin_loading(index)
+
     def load_partition(self, index: int) -> None:
         """This broker leads ``__consumer_offsets``-``index`` (at start-up, or from now on)."""
         partition = self.registry.partition(CONSUMER_OFFSETS, index)
