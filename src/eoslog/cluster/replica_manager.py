@@ -115,9 +115,7 @@ class ReplicaManager:
         self._isr_task: asyncio.Task | None = None
         self._isr_writes: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task] = set()
-        # Named leader by a view, before the epoch entry is durable and writes are taken (tp).
-        self.on_leader_elected: list[Callable[[str, int], None]] = []
-        self.on_became_leader: list[Callable[[str, int], None]] = []  # taking writes now (tp)
+        self.on_became_leader: list[Callable[[str, int], None]] = []
         self.on_resigned: list[Callable[[str, int], None]] = []
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -280,9 +278,6 @@ class ReplicaManager:
                  partition.name, state.leader_epoch, end, list(state.isr), partition.high_watermark)
         self._update_high_watermark(partition)
         self._new_leaders.append((tp, partition, state.leader_epoch))
-        if not keeps_leading:
-            for callback in self.on_leader_elected:
-                callback(*tp)
 
     async def _take_writes(self, new_leaders: list[tuple[tuple[str, int], Partition, int]]) -> None:
         """New leaders start taking writes once their epoch entries are durable."""

@@ -247,7 +247,6 @@ class Broker:
         registry = self.registry
         self.cluster = ClusterService(self.config, registry, self.link)
         registry.attach_cluster(self.cluster)
-        self.cluster.replicas.on_leader_elected.append(self._on_leader_elected)
         self.cluster.replicas.on_became_leader.append(self._on_became_leader)
         self.cluster.replicas.on_resigned.append(self._on_resigned)
         local = self._read_cluster_id(data_dir)
@@ -272,13 +271,6 @@ class Broker:
         finally:
             await asyncio.to_thread(probe.stop)
         return await self.cluster.start(cluster_id, registration)
-
-    def _on_leader_elected(self, topic: str, index: int) -> None:
-        """Named leader of a ``__consumer_offsets`` partition, not taking writes yet: its groups answer
-        COORDINATOR_LOAD_IN_PROGRESS (retry here) rather than NOT_COORDINATOR (look again), since
-        FindCoordinator already names this broker. The transaction coordinator asks the view itself."""
-        if self._coordinators_started and topic == CONSUMER_OFFSETS:
-            self.group_service.begin_loading(index)
 
     def _on_became_leader(self, topic: str, index: int) -> None:
         """A coordinator partition led here now: its coordinator loads it (moving coordinators with

@@ -1,6 +1,7 @@
 """A ``__consumer_offsets`` partition led elsewhere now (cluster mode): unloading it answers every call
 still waiting in its groups NOT_COORDINATOR, once, so clients move to the new coordinator at once."""
 
+from eoslog.coordinator.group.coordinator import GroupCoordinator
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.state import GroupState
 
@@ -66,17 +67,20 @@ def test_a_stable_group_has_nothing_to_answer(h):
 
 
 def test_a_partition_elected_here_but_not_loaded_answers_load_in_progress_until_it_loads_or_moves(h):
-    # Cluster mode: the view names this broker leader (FindCoordinator says so) before the leader epoch
-    # is durable; meanwhile its groups say "retry here", not "look elsewhere".
+    # Cluster mode: the view names this broker leader (FindCoordinator says so) before its log is open
+    # and its leader epoch durable; meanwhile its groups say "retry here", not "look elsewhere".
+    elected: set[int] = set()
+    h.c = GroupCoordinator(h.config, member_id_factory=lambda cid: f"{cid}-1", elected=elected.__contains__)
     partition = h.c.partition_for("g")
     h.c.own_partitions([])
     assert h.join("").response.error is E.NOT_COORDINATOR
+    elected.add(partition)
+    assert h.join("").response.error is E.COORDINATOR_LOAD_IN_PROGRESS
     h.c.begin_loading(partition)
     assert h.join("").response.error is E.COORDINATOR_LOAD_IN_PROGRESS
     h.c.load_partition(partition, iter(()), now_ms=h.now)
     assert h.join("").response.error is E.MEMBER_ID_REQUIRED
-    # Elected again elsewhere before loading: back to NOT_COORDINATOR.
+    # Led elsewhere now: unloaded, and no longer named leader.
     h.c.unload_partition(partition)
-    h.c.begin_loading(partition)
-    h.c.unload_partition(partition)
+    elected.discard(partition)
     assert h.join("").response.error is E.NOT_COORDINATOR

@@ -68,8 +68,14 @@ def _default_member_id(client_id: str) -> str:
 
 class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
     def __init__(self, config: GroupConfig | None = None, *,
-                 member_id_factory: Callable[[str], str] = _default_member_id) -> None:
+                 member_id_factory: Callable[[str], str] = _default_member_id,
+                 elected: Callable[[int], bool] | None = None) -> None:
         self.config = config or GroupConfig()
+        # Cluster mode: whether the cluster view names this broker leader of a partition it does not
+        # serve yet (its log being opened, its leader epoch being made durable). FindCoordinator already
+        # names this broker, so its groups answer COORDINATOR_LOAD_IN_PROGRESS (retry here), not
+        # NOT_COORDINATOR (look again, and find this broker again).
+        self._elected = elected or (lambda partition: False)
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; a group id is in at most one of the two dictionaries.
         self.consumer = ConsumerGroups(self.config)
@@ -102,7 +108,7 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
             return Errors.INVALID_GROUP_ID
         partition = self.partition_for(group_id)
         if self._owned is not None and partition not in self._owned:
-            return Errors.NOT_COORDINATOR
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS if self._elected(partition) else Errors.NOT_COORDINATOR
         if partition in self._loading:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         return Errors.NONE

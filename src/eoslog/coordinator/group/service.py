@@ -92,7 +92,7 @@ class GroupService:
             consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             consumer_assignors=config.group_consumer_assignors,
-        ))
+        ), elected=self._elected_here)
         self._futures: dict[int, asyncio.Future] = {}
         self._queues: dict[int, deque[_Appended]] = {}
         self._drainers: dict[int, asyncio.Task] = {}
@@ -145,11 +145,11 @@ class GroupService:
                  "answered NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
         self._process(result)
 
-    def begin_loading(self, index: int) -> None:
-        """Elected leader of ``__consumer_offsets``-``index`` (cluster mode); :meth:`load_partition`
-        follows once it takes writes, :meth:`unload_partition` if leadership moves on first."""
-        if not self.coordinator.is_loaded(index):
-            self.coordinator.begin_loading(index)
+    def _elected_here(self, index: int) -> bool:
+        """The cluster view names this broker leader of ``__consumer_offsets``-``index``."""
+        cluster = self.registry.cluster
+        state = cluster.view.states.get((CONSUMER_OFFSETS, index)) if cluster is not None else None
+        return state is not None and state.leader == self.broker.config.node_id
 
     def load_partition(self, index: int) -> None:
         """This broker leads ``__consumer_offsets``-``index`` (at start-up, or from now on)."""
