@@ -2,7 +2,13 @@ import os
 
 import pytest
 
-from eoslog.log.checkpoint import OffsetCheckpointFile, format_checkpoint, parse_checkpoint
+from eoslog.log.checkpoint import (
+    OffsetCheckpointFile,
+    format_checkpoint,
+    make_durable,
+    parse_checkpoint,
+    replace_file,
+)
 from eoslog.log.errors import CorruptCheckpointError
 
 
@@ -68,3 +74,33 @@ def test_write_fsyncs_file_and_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", spy)
     OffsetCheckpointFile(str(tmp_path / "cp")).write({("t", 0): 1})
     assert synced == [str(tmp_path / "cp.tmp"), str(tmp_path)]
+
+
+@pytest.mark.parametrize("threads", [1, 16])
+def test_make_durable_fsyncs_each_file_before_its_directory(tmp_path, monkeypatch, threads):
+    paths = []
+    for i in range(40):
+        (tmp_path / f"p{i}").mkdir()
+        paths.append(str(tmp_path / f"p{i}" / "leader-epoch-checkpoint"))
+        replace_file(paths[-1], b"0\n0\n")
+    synced = []
+    real_fsync = os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))  # list.append is atomic across threads
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    make_durable(paths, threads=threads)
+    assert sorted(synced) == sorted(paths + [os.path.dirname(p) for p in paths])
+    for path in paths:  # a rename is made durable only after the file it names
+        assert synced.index(path) < synced.index(os.path.dirname(path))
+
+
+def test_make_durable_raises_when_a_file_is_missing(tmp_path):
+    paths = [str(tmp_path / f"f{i}") for i in range(10)]
+    for path in paths:
+        replace_file(path, b"x")
+    os.unlink(paths[3])
+    with pytest.raises(FileNotFoundError):
+        make_durable(paths, threads=4)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from eoslog.log.errors import CorruptCheckpointError
 
@@ -104,18 +105,33 @@ def replace_file(path: str | os.PathLike, data: bytes) -> None:
     os.replace(temp, path)
 
 
-def make_durable(paths: list[str | os.PathLike]) -> None:
-    """Makes files written by ``replace_file`` (and their renames) durable: an fsync of each file and of
-    its directory. Not one syncfs for all: that would also wait for every other dirty page on the
-    filesystem, seconds under a produce load with fsync on ack off, while these are a few small files.
+# Concurrent fsyncs of many small files: ext4 commits them in a few shared journal transactions instead
+# of one each (a new leader of 333 partitions spent about a second fsyncing them one after another).
+DURABLE_THREADS = 8
+
+
+def _fsync_with_directory(path: str | os.PathLike) -> None:
+    for target, flags in ((path, os.O_RDONLY), (os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)):
+        fd = os.open(target, flags)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def make_durable(paths: list[str | os.PathLike], threads: int = DURABLE_THREADS) -> None:
+    """Makes files written by ``replace_file`` (and their renames) durable: an fsync of each file and then
+    of its directory, up to ``threads`` files at a time. Not one syncfs for all: that would also wait for
+    every other dirty page on the filesystem, seconds under a produce load with fsync on ack off, while
+    these are a few small files. Returns once every one is durable; the first error is raised.
     Blocking: run it in a worker thread."""
-    for path in paths:
-        for target, flags in ((path, os.O_RDONLY), (os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)):
-            fd = os.open(target, flags)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+    if len(paths) <= 1 or threads <= 1:
+        for path in paths:
+            _fsync_with_directory(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(threads, len(paths)), thread_name_prefix="make-durable") as pool:
+        for done in [pool.submit(_fsync_with_directory, path) for path in paths]:
+            done.result()
 
 
 class OffsetCheckpointFile:
