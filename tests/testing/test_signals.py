@@ -49,7 +49,7 @@ def test_a_stopped_process_makes_no_progress_until_continued():
         child.wait(10)
 
 
-def test_a_process_already_gone_counts_as_stopped():
+def test_a_process_that_is_gone_has_no_thread_states():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait(10)
     assert thread_states(child.pid) == []
