@@ -92,9 +92,9 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
         address = cluster.broker(coordinator).bootstrap
         a, b, admin = KafkaWire(address), KafkaWire(address), KafkaWire(address)
         try:
-            # And it has loaded the partition: until its log is open and its leader epoch durable the
-            # group answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, which a client would retry
-            # but the raw requests below do not.
+            # And it has loaded the partition: until its log is open, its leader epoch durable and the
+            # partition loaded, the group answers COORDINATOR_LOAD_IN_PROGRESS, which a client would
+            # retry but the raw requests below do not.
             wait_until(lambda: describe_error(admin) == ErrorCode.NONE, 30, f"broker {coordinator} serving the group")
             # Member a alone: generation 1, stable.
             a_id = member_id_for(a)

@@ -85,9 +85,9 @@ def coordinator_found(bootstrap: str) -> bool:
 def serves_the_group(cluster: EmbeddedCluster, broker: int) -> bool:
     """``broker`` itself names itself coordinator: it has applied the view in which it leads the group's
     partition (ZooKeeper names a leader before that broker's own view, which follows a watch, has it).
-    And it has loaded the partition: until its log is open and its new leader epoch durable the group
-    answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, which a client retries but these raw
-    requests do not."""
+    And it has loaded the partition: until its log is open, its new leader epoch durable and the
+    partition loaded, the group answers COORDINATOR_LOAD_IN_PROGRESS, which a client retries but these
+    raw requests do not."""
     bootstrap = cluster.broker(broker).bootstrap
     found = call(bootstrap, FIND_COORDINATOR, 4, messages.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]))
     if found.coordinators[0].error_code != 0 or found.coordinators[0].node_id != broker:
