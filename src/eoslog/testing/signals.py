@@ -11,7 +11,8 @@ import os
 import signal
 import time
 
-_STOPPED = {"T", "t"}  # stopped (job control), or traced and stopped
+# Stopped (job control), traced and stopped, or dead (a zombie answers nothing either).
+_STOPPED = frozenset("TtZX")
 
 
 def thread_states(pid: int) -> list[str]:
@@ -39,7 +40,7 @@ def stop_process(pid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         states = thread_states(pid)
-        if all(state in _STOPPED or state in "ZX" for state in states):
+        if all(state in _STOPPED for state in states):
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"process {pid} not stopped {timeout} s after SIGSTOP (thread states {states})")
