@@ -21,6 +21,7 @@ from eoslog.coordinator.transaction.state import TransactionState
 from eoslog.protocol import codec, messages
 from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
+from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.process import BrokerProcess
 
 COMMIT, DESCRIBE, ABORT_BY_PREFIX, LIST, DESCRIBE_TRANSACTIONS = 0x7E00, 0x7E01, 0x7E02, 0x7E03, 65
@@ -346,6 +347,25 @@ def test_the_spark_sink_client_against_the_broker(txn_broker, wire):
     assert sorted(read_committed(bootstrap, [("gs-out", 0)])[("gs-out", 0)]) == [b"gs-0", b"gs-1"]
     for producer in [*producers, straggler, late]:
         producer.flush(1)
+
+
+def test_the_spark_sink_client_learns_the_transaction_state_partitions_of_a_new_broker(tmp_path):
+    """On a broker that has never seen a transactional request, FindCoordinator for a transactional id
+    creates ``__transaction_state`` (as Kafka's does), so the sink client's next Metadata names its
+    partitions. Before, the topic appeared only with the first InitProducerId: the client polled until
+    its timeout and the sink got None, a 30 s stall at the first micro-batch of every new query."""
+    from eoslog.client.txn_groups import TRANSACTION_STATE, TxnGroupClient
+
+    properties = {"transaction.state.log.num.partitions": "7"}
+    with EmbeddedBroker(data_dir=tmp_path / "data", properties=properties) as broker:
+        wire = Wire(broker.bootstrap)
+        try:
+            topics = wire.call(3, messages.MetadataRequest(topics=None, allow_auto_topic_creation=False), 4).topics
+            assert TRANSACTION_STATE not in {t.name for t in topics}  # a new broker: not there yet
+        finally:
+            wire.close()
+        with TxnGroupClient(broker.bootstrap, timeout_s=5) as client:
+            assert client.transaction_state_partitions("eoslog-sink-new") == 7
 
 
 def test_list_transaction_groups(txn_broker, wire):

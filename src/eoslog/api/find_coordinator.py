@@ -1,7 +1,8 @@
 """FindCoordinator (key 10), v0-4: a single node coordinates every group and every transactional id.
 
 Written with the transaction coordinator (transactional producers cannot start without it); key type 0
-(groups) gets the same answer, which is right as soon as the group APIs are served. v4 batches keys
+(groups) gets the same answer, which is right as soon as the group APIs are served. A transactional id's
+lookup creates ``__transaction_state`` if it does not exist yet, as in Kafka. v4 batches keys
 (KIP-699); v5-6 only add error codes for newer coordinator types and are not advertised."""
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def handle(context, request):
         listener = broker.listener_name_of(context.connection)
         answers = [_cluster_coordinator(broker, key_type, key, listener) for key in keys]
     else:
+        if ok and key_type == TRANSACTION and set(keys) - refused:
+            # Created on first use, as Kafka's FindCoordinator does, so a client that looks up the topic's
+            # partitions next (the Spark sink colocates its transactional ids with them) finds them.
+            broker.transaction_coordinator.ensure_state_topic()
         host, port = broker.advertised_for(context.connection)  # the listener it came in on
         answers = [(code, node if ok else -1, host if ok else "", port if ok else -1) for _ in keys]
     if refused:

@@ -184,7 +184,7 @@ class TransactionCoordinator:
         loaded = 0
         # Like Kafka, __transaction_state is created on first use (the first transactional request).
         if self.registry.topics.get(TRANSACTION_STATE) is not None:
-            self._ensure_state_topic()
+            self.ensure_state_topic()
             for index in self.registry.coordinator_partitions(TRANSACTION_STATE, self.num_partitions):
                 loaded += self._load(index)
         actions = 0
@@ -277,7 +277,7 @@ class TransactionCoordinator:
         started = time.monotonic()
         if self._owned is not None:
             self._owned.add(index)
-        self._ensure_state_topic()
+        self.ensure_state_topic()
         if self.broker.config.test_faults.get(SKIP_COORDINATOR_LOAD):
             self._coordinator_epochs[index] = _coordinator_epoch(self.registry.partition(TRANSACTION_STATE, index))
             self._states[index] = {}
@@ -337,7 +337,10 @@ class TransactionCoordinator:
 
     # ---- the cache --------------------------------------------------------------------------------
 
-    def _ensure_state_topic(self) -> None:
+    def ensure_state_topic(self) -> None:
+        """Creates ``__transaction_state`` on first use: the first transactional request, or on a single
+        node the first FindCoordinator for a transactional id. In a cluster creation is asked of the
+        controller and CoordinatorNotAvailableError raised until the topic exists."""
         if self._states:
             return
         info = self.registry.ensure_internal_topic(TRANSACTION_STATE)
@@ -348,7 +351,7 @@ class TransactionCoordinator:
         return partition_for(transactional_id, self.num_partitions)
 
     def _cache(self, transactional_id: str) -> dict[str, TransactionMetadata]:
-        self._ensure_state_topic()
+        self.ensure_state_topic()
         return self._states[self.partition_for(transactional_id)]
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:

@@ -179,7 +179,7 @@ class TransactionGroups:
         if not_here is not None:
             return CommitResult(not_here, False, NO_SEQUENCE, tuple(not_here for _ in requested), 0)
         if requested:
-            coordinator._ensure_state_topic()
+            coordinator.ensure_state_topic()
         elsewhere = [m.transactional_id for m in requested
                      if not coordinator.coordinated_together(m.transactional_id, group_name)]
         if elsewhere:
@@ -244,7 +244,7 @@ class TransactionGroups:
     async def _log_group(self, record: GroupRecord) -> None:
         """Appends the group record to the group's partition and applies it once durable."""
         coordinator = self.coordinator
-        coordinator._ensure_state_topic()
+        coordinator.ensure_state_topic()
         partition = coordinator.registry.partition(TRANSACTION_STATE, coordinator.partition_for(record.group_name))
         batch = build_batch([SimpleRecord(encode_group_key(record.group_name), encode_group_value(record))])
         info = partition.append_internal(batch)
