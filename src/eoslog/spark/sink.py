@@ -76,7 +76,13 @@ def _transaction_state_partitions(options: SinkOptions, group: str) -> int | Non
     """Asked once on the driver, pickled into the tasks (see colocated_transactional_id)."""
     try:
         with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=30, security=options.security()) as client:
-            return client.transaction_state_partitions(group) if client.supported() else None
+            if not client.supported():
+                return None
+            partitions = client.transaction_state_partitions(group)
+            if partitions is None:  # on a cluster, group commits then fail for members coordinated elsewhere
+                log.warning("eoslog sink: the broker named no partitions of __transaction_state within 30 s; "
+                            "task transactional ids are not colocated with their group")
+            return partitions
     except ClientSecurityError:
         raise  # a wrong password or certificate fails the query here, before any task waits on it
     except Exception:
