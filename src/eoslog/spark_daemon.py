@@ -12,8 +12,10 @@ SPARK_HOME) may be another version and is left alone.
 
 Two ways in, both set by ``SESSION_CONFIG``:
 - ``eoslog/spark_site/sitecustomize.py``, on the workers' PYTHONPATH, runs it at every interpreter start;
-- this module is also ``spark.python.daemon.module``: the UDF worker daemon pre-imports the pure-Python
-  modules its forked workers need, so they start with them loaded. Modules that start threads when
+- ``eoslog.spark_worker_daemon`` is ``spark.python.daemon.module``: the UDF worker daemon pre-imports the
+  pure-Python modules its forked workers need, so they start with them loaded. It is a module of its
+  own because the site hook above has already imported this one, and running a module with ``-m`` that
+  is already imported makes Python warn on every daemon's start. Modules that start threads when
   imported (numpy, pyarrow) are not pre-imported: a forked child keeps only the thread that forked.
 
 It lives outside ``eoslog.spark`` because that package imports pyspark as it is imported.
@@ -31,13 +33,13 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_site"
 # What a SparkSession builder needs, as .config(key, value) pairs (static: read when the context starts).
 # The executor environment's PYTHONPATH reaches every Python process Spark starts, after pyspark.zip. It
 # also replaces the PYTHONPATH a standalone Worker's executors would inherit, so the driver's own follows.
-SESSION_CONFIG = {"spark.python.daemon.module": __name__,
+SESSION_CONFIG = {"spark.python.daemon.module": "eoslog.spark_worker_daemon",
                   "spark.executorEnv.PYTHONPATH": os.pathsep.join(filter(None, [SITE_DIR,
                                                                                 os.environ.get("PYTHONPATH")]))}
 
 # Pure Python, no threads at import: what every UDF worker imports (pyspark.worker) and what the Python
 # Data Source workers add.
-_PRELOAD = ("pyspark.worker", "pyspark.sql", "pyspark.sql.datasource")
+PRELOAD = ("pyspark.worker", "pyspark.sql", "pyspark.sql.datasource")
 
 _TOP_LEVEL = ("pyspark", "py4j")
 
@@ -81,14 +83,3 @@ def prefer_installed_pyspark() -> bool:
     return True
 
 
-def main() -> None:
-    prefer_installed_pyspark()
-    for name in _PRELOAD:
-        importlib.import_module(name)
-    from pyspark.daemon import manager
-
-    manager()
-
-
-if __name__ == "__main__":
-    main()

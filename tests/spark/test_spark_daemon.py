@@ -60,6 +60,20 @@ def test_a_worker_started_with_the_site_dir_imports_the_installed_package():
     assert ".zip" not in found[1]
 
 
+def test_the_worker_daemon_starts_without_a_warning():
+    """Spark runs ``python -m <spark.python.daemon.module>`` with the site dir on PYTHONPATH, whose hook
+    imports eoslog.spark_daemon first. Were that the daemon module, Python would warn on every start (it
+    is already imported), and the warning lands in the user's console. With stdin at EOF the daemon
+    exits at once, as it does when its JVM goes away."""
+    module = SESSION_CONFIG["spark.python.daemon.module"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*ZIPS, SITE_DIR, SRC])}
+    done = subprocess.run([sys.executable, "-m", module], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=120, check=False)  # stdout: the daemon's binary port
+    stderr = done.stderr.decode(errors="replace")
+    assert done.stdout and "Traceback" not in stderr, stderr  # it started and listened
+    assert "RuntimeWarning" not in stderr and "found in sys.modules" not in stderr, stderr
+
+
 def test_the_session_config_reaches_planner_processes_and_executor_workers(spark):
     """A Python Data Source's reader() runs in a planner process, read() in an executor worker (forked by
     the eoslog daemon); both report where their pyspark came from."""
