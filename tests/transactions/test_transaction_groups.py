@@ -353,7 +353,8 @@ def test_the_spark_sink_client_learns_the_transaction_state_partitions_of_a_new_
     """On a broker that has never seen a transactional request, FindCoordinator for a transactional id
     creates ``__transaction_state`` (as Kafka's does), so the sink client's next Metadata names its
     partitions. Before, the topic appeared only with the first InitProducerId: the client polled until
-    its timeout and the sink got None, a 30 s stall at the first micro-batch of every new query."""
+    its timeout and the sink got None: a 30 s stall at the first micro-batch of the first query on
+    such a broker (the demo's)."""
     from eoslog.client.txn_groups import TRANSACTION_STATE, TxnGroupClient
 
     properties = {"transaction.state.log.num.partitions": "7"}
