@@ -83,3 +83,7 @@ def prefer_installed_pyspark() -> bool:
     return True
 
 
+if __name__ == "__main__":  # the daemon module a session configured by an earlier release still names
+    from eoslog.spark_worker_daemon import main
+
+    main()
