@@ -74,6 +74,16 @@ def test_the_worker_daemon_starts_without_a_warning():
     assert "RuntimeWarning" not in stderr and "found in sys.modules" not in stderr, stderr
 
 
+def test_the_daemon_module_of_earlier_releases_still_starts_the_daemon():
+    """A session configured by hand with the old ``spark.python.daemon.module=eoslog.spark_daemon`` must
+    still get a daemon: Spark waits for the port it writes, and would hang without one."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*ZIPS, SRC])}
+    done = subprocess.run([sys.executable, "-m", "eoslog.spark_daemon"], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=120, check=False)
+    stderr = done.stderr.decode(errors="replace")
+    assert len(done.stdout) == 4 and "Traceback" not in stderr, stderr  # the port, as a 4-byte int
+
+
 def test_the_session_config_reaches_planner_processes_and_executor_workers(spark):
     """A Python Data Source's reader() runs in a planner process, read() in an executor worker (forked by
     the eoslog daemon); both report where their pyspark came from."""
