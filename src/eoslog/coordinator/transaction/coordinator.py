@@ -182,7 +182,7 @@ class TransactionCoordinator:
         for partition in self.registry.partitions.values():
             self.attach_partition(partition)
         loaded = 0
-        # Like Kafka, __transaction_state is created on first use (the first transactional request).
+        # Like Kafka, __transaction_state is created on first use (ensure_state_topic), not at start.
         if self.registry.topics.get(TRANSACTION_STATE) is not None:
             self.ensure_state_topic()
             for index in self.registry.coordinator_partitions(TRANSACTION_STATE, self.num_partitions):
