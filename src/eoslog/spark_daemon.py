@@ -23,7 +23,6 @@ It lives outside ``eoslog.spark`` because that package imports pyspark as it is 
 
 from __future__ import annotations
 
-import importlib
 import importlib.machinery
 import os
 import sys

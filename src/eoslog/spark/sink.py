@@ -72,16 +72,20 @@ def query_id_from_checkpoint(checkpoint_location: str | None) -> str | None:
         return None
 
 
+_TRANSACTION_STATE_WAIT_S = 30
+
+
 def _transaction_state_partitions(options: SinkOptions, group: str) -> int | None:
     """Asked once on the driver, pickled into the tasks (see colocated_transactional_id)."""
     try:
-        with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=30, security=options.security()) as client:
+        with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=_TRANSACTION_STATE_WAIT_S,
+                            security=options.security()) as client:
             if not client.supported():
                 return None
             partitions = client.transaction_state_partitions(group)
             if partitions is None:  # on a cluster, group commits then fail for members coordinated elsewhere
-                log.warning("eoslog sink: the broker named no partitions of __transaction_state within 30 s; "
-                            "task transactional ids are not colocated with their group")
+                log.warning("eoslog sink: the broker named no partitions of __transaction_state within %d s; "
+                            "task transactional ids are not colocated with their group", _TRANSACTION_STATE_WAIT_S)
             return partitions
     except ClientSecurityError:
         raise  # a wrong password or certificate fails the query here, before any task waits on it
