@@ -11,6 +11,11 @@ APT_PACKAGES := kcat zookeeper chromium chromium-driver
 # eoslog/testing/postgres.py): `make test` installs them too, `make demo` never needs them.
 TEST_APT_PACKAGES := postgresql
 PYTEST_ARGS ?=
+# The suite runs in two pytest-xdist workers: most of its time is spent waiting (fault runs of fixed length,
+# brokers and JVMs starting, deadlines), so two workers on a 2-core machine take ~20 min instead of ~34
+# (docs/benchmarks.md, "The suite in two workers"). `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
 
 .PHONY: demo test test-fast bench system-packages test-system-packages clean
 
@@ -18,10 +23,10 @@ demo: $(STAMP) system-packages
 	$(PY) -m eoslog pipeline
 
 test: $(STAMP) test-system-packages
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow and not interop" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not slow and not interop" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/log_bench.py

@@ -80,8 +80,11 @@ def test_offsets_in_a_transaction_reach_a_group_coordinator_on_another_broker(tm
         probe = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "probe"})
         probe.init_transactions(60)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        # A group's first coordinator lookup makes the controller create __consumer_offsets. committed()
+        # waits for that lookup; list_topics() did not, and a consumer closed before its background
+        # FindCoordinator left (a loaded machine) never made the topic.
         consumer_probe = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
-        consumer_probe.list_topics(timeout=30)
+        consumer_probe.committed([confluent_kafka.TopicPartition("probe", 0)], timeout=60)
         consumer_probe.close()
         index = partition_for(TRANSACTIONAL_ID, 4)
         state = cluster.wait_for(lambda s: (s.leader_of("__transaction_state", index) or -1) > 0

@@ -14,10 +14,51 @@ from pathlib import Path
 from eoslog.testing.signals import stop_process
 
 
+# free_port() picks a port for a server that must keep its address (a broker restarted on the same port, a
+# ZooKeeper quorum's config), closes it, and the server binds it later. Two things could take the port in
+# between: a client connection, whose local port the kernel takes from the ephemeral range, and another
+# pytest-xdist worker picking the same one. So ports come from below the ephemeral range, each worker has a
+# slice of its own, and a process walks its slice from a random start so it never hands out one port twice.
+_PORTS_FROM = 10_000
+_port_cursor: int | None = None
+
+
+def _port_slice() -> tuple[int, int] | None:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ranges:
+            ephemeral_from = int(ranges.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    width = (ephemeral_from - _PORTS_FROM) // workers
+    if width < 1_000:
+        return None
+    low = _PORTS_FROM + (index % workers) * width
+    return low, low + width
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    global _port_cursor
+    span = _port_slice()
+    if span is None:  # not Linux, or an ephemeral range that leaves no room below it
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    low, high = span
+    if _port_cursor is None or not low <= _port_cursor < high:
+        _port_cursor = low + int.from_bytes(os.urandom(4), "big") % (high - low)
+    for _ in range(high - low):
+        port = _port_cursor
+        _port_cursor = low + (_port_cursor + 1 - low) % (high - low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # a listener, or a connection's TIME_WAIT, holds it
+            return port
+    raise OSError(f"no free port in {low}-{high - 1}")
 
 
 class BrokerProcess:
