@@ -13,7 +13,6 @@ from pathlib import Path
 
 from eoslog.testing.signals import stop_process
 
-
 # free_port() picks a port for a server that must keep its address (a broker restarted on the same port, a
 # ZooKeeper quorum's config), closes it, and the server binds it later. Two things could take the port in
 # between: a client connection, whose local port the kernel takes from the ephemeral range, and another
