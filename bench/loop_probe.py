@@ -8,6 +8,7 @@ Runs the broker as `eoslog serve ARGS` does, plus daemon threads that record, pe
 - ``gc0``/``gc1``/``gc2``: each collection of the garbage collector per generation, and how long it took;
 - ``round``, ``deliver``, ``wait``: each syncfs round's length, the time from its end to its completion
   running on the loop, and the time a log waited from asking for a flush to the round that covered it;
+- ``ready_to_write``: how long a response that became ready waited for its write (loop turns);
 - ``write_buffered_mb``: the MB the connections' transports hold unsent (responses waiting for slow
   sockets) at the end of each second: in all, on the fullest connection, and how many connections have a
   file region parked until their socket drains;
@@ -104,6 +105,30 @@ def _watch_connections() -> None:
     network.KafkaConnection.connection_made = connection_made
 
 
+def _watch_writes() -> None:
+    """``ready_to_write``: from a response becoming ready (its future settled) to the drain that hands it to
+    the transport: the turns a finished answer still waits on the loop."""
+    ready_at: dict = {}
+    on_ready, drain = network.KafkaConnection._on_response_ready, network.KafkaConnection._drain_ready
+
+    def timed_ready(self, entry, future):
+        ready_at[id(entry)] = time.perf_counter()
+        return on_ready(self, entry, future)
+
+    def timed_drain(self):
+        now = time.perf_counter()
+        for entry in self._pending:
+            if entry[0] is None:
+                break
+            since = ready_at.pop(id(entry), None)
+            if since is not None:
+                _record("ready_to_write", now - since)
+        return drain(self)
+
+    network.KafkaConnection._on_response_ready = timed_ready
+    network.KafkaConnection._drain_ready = timed_drain
+
+
 def _write_buffered(loop) -> float:
     """MB the transports hold unsent; read on the loop (transports belong to it)."""
     done = threading.Event()
@@ -172,6 +197,7 @@ def main() -> None:
     _watch_gc()
     _watch_rounds()
     _watch_connections()
+    _watch_writes()
     _watch_loop(args.out, args.census_every)
     from eoslog.cli import main as eoslog_main
 

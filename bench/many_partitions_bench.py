@@ -226,6 +226,17 @@ def scrape_gc_seconds(metrics_port):
     return sum(samples) if samples else None
 
 
+def scrape_requests(metrics_port, request):
+    """How many requests of one kind the broker has answered so far, or None."""
+    if not metrics_port:
+        return None
+    from eoslog.testing.metrics import scrape
+
+    samples = [s.value for s in scrape(metrics_port)
+               if s.name == "kafka_network_requestmetrics_requests_total" and s.labels.get("request") == request]
+    return sum(samples) if samples else None
+
+
 PRODUCE_TIME = ("kafka_network_requestmetrics_totaltime_seconds", {"request": "Produce"})
 FLUSH_TIME = ("kafka_log_logflushstats_logflushrateandtime_seconds", None)
 
@@ -313,8 +324,13 @@ def measure_topic(ctx, args, topic, pid):
         print(f"  {topic}: paced phase", file=sys.stderr, flush=True)
         cpu0 = _children_cpu()
         before = [scrape_histogram(args.metrics_port, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
+        fetches = scrape_requests(args.metrics_port, "Fetch")
         paced = _run_producers(ctx, args, topic, args.seconds, paced=True)
         after = [scrape_histogram(args.metrics_port, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
+        fetched = scrape_requests(args.metrics_port, "Fetch")
+        # Consumers' Fetch requests (and the producers' start-up): how often a long poll was answered.
+        row["paced Fetch req/s"] = (float("nan") if fetches is None or fetched is None
+                                    else (fetched - fetches) / args.seconds)
         row["broker Produce p50 ms <="] = _bucket_pct(before[0], after[0], 0.50)
         row["broker Produce p99 ms <="] = _bucket_pct(before[0], after[0], 0.99)
         row["log flush p50 ms <="] = _bucket_pct(before[1], after[1], 0.50)
@@ -372,7 +388,7 @@ def delete_topic(bootstrap, name):
 
 
 KEYS = ["produce msgs/s", "produce MB/s", "consume msgs/s", "join s", "paced msgs/s", "delivery p50 ms",
-        "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "broker Produce p50 ms <=", "broker Produce p99 ms <=",
+        "delivery p99 ms", "e2e p50 ms", "e2e p99 ms", "paced Fetch req/s", "broker Produce p50 ms <=", "broker Produce p99 ms <=",
         "log flush p50 ms <=", "log flush p99 ms <=", "broker CPU s", "broker GC s", "broker CPU %", "broker peak RSS MiB",
         "producers CPU s", "paced producers CPU s", "consumers CPU s"]
 
@@ -429,6 +445,8 @@ def main() -> None:
                         help="random keys (every partition at once) or none (librdkafka's sticky partitioner)")
     parser.add_argument("--bootstrap", help="use a running broker instead of starting one")
     parser.add_argument("--broker-pid", type=int, help="its pid (for CPU and RSS)")
+    parser.add_argument("--metrics-port", type=int,
+                        help="its Prometheus port (for its Produce and flush times), with --bootstrap")
     parser.add_argument("--tansu", action="store_true", help="start Tansu (in-memory storage) instead of eoslog")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a broker property for the broker this script starts (repeatable)")
@@ -436,7 +454,8 @@ def main() -> None:
                         help="a producer config over the defaults (repeatable), e.g. "
                              "queue.buffering.max.kbytes=1048576 (librdkafka's default; this script's is 4096)")
     args = parser.parse_args()
-    args.metrics_port = None  # set below when this script starts the broker
+    if args.bootstrap is None:
+        args.metrics_port = None  # set below when this script starts the broker
     if args.quick:
         args.seconds, args.procs, args.per_proc, args.paced_rate = 2.0, 2, 4, 500.0
     counts = [int(x) for x in args.partitions.split(",")]

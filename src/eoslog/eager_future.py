@@ -5,8 +5,9 @@ is every readable socket's frames, tens of milliseconds under load, and an acks=
 ack used to pass four such hand-offs after its syncfs round returned (the round's future, the Produce
 answer, the encoded response, the write): docs/benchmarks.md, "Issue 16 on a quiet machine". The request
 path chains those steps with ``on_settled`` instead, so the answer is encoded within the turn that
-completes the round; the write still waits one turn, on purpose (server/network.py batches the responses
-a round made ready into one send).
+completes the round. The write waits only for the end of the callback that settled the round
+(``batched`` below): server/network.py sends all the responses a round made ready on one connection in
+one write, without waiting for the loop's next turn.
 
 ``on_settled`` callbacks take the future, like done callbacks, and must not block. They run inside
 ``set_result``/``set_exception``/``cancel``, so whoever settles such a future must have its own state in
@@ -18,8 +19,13 @@ Awaiting and ``add_done_callback`` work as on any future.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
 
 
 class EagerFuture(asyncio.Future):
@@ -61,3 +67,46 @@ class EagerFuture(asyncio.Future):
         except Exception as exc:  # noqa: BLE001 - reported like a failing done callback; the others still run
             self.get_loop().call_exception_handler(
                 {"message": f"Exception in on_settled callback {callback!r}", "exception": exc, "future": self})
+
+
+# ---- work deferred to the end of the callback that settles many futures at once ----------------------------
+#
+# One callback can make many answers ready: a syncfs round's completion settles every Produce it covered,
+# a read of a socket dispatches every request in it. Their writes are best made once that callback is done
+# (one send per connection, not one per answer) but not at the loop's next turn, which under load is a
+# whole pass over every readable socket later. ``batched`` marks such callbacks; ``after_batch`` defers an
+# action to the end of the outermost one running. Thread-local, since each broker thread has its own loop.
+
+_batch = threading.local()
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def batched(function: _F) -> _F:
+    """``function``, running the actions ``after_batch`` registers meanwhile once it returns (or raises)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_batch, "actions", None) is not None:  # inside another batch: that one runs them
+            return function(*args, **kwargs)
+        actions: list[Callable[[], Any]] = []
+        _batch.actions = actions
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _batch.actions = None
+            for action in actions:
+                try:
+                    action()
+                except Exception:  # one failing action must not strand the others
+                    log.exception("action deferred to the end of %s failed", function.__qualname__)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def after_batch(action: Callable[[], Any]) -> bool:
+    """Runs ``action`` when the running ``batched`` callback ends; False (nothing done) outside one."""
+    actions = getattr(_batch, "actions", None)
+    if actions is None:
+        return False
+    actions.append(action)
+    return True

@@ -4,7 +4,8 @@ Before, the answer crossed four loop turns after the round's syncfs (or fsync) r
 commit's future, the Produce answer future, the encoded response future, the write; on a loop serving
 many clients each turn is tens of milliseconds (docs/benchmarks.md, "Issue 16 on a quiet machine"). Now
 the partitions' callbacks, the Produce answer and the encoded response run inside the round's completion
-(eoslog/eager_future.py); only the write waits for the next turn, which batches a round's responses.
+(eoslog/eager_future.py); the write follows when the delivery ends, one per connection for a round's
+responses (tests/server/test_answers_written_in_the_round.py).
 Real broker, real producer; the test watches what is ready when a round's completion returns."""
 
 from __future__ import annotations

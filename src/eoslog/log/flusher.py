@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
-from eoslog.eager_future import EagerFuture
+from eoslog.eager_future import EagerFuture, batched
 from eoslog.log import syncfs as syncfs_call
 from eoslog.log.errors import LogError
 from eoslog.log.flush_task import FlushTask
@@ -104,6 +104,7 @@ class FsyncThread:
                     pass
 
 
+@batched  # the answers a round settles are written when it is delivered (eager_future.py)
 def _deliver(outcomes: list[tuple[_Done, BaseException | None]]) -> None:
     for done, outcome in outcomes:
         done(outcome)

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog.api.errors import CloseConnection
-from eoslog.eager_future import EagerFuture
+from eoslog.eager_future import EagerFuture, after_batch, batched
 from eoslog.log.region import FileRegion
 from eoslog.server.framing import FrameReader, FrameTooLarge, NeedMemory
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
@@ -221,6 +221,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frames.buffer_updated(nbytes)
         self._process_frames()
 
+    @batched  # the answers ready at once go out when this returns, one send per connection
     def _process_frames(self) -> None:
         """Dispatches every whole frame received, unless the client stopped reading our responses.
 
@@ -300,12 +301,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         entry[0] = future.result()
         if entry[0] is None:  # nothing to send (acks=0); just drop the slot
             entry[0] = []
-        # Written at the loop's next turn, not now: the responses of one group-commit round become ready
-        # together, and a producer has up to 5 of them in flight, so they go out in one send instead of
-        # one each (the send was the largest item of the loop's profile with 1,000 partitions).
+        # Written when the callback that made it ready ends, not now: the responses of one group-commit
+        # round become ready together, and a producer has up to 5 of them in flight, so they go out in one
+        # send instead of one each (the send was the largest item of the loop's profile with 1,000
+        # partitions). Not at the loop's next turn either: under load a turn is every readable socket's
+        # requests, tens of milliseconds that every acknowledgement would wait again (eager_future.py).
+        # Outside such a callback (a long poll's task, a timer) nothing else is about to be ready: now.
         if not self._drain_scheduled:
             self._drain_scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain_ready)
+            if not after_batch(self._drain_ready):
+                self._drain_ready()
 
     def _drain_ready(self) -> None:
         self._drain_scheduled = False
