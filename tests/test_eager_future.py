@@ -1,10 +1,13 @@
-"""EagerFuture (eager_future.py): on_settled callbacks run inside the settling call, not a loop turn later."""
+"""EagerFuture (eager_future.py): on_settled callbacks run inside the settling call, not a loop turn later;
+``batched``/``after_batch``: actions deferred to the end of the callback that settles many at once."""
 
 from __future__ import annotations
 
 import asyncio
 
-from eoslog.eager_future import EagerFuture
+import pytest
+
+from eoslog.eager_future import EagerFuture, after_batch, batched
 
 
 def test_on_settled_runs_inside_set_result_and_done_callbacks_a_turn_later():
@@ -50,3 +53,39 @@ def test_a_failing_callback_is_reported_and_the_others_still_run():
         assert reported[0]["future"] is future
 
     asyncio.run(scenario())
+
+
+def test_after_batch_defers_to_the_end_of_the_outermost_batched_call():
+    seen = []
+
+    @batched
+    def inner():
+        assert after_batch(lambda: seen.append("inner's action"))
+        seen.append("inner")
+
+    @batched
+    def outer():
+        assert after_batch(lambda: seen.append("outer's action"))
+        inner()  # nested: its action waits for the outer call's end, in order of registration
+        seen.append("outer")
+
+    outer()
+    assert seen == ["inner", "outer", "outer's action", "inner's action"]
+    assert not after_batch(lambda: seen.append("never"))  # outside any batch: the caller acts itself
+    assert "never" not in seen
+
+
+def test_deferred_actions_run_when_the_batch_raises_and_one_failing_action_does_not_stop_the_rest(caplog):
+    seen = []
+
+    @batched
+    def failing():
+        after_batch(lambda: 1 / 0)
+        after_batch(lambda: seen.append("second"))
+        raise ValueError("the batch itself fails")
+
+    with pytest.raises(ValueError):
+        failing()
+    assert seen == ["second"]
+    assert "failed" in caplog.text and "ZeroDivisionError" in caplog.text
+    assert not after_batch(lambda: None)  # the failed batch left no batch open behind it
