@@ -328,7 +328,7 @@ def measure_topic(ctx, args, topic, pid):
         paced = _run_producers(ctx, args, topic, args.seconds, paced=True)
         after = [scrape_histogram(args.metrics_port, *h) for h in (PRODUCE_TIME, FLUSH_TIME)]
         fetched = scrape_requests(args.metrics_port, "Fetch")
-        # Consumers' Fetch requests (and the producers' start-up): how often a long poll was answered.
+        # The consumers' Fetch requests in the paced phase: how often their long polls were answered.
         row["paced Fetch req/s"] = (float("nan") if fetches is None or fetched is None
                                     else (fetched - fetches) / args.seconds)
         row["broker Produce p50 ms <="] = _bucket_pct(before[0], after[0], 0.50)
