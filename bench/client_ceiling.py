@@ -17,28 +17,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import struct
 import time
 
 from confluent_kafka import Producer
 
+from eoslog.testing.process import free_port
+
 KEY = struct.Struct(">Q")
 POOL = 1024
 PURGE_MASK = 4095  # purge every 4,096 messages
 
 
-def unused_port() -> int:
-    with socket.socket() as probe:  # bound, never listened on, then released: connections are refused
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def one_run(size: int, seconds: float) -> float:
     """msgs/s of produce() alone for ``seconds``."""
     producer = Producer({
-        "bootstrap.servers": f"127.0.0.1:{unused_port()}", "acks": "all", "enable.idempotence": True,
+        "bootstrap.servers": f"127.0.0.1:{free_port()}",  # nobody listens there: connections are refused
+        "acks": "all", "enable.idempotence": True,
         "linger.ms": 5, "batch.size": 1_000_000, "log_level": 0,
         "queue.buffering.max.messages": 2_147_483_647, "queue.buffering.max.kbytes": 2_147_483_647,
         "message.timeout.ms": 600_000,
