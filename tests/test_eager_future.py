@@ -1,13 +1,15 @@
 """EagerFuture (eager_future.py): on_settled callbacks run inside the settling call, not a loop turn later;
-``batched``/``after_batch``: actions deferred to the end of the callback that settles many at once."""
+``batched``/``after_batch``: actions deferred to the end of the callback that settles many at once;
+``mapped``: a function of an awaitable's result, without a coroutine around the awaitable."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 
 import pytest
 
-from eoslog.eager_future import EagerFuture, after_batch, batched
+from eoslog.eager_future import EagerFuture, after_batch, batched, mapped
 
 
 def test_on_settled_runs_inside_set_result_and_done_callbacks_a_turn_later():
@@ -89,3 +91,69 @@ def test_deferred_actions_run_when_the_batch_raises_and_one_failing_action_does_
     assert seen == ["second"]
     assert "failed" in caplog.text and "ZeroDivisionError" in caplog.text
     assert not after_batch(lambda: None)  # the failed batch left no batch open behind it
+
+
+async def _double(value):
+    await asyncio.sleep(0)
+    return 2 * value
+
+
+async def _fail():
+    await asyncio.sleep(0)
+    raise ValueError("refused")
+
+
+def test_mapped_applies_the_function_and_passes_exceptions_on():
+    async def scenario():
+        assert await mapped(_double(3), lambda v: v + 1) == 7
+        with pytest.raises(ValueError, match="refused"):
+            await mapped(_fail(), lambda v: v)
+        with pytest.raises(KeyError):  # the function's own failure is the future's outcome
+            await mapped(_double(1), lambda v: {}[v])
+
+    asyncio.run(scenario())
+
+
+def test_mapped_cancelled_before_its_awaitable_starts_closes_the_coroutine():
+    """The case a coroutine around the awaitable gets wrong: cancelled before the task's first step, the
+    wrapper's coroutine is closed but the awaitable inside it is never started (RuntimeWarning when
+    collected). ``mapped`` runs the awaitable as the task's own coroutine, which the cancellation closes."""
+
+    async def scenario():
+        coroutine = _double(1)
+        future = mapped(coroutine, lambda v: v)
+        future.cancel()  # before the loop ran anything
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+        async def wrapped():  # what it replaces, for contrast: the inner coroutine is left unstarted
+            return await inner
+
+        inner = _double(1)
+        task = asyncio.ensure_future(wrapped())
+        task.cancel()
+        await asyncio.sleep(0)
+        assert task.cancelled()
+        assert inspect.getcoroutinestate(inner) == inspect.CORO_CREATED
+        inner.close()  # no warning from the contrast itself
+
+    asyncio.run(scenario())
+
+
+def test_mapped_cancel_cancels_the_awaitable_and_an_eager_one_settles_it_in_the_same_call():
+    async def scenario():
+        pending = asyncio.get_running_loop().create_future()
+        future = mapped(pending, lambda v: v)
+        future.cancel()
+        await asyncio.sleep(0)
+        assert pending.cancelled()
+
+        eager = EagerFuture()
+        future = mapped(eager, lambda v: v * 10)
+        seen = []
+        future.on_settled(lambda f: seen.append(f.result()))
+        eager.set_result(4)
+        assert seen == [40]  # inside set_result, not a loop turn later
+
+    asyncio.run(scenario())

@@ -69,6 +69,42 @@ class EagerFuture(asyncio.Future):
                 {"message": f"Exception in on_settled callback {callback!r}", "exception": exc, "future": self})
 
 
+def mapped(awaitable: Any, function: Callable[[Any], Any]) -> EagerFuture:
+    """An EagerFuture of ``function(result)`` for ``awaitable``, which runs as a task of its own from now on:
+    its exception or cancellation is passed on, and cancelling the returned future cancels it.
+
+    Why not ``async def later(): return function(await awaitable)``: a task cancelled before its first step
+    (a request dispatched just as its connection is lost, server/network.py) never starts its coroutine,
+    so a coroutine that coroutine wraps is never started either and is collected unawaited, with a
+    RuntimeWarning. Cancelling a task before it starts closes its own coroutine cleanly."""
+    inner = asyncio.ensure_future(awaitable)
+    out = EagerFuture(loop=inner.get_loop())
+
+    def settle(done: asyncio.Future) -> None:
+        if out.done():
+            return
+        if done.cancelled():
+            out.cancel()
+            return
+        exc = done.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            result = function(done.result())
+        except BaseException as failure:  # noqa: BLE001 - the future's outcome, raised to whoever awaits it
+            out.set_exception(failure)
+            return
+        out.set_result(result)
+
+    if isinstance(inner, EagerFuture):  # settled in the call that settles the awaitable, as the rest of the chain
+        inner.on_settled(settle)
+    else:
+        inner.add_done_callback(settle)
+    out.add_done_callback(lambda o: inner.cancel() if o.cancelled() else None)
+    return out
+
+
 # ---- work deferred to the end of the callback that settles many futures at once ----------------------------
 #
 # One callback can make many answers ready: a syncfs round's completion settles every Produce it covered,

@@ -3,12 +3,15 @@ Kafka's, checked without a broker."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import uuid
+from types import SimpleNamespace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eoslog.api._leader_hints import NodeEndpoint, hints
+from eoslog.api._leader_hints import PRODUCE_MIN_VERSION, NodeEndpoint, add_to_produce, hints
 from eoslog.api.describe_topic_partitions import page
 from eoslog.cluster.zk.layout import (
     BrokerRegistration,
@@ -77,3 +80,24 @@ def test_hints_name_leaders_and_epochs_and_each_live_endpoint_once():
 def test_hints_use_the_clients_listener():
     _, endpoints = hints(_view(), "INTERNAL", [("t", 1), ("t", 2)])
     assert endpoints == [NodeEndpoint(2, "i2", 9102, None), NodeEndpoint(3, "i3", 9103, None)]
+
+
+def test_add_to_produce_cancelled_before_the_handler_starts_closes_the_handlers_coroutine():
+    """On a cluster a Produce answered later (a transactional one verified with a remote coordinator) gets
+    its hints through ``eager_future.mapped``, not a coroutine around the handler's: the dispatcher's
+    cancel before the first step (its connection lost) then closes the handler's coroutine instead of
+    leaving it unstarted (tests/server/test_request_dispatched_as_connection_lost.py has the case)."""
+
+    async def answer_later():
+        return None
+
+    async def scenario():
+        coroutine = answer_later()
+        context = SimpleNamespace(api_version=PRODUCE_MIN_VERSION, broker=SimpleNamespace(cluster=object()))
+        task = asyncio.ensure_future(add_to_produce(context, coroutine))  # what the dispatcher does with it
+        task.cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+    asyncio.run(scenario())

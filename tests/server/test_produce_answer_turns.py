@@ -57,12 +57,13 @@ def test_responses_are_ready_when_the_round_completion_returns(monkeypatch, sync
             inside["round"] = False
             inside["rounds"] += 1
 
-    chain = Dispatcher._chain  # handlers that answer with a future: here only acks=all Produce
+    chain = Dispatcher._chain  # every answer that comes later: a future (acks=all Produce) or a coroutine's task
     produce_answers = set()
 
-    def chained(self, *args):
-        out = chain(self, *args)
-        produce_answers.add(id(out))
+    def chained(self, handler, context, *args):
+        out = chain(self, handler, context, *args)
+        if context.header.api_key == PRODUCE:
+            produce_answers.add(id(out))
         return out
 
     ready = KafkaConnection._on_response_ready
@@ -99,7 +100,7 @@ def test_produce_answers_are_written_inside_the_round_delivery(monkeypatch, sync
         finally:
             state["delivering"] = False
 
-    chain = Dispatcher._chain  # a handler that answered with a future: here only acks=all Produce
+    chain = Dispatcher._chain  # every answer that comes later; the Produce ones are picked below
 
     def chained(self, handler, context, *args):
         out = chain(self, handler, context, *args)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from eoslog.eager_future import mapped
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import FetchResponse, ProduceResponse
 
@@ -93,10 +94,7 @@ def add_to_produce(context, result):
                       ProduceResponse.LeaderIdAndEpoch, ProduceResponse.NodeEndpoint)
 
     if inspect.isawaitable(result):
-        async def later():
-            return apply(await result)
-
-        return later()
+        return mapped(result, apply)  # not a coroutine around it: see mapped
     return apply(result)
 
 

@@ -155,7 +155,10 @@ class Dispatcher:
             return self._chain(handler, context, request, result, started)
         # A message (the common answer) is never awaitable: skip inspect's ABC check for it.
         if result is not None and not isinstance(result, Struct) and inspect.isawaitable(result):
-            return asyncio.ensure_future(self._complete(handler, context, request, result, started))
+            # The handler's coroutine is the task's own, not awaited inside one of ours: a task cancelled
+            # before its first step (its connection lost in the same turn) then closes it instead of
+            # leaving it unstarted (eager_future.mapped says why that matters).
+            return self._chain(handler, context, request, asyncio.ensure_future(result), started)
         if metrics is not None:
             metrics.finished(header.api_key, time.perf_counter() - started, result)
         if result is None:
@@ -187,25 +190,12 @@ class Dispatcher:
                       type(response).__name__, context.connection.peer, exc_info=exc)
             raise CloseConnection() from exc
 
-    async def _complete(self, handler: Any, context: RequestContext, request: Any, awaitable: Any,
-                        started: float) -> list[Any] | None:
-        try:
-            result = await awaitable
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            return self._error_response(handler, context, request, exc, started)
-        if self.request_metrics is not None:
-            self.request_metrics.finished(context.header.api_key, time.perf_counter() - started, result)
-        if result is None:
-            return None
-        return self._encode(context, result)
-
     def _chain(self, handler: Any, context: RequestContext, request: Any, answer: asyncio.Future,
                started: float) -> asyncio.Future:
-        """``_complete`` for a handler that returns a future (Produce waiting for acks=all): the same
-        outcome through two callbacks instead of a task, which costs the loop less per request. Cancelling
-        the returned future (the connection closed) cancels the handler's, as a task's cancel would."""
+        """The encoded response, or the error response, of a handler that answers later: a future (Produce
+        waiting for acks=all) or the task of its coroutine. Two callbacks instead of a task of our own,
+        which costs the loop less per request. Cancelling the returned future (the connection closed)
+        cancels the handler's."""
         out = EagerFuture(loop=answer.get_loop())
 
         def finish(done: asyncio.Future) -> None:
