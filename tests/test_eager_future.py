@@ -114,6 +114,33 @@ def test_mapped_applies_the_function_and_passes_exceptions_on():
     asyncio.run(scenario())
 
 
+
+class _Stop(BaseException):
+    pass
+
+
+async def _stop():
+    await asyncio.sleep(0)
+    raise _Stop()
+
+
+def test_mapped_on_exception_answers_for_exceptions_but_not_for_other_base_exceptions():
+    """The dispatcher's use: a handler's failure becomes its error response; what is not an Exception
+    (or what the error response itself raises, e.g. a hang-up) stays the future's exception."""
+
+    async def scenario():
+        assert await mapped(_fail(), lambda v: v, lambda exc: f"error: {exc}") == "error: refused"
+
+        def hang_up(exc):
+            raise ConnectionAbortedError("no error response")
+
+        with pytest.raises(ConnectionAbortedError):
+            await mapped(_fail(), lambda v: v, hang_up)
+        with pytest.raises(_Stop):
+            await mapped(_stop(), lambda v: v, lambda exc: "never")
+
+    asyncio.run(scenario())
+
 def test_mapped_cancelled_before_its_awaitable_starts_closes_the_coroutine():
     """The case a coroutine around the awaitable gets wrong: cancelled before the task's first step, the
     wrapper's coroutine is closed but the awaitable inside it is never started (RuntimeWarning when

@@ -69,9 +69,13 @@ class EagerFuture(asyncio.Future):
                 {"message": f"Exception in on_settled callback {callback!r}", "exception": exc, "future": self})
 
 
-def mapped(awaitable: Any, function: Callable[[Any], Any]) -> EagerFuture:
-    """An EagerFuture of ``function(result)`` for ``awaitable``, which runs as a task of its own from now on:
-    its exception or cancellation is passed on, and cancelling the returned future cancels it.
+def mapped(awaitable: Any, function: Callable[[Any], Any],
+           on_exception: Callable[[Exception], Any] | None = None) -> EagerFuture:
+    """An EagerFuture of ``function(result)`` for ``awaitable``, which runs as a task of its own from now on
+    (a future stays itself). An exception becomes ``on_exception(exc)`` when given, else the future's
+    exception, as does one that ``function`` or ``on_exception`` raises; a cancellation is passed on, and
+    cancelling the returned future cancels the awaitable. An EagerFuture awaitable settles the returned
+    one in the same call (``on_settled``); anything else a loop turn later.
 
     Why not ``async def later(): return function(await awaitable)``: a task cancelled before its first step
     (a request dispatched just as its connection is lost, server/network.py) never starts its coroutine,
@@ -86,18 +90,20 @@ def mapped(awaitable: Any, function: Callable[[Any], Any]) -> EagerFuture:
         if done.cancelled():
             out.cancel()
             return
-        exc = done.exception()
-        if exc is not None:
-            out.set_exception(exc)
-            return
         try:
-            result = function(done.result())
+            exc = done.exception()
+            if exc is None:
+                result = function(done.result())
+            elif on_exception is not None and isinstance(exc, Exception):
+                result = on_exception(exc)
+            else:
+                raise exc
         except BaseException as failure:  # noqa: BLE001 - the future's outcome, raised to whoever awaits it
             out.set_exception(failure)
             return
         out.set_result(result)
 
-    if isinstance(inner, EagerFuture):  # settled in the call that settles the awaitable, as the rest of the chain
+    if isinstance(inner, EagerFuture):
         inner.on_settled(settle)
     else:
         inner.add_done_callback(settle)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoslog import api
 from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection, error_code_for
-from eoslog.eager_future import EagerFuture
+from eoslog.eager_future import mapped
 from eoslog.protocol import codec
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
 from eoslog.protocol.messages import Struct
@@ -155,10 +155,7 @@ class Dispatcher:
             return self._chain(handler, context, request, result, started)
         # A message (the common answer) is never awaitable: skip inspect's ABC check for it.
         if result is not None and not isinstance(result, Struct) and inspect.isawaitable(result):
-            # The handler's coroutine is the task's own, not awaited inside one of ours: a task cancelled
-            # before its first step (its connection lost in the same turn) then closes it instead of
-            # leaving it unstarted (eager_future.mapped says why that matters).
-            return self._chain(handler, context, request, asyncio.ensure_future(result), started)
+            return self._chain(handler, context, request, result, started)
         if metrics is not None:
             metrics.finished(header.api_key, time.perf_counter() - started, result)
         if result is None:
@@ -190,42 +187,20 @@ class Dispatcher:
                       type(response).__name__, context.connection.peer, exc_info=exc)
             raise CloseConnection() from exc
 
-    def _chain(self, handler: Any, context: RequestContext, request: Any, answer: asyncio.Future,
+    def _chain(self, handler: Any, context: RequestContext, request: Any, answer: Any,
                started: float) -> asyncio.Future:
         """The encoded response, or the error response, of a handler that answers later: a future (Produce
-        waiting for acks=all) or the task of its coroutine. Two callbacks instead of a task of our own,
-        which costs the loop less per request. Cancelling the returned future (the connection closed)
-        cancels the handler's."""
-        out = EagerFuture(loop=answer.get_loop())
+        waiting for acks=all: encoded within the turn that settles it) or a coroutine, which runs as its own
+        task. Callbacks instead of a task of ours, which costs the loop less per request and leaves no
+        coroutine of the handler's unstarted (eager_future.mapped). Cancelling the returned future (the
+        connection closed) cancels the handler's."""
 
-        def finish(done: asyncio.Future) -> None:
-            if out.done():
-                return
-            if done.cancelled():
-                out.cancel()
-                return
-            try:
-                exc = done.exception()
-                if exc is None:
-                    result = done.result()
-                    if self.request_metrics is not None:
-                        self.request_metrics.finished(context.header.api_key, time.perf_counter() - started, result)
-                    response = None if result is None else self._encode(context, result)
-                elif isinstance(exc, Exception):
-                    response = self._error_response(handler, context, request, exc, started)
-                else:
-                    raise exc
-            except BaseException as failure:  # noqa: BLE001 - CloseConnection and the like: the connection's to handle
-                out.set_exception(failure)
-                return
-            out.set_result(response)
+        def encode(result: Any) -> list[Any] | None:
+            if self.request_metrics is not None:
+                self.request_metrics.finished(context.header.api_key, time.perf_counter() - started, result)
+            return None if result is None else self._encode(context, result)
 
-        if isinstance(answer, EagerFuture):  # Produce: encoded within the turn that settles it
-            answer.on_settled(finish)
-        else:
-            answer.add_done_callback(finish)
-        out.add_done_callback(lambda o: answer.cancel() if o.cancelled() else None)
-        return out
+        return mapped(answer, encode, lambda exc: self._error_response(handler, context, request, exc, started))
 
     def _error_response(self, handler: Any, context: RequestContext, request: Any, exc: Exception,
                         started: float) -> list[Any]:
