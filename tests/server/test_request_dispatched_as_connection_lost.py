@@ -10,8 +10,8 @@ task's first step. The dispatcher used to wrap the handler's coroutine in one of
 hints wrapped the Produce handler's in another), which that cancellation left unstarted.
 
 Real broker and connection; the hold's end and the loss are queued in that order on the broker's loop,
-as they were in the run. A long-poll Fetch stands in for the Produce: every handler that answers with a
-coroutine took the same path."""
+the order that leaves a handler's coroutine unstarted. A long-poll Fetch stands in for the Produce:
+every handler that answers with a coroutine took the same path."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_a_long_poll_dispatched_as_its_connection_is_lost_is_closed_not_left_uns
 
             def receive_release_then_lose():
                 # A held connection does not read its socket, so the Fetch is handed to it as the transport
-                # hands what a read brought: in the run it came in the same read as the held Produce.
+                # hands what a read brought (in the same read as a held Produce, say).
                 connection.get_buffer(-1)[:len(frame)] = frame
                 connection.buffer_updated(len(frame))
                 assert polls == []  # held: buffered, not dispatched
