@@ -5,7 +5,8 @@
 
 Starts `eoslog serve` (unless --bootstrap names a broker, or --tansu starts Tansu 0.6 with in-memory
 storage), creates a topic, and runs `eoslog bench`'s producer loop (1 KiB values, acks=all, linger.ms 5,
-batch.size 1,000,000) for SECONDS with ``debug=protocol``. Then it counts, over librdkafka's "Sent
+batch.size 1,000,000) for SECONDS with librdkafka's ``debug=protocol`` (``--debug protocol,queue`` also
+logs how many messages wait in the partition's queue at each request). Then it counts, over librdkafka's "Sent
 ProduceRequest" and "Received ProduceResponse" lines, how many requests were outstanding after each
 send. docs/benchmarks.md, "Target 1 measured again on 2026-11-27", has what it found: an idempotent
 producer keeps one request in flight per partition, whatever the broker.
@@ -18,7 +19,6 @@ import collections
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,20 +27,9 @@ from pathlib import Path
 if not os.environ.get("PYTHONPATH"):  # PYTHONPATH=<tree>/src measures that tree's broker
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from eoslog.testing.process import free_port
-from eoslog.testing.wait import wait_until
+from eoslog.testing.process import BrokerProcess
 
 VALUE = 1024
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
 
 
 def _produce(bootstrap: str, args, log_path: str) -> float:
@@ -60,7 +49,7 @@ def _produce(bootstrap: str, args, log_path: str) -> float:
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": args.idempotence,
-                         "linger.ms": 5, "batch.size": 1_000_000, "debug": "protocol"}, logger=logger)
+                         "linger.ms": 5, "batch.size": 1_000_000, "debug": args.debug}, logger=logger)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
     payloads = [os.urandom(VALUE) for _ in range(64)]
@@ -102,6 +91,8 @@ def main() -> None:
     parser.add_argument("--fsync-on-ack", default="true", choices=["true", "false"])
     parser.add_argument("--bootstrap", help="a running broker instead of starting one")
     parser.add_argument("--tansu", action="store_true", help="Tansu 0.6 with in-memory storage instead")
+    parser.add_argument("--debug", default="protocol",
+                        help="librdkafka debug contexts; protocol is needed, queue shows the partition's queue")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="eoslog-in-flight-")
     try:
@@ -112,13 +103,7 @@ def main() -> None:
 
                 bootstrap = stack.enter_context(tansu_broker())
             elif bootstrap is None:
-                port = free_port()
-                broker = subprocess.Popen([sys.executable, "-m", "eoslog", "serve", "--data-dir", f"{scratch}/data",
-                                           "--listen", f"127.0.0.1:{port}"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                stack.callback(lambda: (broker.terminate(), broker.wait(30)))
-                wait_until(lambda: _listening(port), timeout=30, what="the broker listening")
-                bootstrap = f"127.0.0.1:{port}"
+                bootstrap = stack.enter_context(BrokerProcess(Path(scratch) / "data")).bootstrap
             log_path = f"{scratch}/librdkafka.log"
             rate = _produce(bootstrap, args, log_path)
         after_send = _in_flight(log_path)

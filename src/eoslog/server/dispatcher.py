@@ -151,10 +151,10 @@ class Dispatcher:
             result = handler.handle(context, request)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response or a hang-up
             return self._error_response(handler, context, request, exc, started)
-        if isinstance(result, asyncio.Future):
-            return self._chain(handler, context, request, result, started)
-        # A message (the common answer) is never awaitable: skip inspect's ABC check for it.
-        if result is not None and not isinstance(result, Struct) and inspect.isawaitable(result):
+        # A future (acks=all Produce) or a coroutine answers later. A message, the common answer, is never
+        # awaitable: the checks before inspect's ABC check keep it off that path.
+        if isinstance(result, asyncio.Future) or (
+                result is not None and not isinstance(result, Struct) and inspect.isawaitable(result)):
             return self._chain(handler, context, request, result, started)
         if metrics is not None:
             metrics.finished(header.api_key, time.perf_counter() - started, result)
