@@ -67,7 +67,11 @@ def watched(call: str, timeout_s: float):
 
 
 def rewind() -> None:
-    """Back to the last committed offsets: everything after them is to be copied again."""
+    """Back to the last committed offsets: everything after them is to be copied again. The tests commit
+    offset 0 of every input partition before a copier starts (copier_run.commit_start_offsets: a seek
+    while librdkafka looks up a logical offset can be undone by that lookup), so OFFSET_BEGINNING is
+    only for a group without offsets, and in a test would mean the broker lost them: the duplicates
+    that follow fail it."""
     assignment = consumer.assignment()
     if not assignment:
         return

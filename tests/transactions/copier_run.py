@@ -44,6 +44,27 @@ def seed(bootstrap: str, topic: str, count: int) -> None:
     assert producer.flush(60) == 0
 
 
+def commit_start_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> None:
+    """Commits offset 0 of every input partition for the copiers' group before any copier starts, so
+    that no copier ever looks up a logical offset (auto.offset.reset, or its rewind's OFFSET_BEGINNING).
+
+    Why: librdkafka 2.16 can move a partition back to such a position after the application seeked it
+    elsewhere (its issue 2256). A partition assigned without a committed offset is looked up
+    (ListOffsets); if the copier rewinds (seek) while that lookup is in flight, the outdated answer
+    re-arms the client's lookup timer, neither the fresh answer nor a later seek stops it, and half a
+    second later the partition jumps back to the beginning: records already copied and committed are
+    copied again, in a later transaction that commits too. The client's debug log shows it ("outdated
+    offset response: (re)starting offset query timer", then "timed offset query for offset BEGINNING
+    in state active"); the broker had no part in it. It made the consumer-protocol copier test fail
+    about once in 20 runs on a loaded machine."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
 def committed_progress(bootstrap: str, group: str, topic: str) -> int:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
@@ -160,6 +181,7 @@ def run_copier(tmp_path: Path, count: int, schedule: list[tuple[float, str]], *,
         bs = broker.bootstrap
         create_topics(bs, {"copy-in": INPUT_PARTITIONS, "copy-out": OUTPUT_PARTITIONS})
         seed(bs, "copy-in", count)
+        commit_start_offsets(bs, "copiers", "copy-in", INPUT_PARTITIONS)
         logs = open(tmp_path / "copiers.log", "w")  # noqa: SIM115 - shared by every copier started below
         extra = [] if protocol == "classic" else [protocol]
 
