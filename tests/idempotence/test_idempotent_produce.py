@@ -59,6 +59,7 @@ def produce_kafka_python(bootstrap, topic, count, acked):
 
 def produce_aiokafka(bootstrap, topic, count, acked):
     from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaTimeoutError
 
     async def go():
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
@@ -67,7 +68,15 @@ def produce_aiokafka(bootstrap, topic, count, acked):
         try:
             futures = []
             for i in range(count):
-                future = await producer.send(topic, value_of(i), partition=i % PARTITIONS)
+                while True:
+                    try:
+                        future = await producer.send(topic, value_of(i), partition=i % PARTITIONS)
+                        break
+                    except KafkaTimeoutError:
+                        # aiokafka's send() waits at most request_timeout_ms for room in a full batch, and a
+                        # broker restart on a loaded machine can take longer; the record was not taken,
+                        # so sending it again is no duplicate (as BufferError for confluent-kafka above)
+                        continue
                 future.add_done_callback(lambda f, i=i: f.exception() is None and acked.add(i))
                 futures.append(future)
             await asyncio.gather(*futures, return_exceptions=True)
