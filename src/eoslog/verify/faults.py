@@ -42,6 +42,7 @@ CUT_RATE = 0.01  # per frame, either direction, while proxy-cut holds
 # client waits for an answer (workload_v2.REQUEST_TIMEOUT_S), so it has given up and moved on.
 REPLAY_API_KEYS = (0, 26)
 REPLAY_MIN_HOLD_S = 5.0
+CUT_SHORT = "cut short: the run ended"  # ends the detail of a fault the end of the run interrupted
 BROKER_RESTART_ATTEMPTS = 3
 
 
@@ -161,6 +162,7 @@ class Nemesis:
         hold = self.random.uniform(*self.fault_seconds)
         start = time.time()
         detail = ""
+        cut = False  # the run ended while the fault held: it lasted less than planned
         if kind == "broker-kill":
             self.broker.kill()
             self._wait(self.random.uniform(0.2, 1.0))
@@ -169,7 +171,7 @@ class Nemesis:
         elif kind == "broker-pause":
             self.broker.pause()
             self._broker_paused = True
-            self._wait(hold)
+            cut = self._wait(hold)
             self.broker.resume()
             self._broker_paused = False
             detail = f"{hold:.1f} s"
@@ -177,12 +179,12 @@ class Nemesis:
             detail = self.kill_client() or "no client running"
         elif kind == "proxy-drop":
             self.proxy.set_faults(drop_response_rate=self.drop_rate, delay_response_rate=DELAY_RATE)
-            self._wait(hold)
+            cut = self._wait(hold)
             self.proxy.set_faults(drop_response_rate=0.0, delay_response_rate=0.0)
             detail = f"drop={self.drop_rate:g} delay={DELAY_RATE:g} for {hold:.1f} s"
         elif kind == "proxy-cut":
             self.proxy.set_faults(cut_rate=CUT_RATE)
-            self._wait(hold)
+            cut = self._wait(hold)
             self.proxy.set_faults(cut_rate=0.0)
             detail = f"cut={CUT_RATE:g} for {hold:.1f} s"
         elif kind == "proxy-replay":
@@ -190,16 +192,18 @@ class Nemesis:
             before = self.proxy.snapshot()["requests_held"]
             self._holding_requests = True
             self.proxy.hold_requests(*REPLAY_API_KEYS, count=1)
-            self._wait(hold)
+            cut = self._wait(hold)
             held = self.proxy.snapshot()["requests_held"] - before
             self.proxy.release_requests()
             self._holding_requests = False
-            detail = f"held {held} request(s) for {hold:.1f} s, then replayed"
+            detail = f"held {held} request(s) for {time.time() - start:.1f} s, then replayed"
         elif kind == "proxy-pause":
             self.proxy.pause()
-            self._wait(hold)
+            cut = self._wait(hold)
             self.proxy.resume()
             detail = f"{hold:.1f} s"
+        if cut:
+            detail += f" ({CUT_SHORT})"
         window = FaultWindow(start, time.time(), kind, detail)
         self.windows.append(window)
         self.counts[kind] += 1
