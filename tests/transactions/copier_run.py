@@ -56,7 +56,7 @@ def commit_start_offsets(bootstrap: str, group: str, topic: str, partitions: int
     copied again, in a later transaction that commits too. The client's debug log shows it ("outdated
     offset response: (re)starting offset query timer", then "timed offset query for offset BEGINNING
     in state active"); the broker had no part in it. It made the consumer-protocol copier test fail
-    in 1 run of 20 to 40, four runs at a time on two cores (docs/verification.md)."""
+    in 3 of 120 runs, four at a time on two cores (docs/verification.md)."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)],
