@@ -66,13 +66,14 @@ class ZeroFiller(threading.Thread):
                 self.changed.notify_all()
 
     def wrote(self, end: int) -> None:
-        """The writer reached ``end``; returns once the filler is past it (the writer must never write
-        where zeros may still land)."""
+        """The writer reached ``end``: the filler may go on up to ``ahead_mb`` past it."""
         with self.changed:
             self.written = end
             self.changed.notify_all()
 
     def wait_for(self, end: int) -> None:
+        """Returns once zeros cover everything before ``end`` (the writer must never write where zeros
+        may still land)."""
         with self.changed:
             self.changed.wait_for(lambda: self.zeroed >= end)
 
