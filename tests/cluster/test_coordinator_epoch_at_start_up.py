@@ -2,9 +2,9 @@
 that partition's leader epoch, exactly as one that takes the partition over later (regression test of
 cd138fd, found by the cluster verifier, seed 20261125).
 
-The start-up load (``TransactionCoordinator.start``) runs only for partitions ZooKeeper already names
-this broker leader of when its first view is read; partitions it is elected for afterwards go through
-``load_partition``. The window is made certain, not lucky: with one ``__transaction_state`` partition on
+The bug lived in the start-up load, a separate path for partitions ZooKeeper already named this
+broker leader of when its first view was read (partitions elected afterwards were loaded by another);
+the coordinator runtime now loads both the same way. The window is made certain, not lucky: with one ``__transaction_state`` partition on
 two brokers, the other broker stops first and the coordinator's broker last. The last one to leave is the
 controller, so nobody rewrites the state znode: it still names that broker leader, with the epoch it had.
 Started again first, the broker reads that view before its coordinator starts, and no election follows

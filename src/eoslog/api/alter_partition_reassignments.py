@@ -6,7 +6,7 @@ replicas catch up as followers, and the controller finishes the move once they a
 
 from __future__ import annotations
 
-from eoslog.api.errors import error_code_for
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AlterPartitionReassignmentsResponse
 from eoslog.security.acl import AclOperation, ResourceType

@@ -27,7 +27,7 @@ def _assignment(partitions, ids) -> Assignment:
 
 
 def handle(context, request):
-    coordinator = service(context).coordinator
+    coordinator = service(context).core
     ids = {info.name: info.topic_id for info in context.broker.registry.topics.topics.values()}
     groups = []
     for group_id in request.group_ids:

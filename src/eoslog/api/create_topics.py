@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from eoslog.api.errors import error_code_for
 from eoslog.cluster.topic_configs import describe_topic_configs
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import CreateTopicsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 

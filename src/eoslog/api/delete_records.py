@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eoslog.api.errors import error_code_for
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import DeleteRecordsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 

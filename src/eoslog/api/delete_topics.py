@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from eoslog.api.errors import error_code_for
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import DeleteTopicsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 

@@ -7,8 +7,8 @@ in Kafka (server/dynamic_broker_configs.py).
 
 from __future__ import annotations
 
-from eoslog.api.errors import error_code_for
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, describe_topic_configs
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequestError
 from eoslog.protocol.messages import DescribeConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType

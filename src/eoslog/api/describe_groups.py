@@ -19,7 +19,7 @@ UNKNOWN_OPERATIONS = -(2**31)
 
 
 def handle(context, request):
-    coordinator = service(context).coordinator
+    coordinator = service(context).core
     groups = []
     for group_id in request.groups:
         if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):

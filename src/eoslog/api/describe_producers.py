@@ -3,7 +3,7 @@ each one's open transaction (what `eoslog transactions find-hanging` looks at)."
 
 from __future__ import annotations
 
-from eoslog.api.errors import error_code_for
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import DescribeProducersResponse
 from eoslog.security.acl import AclOperation, ResourceType
 

@@ -18,9 +18,9 @@ import functools
 import time
 
 from eoslog.api import _leader_hints as leader_hints
-from eoslog.api.errors import error_code_for
 from eoslog.cluster.partition import READ_COMMITTED
 from eoslog.protocol import RecordsList, specialised
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import (
     ErrorCode,
     NotLeaderOrFollowerError,

@@ -4,8 +4,8 @@ reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
-from eoslog.api.errors import error_code_for
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, check_names
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
 from eoslog.protocol.messages import IncrementalAlterConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType

@@ -28,7 +28,7 @@ def handle(context, request):
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=context.client_id or "", client_host=client_host(context),
         require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
-        topics=_topics(context) if request.group_id in service(context).coordinator.consumer.groups else None)
+        topics=_topics(context) if request.group_id in service(context).core.consumer.groups else None)
     return _respond(context, answer)
 
 

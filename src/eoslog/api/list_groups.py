@@ -16,7 +16,7 @@ ListedGroup = ListGroupsResponse.ListedGroup
 
 def handle(context, request):
     version = context.api_version
-    listings = service(context).coordinator.list_groups(
+    listings = service(context).core.list_groups(
         states=request.states_filter if version >= 4 else None,
         types=request.types_filter if version >= 5 else None)
     if not context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from eoslog.api.errors import error_code_for
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import TopicAuthorizationFailedError
 from eoslog.protocol.messages import ListOffsetsResponse
 from eoslog.records.batch import decode_batch

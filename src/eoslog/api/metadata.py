@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from functools import lru_cache
 
-from eoslog.api.errors import error_code_for
 from eoslog.cluster.topics import validate_topic_name
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
 from eoslog.protocol.wire import FrozenArray

@@ -7,7 +7,7 @@ On a single node there is one epoch, 0, which ends at the log end offset."""
 
 from __future__ import annotations
 
-from eoslog.api.errors import error_code_for
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetForLeaderEpochResponse
 from eoslog.security.acl import AclOperation, ResourceType

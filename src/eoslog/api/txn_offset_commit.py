@@ -34,7 +34,7 @@ def handle(context, request):
         # partition into this producer's ongoing transaction; error_response answers every partition.
         txn.verify_partition_in_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
-            group_service.coordinator.partition_for(request.group_id))
+            group_service.core.partition_for(request.group_id))
     return _commit(context, request)
 
 
@@ -42,7 +42,7 @@ async def _verify_remotely_then_commit(context, request):
     """Cluster mode, the transaction coordinated by another broker: the same check, asked over the wire."""
     await context.broker.transaction_coordinator.verify_partition_remotely(
         request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
-        service(context).coordinator.partition_for(request.group_id))
+        service(context).core.partition_for(request.group_id))
     result = _commit(context, request)
     return await result if inspect.isawaitable(result) else result
 

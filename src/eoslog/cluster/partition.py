@@ -515,9 +515,6 @@ class Partition:
             log.exception("%s: could not write the producer-state snapshot at shutdown", self.name)
 
 
-REPLAY_CHUNK = 8 * 1024 * 1024
-
-
 def next_offset_after(regions: Any) -> int:
     """The offset just past the last batch of a read (headers only: 61 bytes per batch are read)."""
     next_offset = -1
@@ -532,23 +529,11 @@ def next_offset_after(regions: Any) -> int:
 
 
 def iter_batch_headers(partition_log: Log, start: int):
-    """(header, end-transaction marker or None) for every batch from ``start`` to the log end.
-
-    Reads whole batches (a control batch's marker lives in its one record); used only at open, for
-    the tail after the newest producer-state snapshot.
-    """
-    offset = start
-    while offset < partition_log.log_end_offset:
-        result = partition_log.read(offset, REPLAY_CHUNK, min_one_batch=True)
-        if not result.regions:
-            return
-        for region in result.regions:
-            data = os.pread(region.fd, region.length, region.position)
-            for header in iter_headers(data, verify_crc=False):
-                marker = read_end_transaction_marker(data, header.position) if header.is_control else None
-                if header.last_offset >= offset:
-                    yield header, marker
-                offset = max(offset, header.next_offset)
+    """(header, end-transaction marker or None) for every batch from ``start`` to the log end: used only
+    at open, for the tail after the newest producer-state snapshot (a control batch's marker lives in
+    its one record, so whole batches are read)."""
+    for data, header in partition_log.read_batches(start):
+        yield header, read_end_transaction_marker(data, header.position) if header.is_control else None
 
 
 def _settle(future: asyncio.Future, exc: BaseException | None) -> None:

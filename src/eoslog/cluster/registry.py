@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -422,12 +423,19 @@ class PartitionRegistry:
             return self.config.transaction_state_log_min_isr
         return int(value) if value is not None else self.config.min_insync_replicas
 
-    def coordinator_partitions(self, topic: str, count: int) -> list[int]:
-        """The partitions of an internal topic whose coordinator runs here: all of them on a single node,
-        the ones this broker leads in a cluster."""
-        if self.cluster is None:
-            return list(range(count))
-        return [i for i in range(count) if self.cluster.replicas.is_leader(topic, i)]
+    async def expire_producers(self, interval_ms: int, producer_id_expiration_ms: int) -> None:
+        """Every ``interval_ms``, the partitions' transaction-side housekeeping: drop ``.txnindex`` files
+        of deleted segments and forget producers silent for producer.id.expiration.ms (Kafka's
+        LogManager does both)."""
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            now = int(time.time() * 1000)
+            for partition in list(self.partitions.values()):
+                try:
+                    partition.maintain_transaction_index()
+                    partition.producer_state.remove_expired(now, producer_id_expiration_ms)
+                except Exception:
+                    log.exception("%s: producer expiry failed", partition.name)
 
     def leader_partition(self, topic: str, index: int) -> Partition:
         """The partition for a client's produce or fetch: only its leader serves it."""

@@ -92,12 +92,15 @@ class LocalReplicas(Protocol):
 
 
 class ReplicaManager:
-    def __init__(self, config: ReplicationConfig, local: LocalReplicas, zk: ZooKeeper) -> None:
+    def __init__(self, config: ReplicationConfig, local: LocalReplicas, zk: ZooKeeper | None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.local = local
         self.partitions = local.partitions  # the broker's map of local replicas (leaders and followers)
         self.zk = zk
+        # Without ZooKeeper this broker is a cluster of one: it leads every partition, including those of
+        # topics not created yet, from the moment the partition is opened.
+        self.sole_broker = zk is None
         # Replicas whose new logs a worker thread is making: not served yet, and not asked for again.
         self._opening: set[tuple[str, int]] = set()
         self.on_replicas_opened: Callable[[], None] = lambda: None  # the service reads the view again
@@ -115,8 +118,10 @@ class ReplicaManager:
         self._isr_task: asyncio.Task | None = None
         self._isr_writes: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task] = set()
-        self.on_became_leader: list[Callable[[str, int], None]] = []
-        self.on_resigned: list[Callable[[str, int], None]] = []
+        # topic -> (became_leader(index), resigned(index)) listeners: the coordinator runtime registers
+        # its internal topics here (coordinator/runtime.py); called once a new leadership takes writes,
+        # and when it ends.
+        self._leadership: dict[str, list[tuple[Callable[[int], None], Callable[[int], None]]]] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -292,8 +297,7 @@ class ReplicaManager:
             if leader is None or leader.leader_epoch != epoch or self.partitions.get(tp) is not partition:
                 continue  # moved on meanwhile
             partition.writable = True
-            for callback in self.on_became_leader:
-                callback(*tp)
+            self._notify_became_leader(tp)
         self.on_leaders_writable()
 
     def _become_follower(self, tp, partition: Partition, state: PartitionState) -> None:
@@ -329,14 +333,39 @@ class ReplicaManager:
         partition.writable = False
         partition.high_watermark_policy = _follower_high_watermark
         partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: leadership moved ({reason})"))
-        for callback in self.on_resigned:
-            callback(*tp)
+        for _, resigned in self._leadership.get(tp[0], ()):
+            resigned(tp[1])
 
     def _forget(self, tp) -> None:
         if tp in self.leaders:
             self._resign(tp, "replica removed")
         self._stop_following(tp)
         self.states.pop(tp, None)
+
+    # ---- leadership, for the coordinator runtime ------------------------------------------------------
+
+    def add_leadership_listener(self, topic: str, became_leader: Callable[[int], None],
+                                resigned: Callable[[int], None]) -> None:
+        """``became_leader(index)`` once a partition of ``topic`` led here takes writes (also again on a
+        new leader epoch of a leadership that never stopped), ``resigned(index)`` when it stops."""
+        self._leadership.setdefault(topic, []).append((became_leader, resigned))
+
+    def _notify_became_leader(self, tp: tuple[str, int]) -> None:
+        for became_leader, _ in self._leadership.get(tp[0], ()):
+            became_leader(tp[1])
+
+    def partition_opened(self, partition: Partition) -> None:
+        """A local replica was opened (the registry calls this for each): a sole broker leads it now."""
+        if self.sole_broker:
+            self._notify_became_leader((partition.topic, partition.index))
+
+    def elected(self, topic: str, index: int) -> bool:
+        """The cluster view names this broker leader of the partition, whether or not it takes writes yet
+        (its leader epoch being made durable, its log being opened); always, on a sole broker."""
+        if self.sole_broker:
+            return True
+        state = self.view.states.get((topic, index))
+        return state is not None and state.leader == self.broker_id
 
     # ---- what the request handlers ask ----------------------------------------------------------------
 

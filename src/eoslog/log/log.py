@@ -20,7 +20,7 @@ import os
 import struct
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from eoslog.log.config import LogConfig, TimestampType
@@ -55,6 +55,10 @@ from eoslog.records.header import (
 )
 
 logger = logging.getLogger("eoslog.log")
+
+# How much read_batches reads at a time: a coordinator load or a producer-state replay walks whole
+# segments, so large reads (but at least one batch, whatever its size).
+READ_BATCHES_CHUNK = 8 * 1024 * 1024
 
 
 class AppendInfo(NamedTuple):
@@ -362,6 +366,26 @@ class Log:
 
     def _segment_slot(self, offset: int) -> int:
         return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read_batches(self, start_offset: int | None = None,
+                     chunk_bytes: int = READ_BATCHES_CHUNK) -> Iterator[tuple[bytes, BatchHeader]]:
+        """Every batch from the one holding ``start_offset`` (the log start by default) to the log end, in
+        order and each once, as (the bytes holding it, its header; ``header.position`` is where it starts in
+        them). The one reader for everyone who walks a log in order: coordinators loading their internal
+        partitions, producer-state recovery. Reads ``chunk_bytes`` at a time, at least one batch; CRCs are
+        not checked here (decode with ``verify_crc`` where the records are wanted)."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        while offset < self.log_end_offset:
+            result = self.read(offset, chunk_bytes, min_one_batch=True)
+            if not result.regions:
+                return
+            for region in result.regions:
+                data = os.pread(region.fd, region.length, region.position)
+                for header in iter_headers(data, verify_crc=False):
+                    # A read starts at the batch holding ``offset``, which may begin before it.
+                    if header.last_offset >= offset:
+                        yield data, header
+                        offset = header.last_offset + 1
 
     def read(
         self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True

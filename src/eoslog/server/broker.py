@@ -63,7 +63,12 @@ class Broker:
             if listener.protocol.startswith("SASL"):
                 self._sasl_mechanisms[listener.name] = config.sasl_mechanisms(listener)
             if listener.uses_tls:
-                from eoslog.server.tls import PrincipalMapper, TlsConfigError, listener_property, server_context
+                from eoslog.server.tls import (
+                    PrincipalMapper,
+                    TlsConfigError,
+                    listener_property,
+                    server_context,
+                )
 
                 try:
                     self._tls[listener.name] = (server_context(config.security_properties, listener),
@@ -79,8 +84,10 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._background: list[asyncio.Task] = []
         self.bound_port: int | None = None
-        self.transaction_coordinator = None  # coordinator/transaction/coordinator.py, set in start()
-        self.group_service = None  # coordinator/group/service.py, set in start()
+        # coordinator/runtime.py: the group and transaction coordinators' shards, built on first need; set
+        # in start() once the replica layer is there.
+        self.coordinators = None
+        self.replicas = None  # cluster/replica_manager.py: the cluster's, or a sole broker's own
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
         self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
@@ -89,7 +96,6 @@ class Broker:
         from eoslog.security.authorizer import Authorizer
 
         self.authorizer = Authorizer.from_config(config)
-        self._coordinators_started = False
         default_log_properties = dict(config.log_defaults)
         try:
             LogConfig.from_properties(default_log_properties)
@@ -129,6 +135,10 @@ class Broker:
                 await self._zk_broker_configs.start()
                 self.dynamic_configs.use_store(self._zk_broker_configs.write)
             else:
+                from eoslog.cluster.replica_manager import ReplicaManager, ReplicationConfig
+
+                self._register_coordinators(ReplicaManager(ReplicationConfig(broker_id=self.config.node_id),
+                                                           self.registry, None))
                 self.registry.open_single_node(data_dir)
                 self.cluster_id = self._load_or_create_cluster_id(data_dir)
                 self.dynamic_configs.use_file(data_dir)
@@ -152,30 +162,16 @@ class Broker:
                 await self.authorizer.start(data_dir, self.cluster)
             except AclFormatError as exc:
                 raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
-        from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
-
-        self.transaction_coordinator = TransactionCoordinator(self)
-        self.registry.partition_listeners.append(self.transaction_coordinator.attach_partition)
-        from eoslog.coordinator.group.service import GroupService
-
-        # Groups load first: the transaction coordinator's recovery may write markers to
-        # __consumer_offsets, which the group service must see on top of what it loaded.
-        self.group_service = GroupService(self)
-        if self.cluster is not None:
-            # Only the groups of the __consumer_offsets partitions led here; the rest are coordinated
-            # elsewhere and answer NOT_COORDINATOR (partitions led later are added as they load).
-            self.group_service.coordinator.own_partitions(self.registry.coordinator_partitions(
-                CONSUMER_OFFSETS, self.group_service.coordinator.config.offsets_topic_num_partitions))
-        await self.group_service.start()
-        if self.cluster is not None:
-            self.transaction_coordinator.own_partitions(self.registry.coordinator_partitions(
-                TRANSACTION_STATE, self.config.transaction_state_log_num_partitions))
-        await self.transaction_coordinator.start()
-        self._coordinators_started = True
         for server in [self._server, *self._extra_servers]:
             await server.start_serving()
         self.started_at_ms = int(time.time() * 1000)
+        # The coordinators load what this broker leads now that it serves: a large __consumer_offsets
+        # never delays the port (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, and clients retry).
+        self.coordinators.start()
         self._background.append(loop.create_task(self._housekeeping()))
+        self._background.append(loop.create_task(self.registry.expire_producers(
+            self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            self.config.producer_id_expiration_ms)))
         self._background.append(loop.create_task(self._close_idle_connections()))
         self._start_log_cleaner()
         log.info(
@@ -214,10 +210,8 @@ class Broker:
                 await task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
-        if self.transaction_coordinator is not None:
-            await self.transaction_coordinator.stop()
-        if self.group_service is not None:
-            await self.group_service.stop()
+        if self.coordinators is not None:
+            await self.coordinators.stop()
         await self.registry.close()
         log.info("shutdown complete: logs flushed, checkpoints written, data directory unlocked")
 
@@ -247,8 +241,7 @@ class Broker:
         registry = self.registry
         self.cluster = ClusterService(self.config, registry, self.link)
         registry.attach_cluster(self.cluster)
-        self.cluster.replicas.on_became_leader.append(self._on_became_leader)
-        self.cluster.replicas.on_resigned.append(self._on_resigned)
+        self._register_coordinators(self.cluster.replicas)
         local = self._read_cluster_id(data_dir)
         proposed = local or self.config.cluster_id or uuid.uuid4().hex[:22]
         endpoints = tuple(Endpoint(listener.name, listener.protocol, *self.advertised_address(listener))
@@ -272,24 +265,82 @@ class Broker:
             await asyncio.to_thread(probe.stop)
         return await self.cluster.start(cluster_id, registration)
 
-    def _on_became_leader(self, topic: str, index: int) -> None:
-        """A coordinator partition led here now: its coordinator loads it (moving coordinators with
-        everything in flight is the next step of the cluster work; see docs/cluster.md)."""
-        if not self._coordinators_started:
-            return
-        if topic == CONSUMER_OFFSETS:
-            self.group_service.load_partition(index)
-        elif topic == TRANSACTION_STATE:
-            self.transaction_coordinator.load_partition(index)
+    # ---- coordinators ---------------------------------------------------------------------------------
+    def _register_coordinators(self, replicas) -> None:
+        """The coordinator runtime over the replica layer, with the group and transaction coordinators
+        registered (groups first: a transaction's recovery may write markers to __consumer_offsets, which
+        the groups must see on top of what they loaded). Before any partition is opened, so each learns
+        of every leadership, and every partition checks transactional batches (KIP-890 part 1)."""
+        from eoslog.coordinator.runtime import CoordinatorRuntime
 
-    def _on_resigned(self, topic: str, index: int) -> None:
-        """A coordinator partition is led elsewhere now: its groups or transactional ids are served there."""
-        if not self._coordinators_started:
-            return
-        if topic == CONSUMER_OFFSETS:
-            self.group_service.unload_partition(index)
-        elif topic == TRANSACTION_STATE:
-            self.transaction_coordinator.unload_partition(index)
+        self.replicas = replicas
+        self.registry.partition_listeners.append(replicas.partition_opened)
+        runtime = self.coordinators = CoordinatorRuntime(self.registry, replicas)
+        runtime.register(CONSUMER_OFFSETS, self.config.offsets_topic_num_partitions, self._group_shard)
+        runtime.register(TRANSACTION_STATE, self.config.transaction_state_log_num_partitions,
+                         self._transaction_shard)
+
+        def verify(*args) -> None:
+            runtime.shard(TRANSACTION_STATE).verify_partition_in_transaction(*args)
+
+        self.registry.partition_listeners.append(lambda partition: setattr(partition, "transaction_verifier", verify))
+
+    def _group_shard(self):
+        from eoslog.coordinator.group.config import GroupConfig
+        from eoslog.coordinator.group.shard import GroupShard
+
+        config = self.config
+        return GroupShard(self.coordinators, GroupConfig(
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.group_consumer_assignors,
+        ))
+
+    def _transaction_shard(self):
+        from eoslog.coordinator.transaction.checkback import CheckPolicy
+        from eoslog.coordinator.transaction.decisions import TransactionConfig
+        from eoslog.coordinator.transaction.shard import TransactionShard, TransactionShardConfig
+
+        config = self.config
+        shard = TransactionShard(self.coordinators, self.registry, TransactionShardConfig(
+            node_id=config.node_id,
+            data_dir=Path(config.data_dir),
+            core=TransactionConfig(
+                transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+                transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+                offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+                check_policy=CheckPolicy(max_checks=config.transaction_check_max_checks,
+                                         backoff_ms=config.transaction_check_backoff_ms,
+                                         backoff_max_ms=config.transaction_check_backoff_max_ms),
+                check_lease_ms=config.transaction_check_lease_ms),
+            abort_timed_out_transaction_cleanup_interval_ms=(
+                config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+            test_faults=config.test_faults,
+        ))
+
+        def offsets_marker(partition: int, producer_id: int, committed: bool) -> None:
+            # A marker on a __consumer_offsets partition whose groups are not loaded yet is read with
+            # the rest of that partition's log when it loads.
+            groups = self.coordinators.built(CONSUMER_OFFSETS)
+            if groups is not None:
+                groups.on_txn_marker(partition, producer_id, committed)
+
+        shard.offsets_marker_listeners.append(offsets_marker)
+        return shard
+
+    @property
+    def transaction_coordinator(self):
+        return self.coordinators.shard(TRANSACTION_STATE)
+
+    @property
+    def group_service(self):
+        return self.coordinators.shard(CONSUMER_OFFSETS)
 
     async def _bind_listeners(self, start_serving: bool) -> None:
         """Binds every listener, the primary first; a port of 0 becomes the one the system picked. An

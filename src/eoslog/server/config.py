@@ -59,7 +59,7 @@ TEST_CRASH_PROPERTIES = frozenset({
     # (coordinator/transaction/groups.py; tests/transactions/test_transaction_groups.py)
     "eoslog.test.crash.after.group.commit.record",
     # a broker that becomes leader of a __transaction_state partition serves it without loading it:
-    # the transactions the previous coordinator left are forgotten (coordinator/transaction/coordinator.py;
+    # the transactions the previous coordinator left are forgotten (coordinator/transaction/shard.py;
     # tests/verify/test_verify_cluster.py shows the cluster verifier reports it)
     "eoslog.test.skip.coordinator.load",
 })

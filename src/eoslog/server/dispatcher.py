@@ -1,6 +1,6 @@
 """Request dispatch: frames in, handler calls, encoded responses out.
 
-Exceptions become wire error codes in one place, :func:`eoslog.api.errors.error_code_for`: handlers
+Exceptions become wire error codes in one place, :func:`eoslog.protocol.error_mapping.error_code_for`: handlers
 let them reach the dispatcher, which answers with the API's error response, or call it themselves for
 a per-partition outcome.
 """
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoslog import api
-from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection, error_code_for
+from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection
 from eoslog.eager_future import mapped
 from eoslog.protocol import codec
+from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
 from eoslog.protocol.messages import Struct
 from eoslog.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType

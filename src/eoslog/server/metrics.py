@@ -117,7 +117,7 @@ class MetricsEndpoint:
                 partition = registry.partitions.get((topic, index))
                 return None if partition is None else (partition.high_watermark, partition.last_stable_offset)
 
-            families += group_families(broker.group_service.coordinator, ends)
+            families += group_families(broker.group_service.core, ends)
         if broker.transaction_coordinator is not None:
             from eoslog.coordinator.transaction.metrics import transaction_families
 

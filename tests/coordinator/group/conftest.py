@@ -19,7 +19,10 @@ class Harness:
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.config = GroupConfig(**config)  # type: ignore[arg-type]
         self._ids = itertools.count(1)
-        self.c = GroupCoordinator(self.config, member_id_factory=lambda cid: f"{cid}-{next(self._ids)}")
+        # What the coordinator runtime says of each partition (served here unless a test says otherwise).
+        self.ownership: dict[int, Errors] = {}
+        self.c = GroupCoordinator(self.config, member_id_factory=lambda cid: f"{cid}-{next(self._ids)}",
+                                  ownership=lambda partition: self.ownership.get(partition, Errors.NONE))
         self.now = 0
         self.log: dict[int, list[LogEntry]] = {}
         self.answers: dict[int, object] = {}

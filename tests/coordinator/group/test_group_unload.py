@@ -11,10 +11,7 @@ E = Errors
 
 def _owned(h) -> int:
     partition = h.c.partition_for("g")
-    h.c.own_partitions([partition])
-    h.c.begin_loading(partition)
     h.c.load_partition(partition, iter(()), now_ms=h.now)
-    assert h.c.is_loaded(partition)
     return partition
 
 
@@ -26,12 +23,13 @@ def test_unload_answers_joins_waiting_in_a_rebalance(h):
     rejoined = h.join(a, client="c0")
     assert rejoined.pending is not None and h.answer(rejoined) is None
 
+    h.ownership[partition] = E.NOT_COORDINATOR  # the runtime: led elsewhere now
     unloaded = h.run(h.c.unload_partition(partition))
 
     assert len(unloaded.completed) == 2
     assert h.answer(joined).error is E.NOT_COORDINATOR and h.answer(joined).member_id == c
     assert h.answer(rejoined).error is E.NOT_COORDINATOR and h.answer(rejoined).member_id == a
-    assert not h.c.is_loaded(partition) and "g" not in h.c.groups
+    assert "g" not in h.c.groups
     assert h.join(b, client="c1").response.error is E.NOT_COORDINATOR
     # The barrier's deadline passing later answers nothing a second time (Harness asserts that).
     h.advance(60_000)
@@ -66,21 +64,14 @@ def test_a_stable_group_has_nothing_to_answer(h):
     assert h.run(h.c.unload_partition(partition)).completed == []
 
 
-def test_a_partition_elected_here_but_not_loaded_answers_load_in_progress_until_it_loads_or_moves(h):
-    # Cluster mode: the view names this broker leader (FindCoordinator says so) before its log is open
-    # and its leader epoch durable; meanwhile its groups say "retry here", not "look elsewhere".
-    elected: set[int] = set()
-    h.c = GroupCoordinator(h.config, member_id_factory=lambda cid: f"{cid}-1", elected=elected.__contains__)
+def test_groups_answer_what_the_ownership_of_their_partition_says(h):
+    # Which partitions are served here is the coordinator runtime's to say (tests/coordinator/
+    # test_runtime.py): led elsewhere, "look again"; led here but not loaded yet, "retry here".
     partition = h.c.partition_for("g")
-    h.c.own_partitions([])
+    h.ownership[partition] = E.NOT_COORDINATOR
     assert h.join("").response.error is E.NOT_COORDINATOR
-    elected.add(partition)
-    assert h.join("").response.error is E.COORDINATOR_LOAD_IN_PROGRESS
-    h.c.begin_loading(partition)
+    h.ownership[partition] = E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.join("").response.error is E.COORDINATOR_LOAD_IN_PROGRESS
     h.c.load_partition(partition, iter(()), now_ms=h.now)
+    h.ownership[partition] = E.NONE
     assert h.join("").response.error is E.MEMBER_ID_REQUIRED
-    # Led elsewhere now: unloaded, and no longer named leader.
-    h.c.unload_partition(partition)
-    elected.discard(partition)
-    assert h.join("").response.error is E.NOT_COORDINATOR

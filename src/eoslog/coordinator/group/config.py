@@ -25,6 +25,8 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     # offsets.topic.num.partitions
     offsets_topic_num_partitions: int = 50
+    # offsets.retention.check.interval.ms: how often expired offsets are looked for
+    offsets_retention_check_interval_ms: int = 600_000
     # ---- consumer groups (KIP-848, group.protocol=consumer) ----
     # group.consumer.session.timeout.ms: a member not heard from for this long is removed.
     consumer_session_timeout_ms: int = 45_000

@@ -15,8 +15,9 @@ Contract with the I/O layer (one event loop, no threads):
   changes only then, so completing writes out of order would apply them out of log order.
 * Call :meth:`tick` when :meth:`next_deadline` passes, and :meth:`expire_offsets` periodically
   (Kafka: offsets.retention.check.interval.ms, 10 minutes).
-* Before serving a partition, :meth:`begin_loading` it and then :meth:`load_partition` its records;
-  meanwhile its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+* Before serving a partition, :meth:`load_partition` its records. Which partitions are served here
+  (loaded, loading, led elsewhere) is the ``ownership`` callable's to say: the shard answers it from the
+  coordinator runtime (coordinator/runtime.py).
 """
 
 from __future__ import annotations
@@ -69,13 +70,12 @@ def _default_member_id(client_id: str) -> str:
 class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
     def __init__(self, config: GroupConfig | None = None, *,
                  member_id_factory: Callable[[str], str] = _default_member_id,
-                 elected: Callable[[int], bool] | None = None) -> None:
+                 ownership: Callable[[int], Errors] | None = None) -> None:
         self.config = config or GroupConfig()
-        # Cluster mode: whether the cluster view names this broker leader of a partition it does not
-        # serve yet (its log being opened, its leader epoch being made durable). FindCoordinator already
-        # names this broker, so its groups answer COORDINATOR_LOAD_IN_PROGRESS (retry here), not
-        # NOT_COORDINATOR (look again, and find this broker again).
-        self._elected = elected or (lambda partition: False)
+        # Whether this broker serves a __consumer_offsets partition's groups now: NONE, or the error its
+        # groups answer (NOT_COORDINATOR: look again; COORDINATOR_LOAD_IN_PROGRESS: retry here). Every
+        # partition is served when none is given (a coordinator on its own, as the unit tests build it).
+        self._ownership = ownership or (lambda partition: Errors.NONE)
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; a group id is in at most one of the two dictionaries.
         self.consumer = ConsumerGroups(self.config)
@@ -88,11 +88,6 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         self._tokens = itertools.count(1)
         self._write_ids = itertools.count(1)
         self._writes_in_flight: dict[int, WriteCallback] = {}
-        self._loading: set[int] = set()
-        self._loaded: set[int] = set()  # loaded and led since, without an unload in between
-        # The __consumer_offsets partitions this coordinator serves: None on a single node (all of them);
-        # in a cluster, the ones this broker leads. Groups of other partitions answer NOT_COORDINATOR.
-        self._owned: set[int] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # Plumbing
@@ -106,12 +101,7 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
     def _check(self, group_id: str, *, allow_empty_id: bool = False) -> Errors:
         if not group_id and not allow_empty_id:
             return Errors.INVALID_GROUP_ID
-        partition = self.partition_for(group_id)
-        if self._owned is not None and partition not in self._owned:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS if self._elected(partition) else Errors.NOT_COORDINATOR
-        if partition in self._loading:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        return Errors.NONE
+        return self._ownership(self.partition_for(group_id))
 
     def _get_or_create(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = self.groups.get(group_id)
@@ -314,7 +304,7 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         wanted_types = None if not types else {t.lower() for t in types}
         out = []
         for group_id, group in sorted(self.groups.items()):
-            if self.partition_for(group_id) in self._loading or group.state is S.DEAD:
+            if group.state is S.DEAD:
                 continue
             if wanted_states is not None and group.state.kafka_name.lower() not in wanted_states:
                 continue
@@ -323,7 +313,7 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
                 continue
             out.append(GroupListing(group_id, group.protocol_type or "", group.state.kafka_name))
         for group_id, cgroup in self.consumer.groups.items():
-            if self.partition_for(group_id) in self._loading or cgroup.state.kafka_name == "Dead":
+            if cgroup.state.kafka_name == "Dead":
                 continue
             if wanted_states is not None and cgroup.state.kafka_name.lower() not in wanted_states:
                 continue
@@ -334,15 +324,6 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
 
     # ------------------------------------------------------------------------------------------------
     # Loading
-
-    def own_partitions(self, partitions: Iterable[int]) -> None:
-        """Cluster mode: serve only these partitions' groups (the rest answer NOT_COORDINATOR)."""
-        self._owned = set(partitions)
-
-    def begin_loading(self, partition: int) -> None:
-        self._loading.add(partition)
-        if self._owned is not None:
-            self._owned.add(partition)
 
     def unload_partition(self, partition: int) -> Result:
         """This broker no longer leads ``partition``: forget its groups and offsets (the new leader
@@ -359,10 +340,6 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
             self._consumer_written.pop(group_id, None)
             self._consumer_durable.pop(group_id, None)
         self.offsets.unload(group_ids)
-        self._loading.discard(partition)
-        self._loaded.discard(partition)
-        if self._owned is not None:
-            self._owned.discard(partition)
         return self._finish(fx, Result())
 
     def load_partition(self, partition: int, entries: Iterable[LogEntry], *, now_ms: int) -> None:
@@ -379,12 +356,6 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         for group_id in self.offsets.groups():
             if self.partition_for(group_id) == partition and group_id not in self.consumer.groups:
                 self._get_or_create(group_id, now_ms)  # a group known only by its offsets
-        self._loading.discard(partition)
-        self._loaded.add(partition)
 
     def groups_in(self, partition: int) -> int:
         return sum(1 for g in set(self.groups) | set(self.consumer.groups) if self.partition_for(g) == partition)
-
-    def is_loaded(self, partition: int) -> bool:
-        """Loaded here and led without interruption since (no unload)."""
-        return partition in self._loaded

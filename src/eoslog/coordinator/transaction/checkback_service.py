@@ -29,7 +29,7 @@ from eoslog.coordinator.transaction.state import TransactionState
 from eoslog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
+    from eoslog.coordinator.transaction.shard import TransactionShard
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class DueCheck:
 
 
 class CheckBackService:
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionShard) -> None:
         self.coordinator = coordinator
         self._changed = asyncio.Event()
         # for metrics.py: "checking" (a Checking record logged), "answer:<kind>" (an answer or an expired

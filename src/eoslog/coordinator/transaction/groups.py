@@ -57,7 +57,7 @@ from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 
 if TYPE_CHECKING:
-    from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
+    from eoslog.coordinator.transaction.shard import TransactionShard
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class GroupDescription:
 
 
 class TransactionGroups:
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionShard) -> None:
         self.coordinator = coordinator
         self._groups: dict[str, GroupRecord] = {}
         self.pinned: dict[str, str] = {}  # transactional id -> the group committing it
@@ -205,7 +205,7 @@ class TransactionGroups:
                     log.warning("could not log the commit of transaction group %r: %s", group_name, exc)
                     return self._result(TxnError.COORDINATOR_NOT_AVAILABLE, decision,
                                         last=self._last_sequence(group_name))
-                if coordinator.broker.config.test_faults.get(CRASH_AFTER_GROUP_COMMIT_RECORD):
+                if coordinator.test_faults.get(CRASH_AFTER_GROUP_COMMIT_RECORD):
                     log.error("test fault %s: killing the broker after the commit point of %r",
                               CRASH_AFTER_GROUP_COMMIT_RECORD, group_name)
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -244,11 +244,8 @@ class TransactionGroups:
     async def _log_group(self, record: GroupRecord) -> None:
         """Appends the group record to the group's partition and applies it once durable."""
         coordinator = self.coordinator
-        coordinator.ensure_state_topic()
-        partition = coordinator.registry.partition(TRANSACTION_STATE, coordinator.partition_for(record.group_name))
         batch = build_batch([SimpleRecord(encode_group_key(record.group_name), encode_group_value(record))])
-        info = partition.append_internal(batch)
-        await partition.wait_for_high_watermark(info.last_offset + 1)
+        await coordinator.runtime.write_durably(TRANSACTION_STATE, coordinator.partition_for(record.group_name), batch)
         self._groups[record.group_name] = record
 
     async def _roll_forward(self, record: GroupRecord) -> None:
@@ -369,9 +366,8 @@ class TransactionGroups:
                 continue
             self._busy.add(name)  # no commit of this group while its tombstone is being written
             try:
-                partition = coordinator.registry.partition(TRANSACTION_STATE, coordinator.partition_for(name))
-                info = partition.append_internal(build_batch([SimpleRecord(encode_group_key(name), None)]))
-                await partition.wait_for_high_watermark(info.last_offset + 1)
+                await coordinator.runtime.write_durably(TRANSACTION_STATE, coordinator.partition_for(name),
+                                                        build_batch([SimpleRecord(encode_group_key(name), None)]))
             finally:
                 self._busy.discard(name)
             if self._groups.get(name) is record:

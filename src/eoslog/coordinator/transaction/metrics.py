@@ -11,7 +11,7 @@ from eoslog.coordinator.transaction.state import TransactionState
 from eoslog.telemetry import COUNTER, GAUGE, Family
 
 if TYPE_CHECKING:
-    from eoslog.coordinator.transaction.coordinator import TransactionCoordinator
+    from eoslog.coordinator.transaction.shard import TransactionShard
 
 # States in which the coordinator has the transaction open over its partitions (markers not all written).
 # Checking is open too: a check-back transaction waiting for its group is not hanging.
@@ -19,7 +19,7 @@ _OPEN = (TransactionState.ONGOING, TransactionState.PREPARE_COMMIT, TransactionS
          TransactionState.PREPARE_EPOCH_FENCE, TransactionState.CHECKING)
 
 
-def transaction_families(coordinator: TransactionCoordinator, now_ms: int) -> list[Family]:
+def transaction_families(coordinator: TransactionShard, now_ms: int) -> list[Family]:
     states = Family("eoslog_transaction_coordinator_transactional_ids", GAUGE,
                     "Transactional ids coordinated here, by state (Ongoing is an open transaction)", ("state",))
     oldest = Family("eoslog_transaction_coordinator_oldest_ongoing_seconds", GAUGE,
@@ -36,7 +36,7 @@ def transaction_families(coordinator: TransactionCoordinator, now_ms: int) -> li
     return [states, oldest, *_check_back_families(coordinator)]
 
 
-def _check_back_families(coordinator: TransactionCoordinator) -> list[Family]:
+def _check_back_families(coordinator: TransactionShard) -> list[Family]:
     counts = coordinator.check_backs.counts
     checks = Family("eoslog_transaction_coordinator_check_back_checks", COUNTER,
                     "Checks of check-back transactions logged (the timeout's first one and every one after)")
@@ -53,12 +53,12 @@ def _check_back_families(coordinator: TransactionCoordinator) -> list[Family]:
     return [checks, answers, resolved]
 
 
-def being_checked(coordinator: TransactionCoordinator) -> frozenset[int]:
+def being_checked(coordinator: TransactionShard) -> frozenset[int]:
     """Producer ids whose check-back transaction is Checking here (its group decides, not a timeout)."""
     return frozenset(m.producer_id for m in coordinator.all_metadata() if m.state is TransactionState.CHECKING)
 
 
-def open_over(coordinator: TransactionCoordinator) -> dict[int, frozenset[tuple[str, int]]]:
+def open_over(coordinator: TransactionShard) -> dict[int, frozenset[tuple[str, int]]]:
     """producer id -> the partitions its coordinator (this broker) has its transaction open over."""
     return {metadata.producer_id: frozenset((tp[0], tp[1]) for tp in metadata.topic_partitions)
             for metadata in coordinator.all_metadata() if metadata.state in _OPEN}

@@ -1,9 +1,11 @@
-"""The transaction coordinator's I/O shell: carries out the sans-IO core's Decisions on this broker.
+"""The transaction coordinator's shard: carries out the pure core's Decisions (decisions.py) on this
+broker, over ``__transaction_state``, on the coordinator runtime (coordinator/runtime.py).
 
 Contract
-- Owns ``__transaction_state`` (created at start; a single node leads every partition of it), the
-  cache of :class:`TransactionMetadata` per partition of that topic, the producer id block file, and
-  the tasks that write markers and time transactions out. Only the broker's event loop calls it.
+- Owns the cache of :class:`TransactionMetadata` per ``__transaction_state`` partition coordinated
+  here, the producer id block file, and the tasks that write markers and time transactions out. Which
+  partitions are coordinated here, when they load and unload, the order of the appends and the timer
+  are the runtime's. Only the broker's event loop calls it.
 - prepare -> log -> apply (docs/transactions.md, "How the shell carries out a Decision"): a transit is
   appended to the id's ``__transaction_state`` partition and applied only once the high watermark has
   passed it (fsync'ed by the group commit); a failed append aborts the transit.
@@ -18,9 +20,10 @@ Contract
   this broker loaded it (0 on a single node). Every marker carries it; a partition that has seen a
   marker from a newer coordinator refuses an older one (TRANSACTION_COORDINATOR_FENCED), and a
   completion that meets that refusal stops: a newer coordinator owns the transaction.
-- On a cluster, requests for ids of a partition this broker leads but has not loaded yet are answered
-  COORDINATOR_LOAD_IN_PROGRESS; ids of partitions led elsewhere, NOT_COORDINATOR. The load itself is
-  one step on the loop (the topic is compacted, so it stays small), so no request sees half a load.
+- Requests for ids of a partition this broker leads but has not loaded yet are answered
+  COORDINATOR_LOAD_IN_PROGRESS; ids of partitions led elsewhere, NOT_COORDINATOR (the runtime says
+  which). A load is one step on the loop (the topic is compacted, so it stays small), so no request
+  sees half a load.
 - Check-back transactions (eoslog's BeginCheckBack / PollCheckBack / AnswerCheckBack) live in
   ``checkback_service.py`` (``self.check_backs``); the timer hands it every timed-out transaction, and it
   moves check-back ones to Checking instead of aborting them.
@@ -33,17 +36,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eoslog.cluster.broker_client import BrokerClient, BrokerConnectionError
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
 from eoslog.coordinator.transaction import decisions as d
-from eoslog.coordinator.transaction.checkback import CheckPolicy
 from eoslog.coordinator.transaction.checkback_service import CheckBackService
 from eoslog.coordinator.transaction.decisions import Decision, TransactionConfig, TxnError
 from eoslog.coordinator.transaction.groups import TransactionGroups
@@ -82,13 +84,15 @@ from eoslog.protocol.messages import (
     DescribeTransactionsRequest,
     WriteTxnMarkersRequest,
 )
-from eoslog.records.batch import iter_batches
+from eoslog.records.batch import decode_batch
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.control import ControlType, build_control_batch
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition
-    from eoslog.server.broker import Broker
+    from eoslog.cluster.registry import PartitionRegistry
+    from eoslog.coordinator.runtime import CoordinatorRuntime
+    from eoslog.log.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +105,6 @@ API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_ADD_OFFSETS, API_END_TXN = 22, 24,
 END_TXN_V2_SINCE = 5  # EndTxn v5+ speaks transaction version 2 (KIP-890 part 2)
 ADD_PARTITIONS_BROKER_VERSION = 5  # AddPartitionsToTxn v4+ is the broker-to-coordinator form
 WRITE_TXN_MARKERS_KEY, DESCRIBE_TRANSACTIONS_KEY = 27, 65
-LOAD_CHUNK = 8 * 1024 * 1024
 SKIP_COORDINATOR_LOAD = "eoslog.test.skip.coordinator.load"  # a test-only fault (server/config.py)
 
 # KIP-890 part 1 on the produce path: how a failed verification is put to the producer. Transient
@@ -118,6 +121,18 @@ _PRODUCE_VERIFY_ERRORS = {
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class TransactionShardConfig:
+    """What the shard needs besides the core's :class:`TransactionConfig` (the broker's settings, by
+    Kafka's names: node.id, log.dirs, transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
+
+    node_id: int
+    data_dir: Path
+    core: TransactionConfig
+    abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    test_faults: dict[str, Any] = field(default_factory=dict)  # eoslog.test.* (server/config.py)
 
 
 class TransactionDescription:
@@ -139,101 +154,102 @@ def _coordinator_epoch(partition: Partition) -> int:
     return COORDINATOR_EPOCH if epoch is None else max(epoch, COORDINATOR_EPOCH)
 
 
-class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.registry = broker.registry  # topics and partitions (cluster/registry.py)
-        config = broker.config
-        self.config = TransactionConfig(
-            transaction_max_timeout_ms=config.transaction_max_timeout_ms,
-            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
-            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-            check_policy=CheckPolicy(max_checks=config.transaction_check_max_checks,
-                                     backoff_ms=config.transaction_check_backoff_ms,
-                                     backoff_max_ms=config.transaction_check_backoff_max_ms),
-            check_lease_ms=config.transaction_check_lease_ms,
-        )
-        self.num_partitions = config.transaction_state_log_num_partitions
+class TransactionShard:
+    def __init__(self, runtime: CoordinatorRuntime, registry: PartitionRegistry,
+                 config: TransactionShardConfig) -> None:
+        self.runtime = runtime
+        self.registry = registry  # topics and partitions (cluster/registry.py)
+        self.node_id = config.node_id
+        self.config = config.core
+        self.test_faults = config.test_faults
+        self._tick_interval_ms = config.abort_timed_out_transaction_cleanup_interval_ms
+        # Kafka checks id expiration hourly; a shorter expiration setting (tests) is checked more often.
+        self._expiration_every_ms = min(3_600_000, max(self._tick_interval_ms,
+                                                       self.config.transactional_id_expiration_ms // 10))
+        self._next_tick_ms = now_ms() + self._tick_interval_ms
+        self._next_expiration_ms = now_ms() + self._expiration_every_ms
         self._states: dict[int, dict[str, TransactionMetadata]] = {}
         self._block_path = Path(config.data_dir) / BLOCK_FILE_NAME
-        self._allocator: ProducerIdBlockAllocator | None = None
+        data = self._block_path.read_bytes() if self._block_path.exists() else None
+        self._allocator = ProducerIdBlockAllocator(decode_block_file(data) if data is not None else 0)
         self._zk_block: list[int] | None = None  # [next, end) in cluster mode
-        # The __transaction_state partitions served here: None on a single node (all); in a cluster the
-        # ones this broker leads. Other transactional ids answer NOT_COORDINATOR.
-        self._owned: set[int] | None = None
         self._coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch when loaded (cluster)
-        self._loaded: set[int] = set()  # partitions whose ids are in memory (loaded, not unloaded since)
         self._marker_clients: dict[int, BrokerClient] = {}  # cluster mode: markers to other leaders
         self._completions: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
-        self._timer: asyncio.Task | None = None
         self._stopping = False
         self.offsets_marker_listeners: list[Callable[[int, int, bool], None]] = []
         self.groups = TransactionGroups(self)
         self.check_backs = CheckBackService(self)
 
-    # ---- lifecycle --------------------------------------------------------------------------------
+    # ---- the runtime's calls ---------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Opens the producer id block file, loads ``__transaction_state`` and finishes what it says was
-        decided (markers and Complete records are written in the background)."""
-        data = self._block_path.read_bytes() if self._block_path.exists() else None
-        self._allocator = ProducerIdBlockAllocator(decode_block_file(data) if data is not None else 0)
-        for partition in self.registry.partitions.values():
-            self.attach_partition(partition)
-        loaded = 0
-        # Like Kafka, __transaction_state is created on first use (ensure_state_topic), not at start.
-        if self.registry.topics.get(TRANSACTION_STATE) is not None:
-            self.ensure_state_topic()
-            for index in self.registry.coordinator_partitions(TRANSACTION_STATE, self.num_partitions):
-                loaded += self._load(index)
-        actions = 0
-        for index, states in self._states.items():
-            for action in recovery_actions(states, now_ms()):
+    def load(self, partitions: dict[int, Partition]) -> None:
+        """Takes over these ``__transaction_state`` partitions: reads their ids, then finishes what they
+        say was decided (markers and Complete records, in the background), and rolls forward the
+        transaction groups whose commit point they hold (after all of them are loaded: on a single node
+        a group's members may live in other partitions than the group)."""
+        loaded = actions = 0
+        for index, partition in partitions.items():
+            # The coordinator epoch is the partition's leader epoch when this broker began to coordinate
+            # it, at start-up as on a later takeover: markers carry it, and a partition refuses markers
+            # from an epoch older than one it has seen (a restarted broker that still leads must not
+            # write as epoch 0). A new epoch of a leadership that never stopped keeps it (the runtime
+            # keeps the cache then): no other coordinator wrote markers for this partition meanwhile.
+            self._coordinator_epochs[index] = _coordinator_epoch(partition)
+            if self.test_faults.get(SKIP_COORDINATOR_LOAD):
+                self._states[index] = {}
+                log.warning("test fault: %s-%d served without loading it", TRANSACTION_STATE, index)
+                continue
+            records = list(_read_records(partition.log))
+            self._states[index] = load_state(records)
+            self.groups.load(records)
+            loaded += len(self._states[index])
+            for action in recovery_actions(self._states[index], now_ms()):
                 actions += 1
                 self._spawn_completion(action.markers, action.complete)
-        # After every partition is loaded: a group's members live in other partitions than the group.
-        actions += self.groups.recover()
-        if loaded or actions:
-            log.info("transaction coordinator loaded %d transactional ids; finishing %d decided transactions",
-                     loaded, actions)
-        self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+        for index in partitions:
+            actions += self.groups.recover(index)
+        log.info("transaction coordinator took over %s partitions %s (coordinator epochs %s): %d transactional "
+                 "ids, finishing %d decided transactions", TRANSACTION_STATE, sorted(partitions),
+                 sorted({self._coordinator_epochs[i] for i in partitions}), loaded, actions)
 
-    def _load(self, index: int) -> int:
-        partition = self.registry.partition(TRANSACTION_STATE, index)
-        # The coordinator epoch is the partition's leader epoch when this broker began to coordinate it,
-        # at start-up as on a later takeover: markers carry it, and a partition refuses markers from an
-        # epoch older than one it has seen (a restarted broker that still leads must not write as epoch 0).
-        self._coordinator_epochs[index] = _coordinator_epoch(partition)
-        records = list(_read_records(partition))
-        self._states[index] = load_state(records)
-        self.groups.load(records)
-        self._loaded.add(index)
-        return len(self._states[index])
+    def unload(self, index: int) -> None:
+        """Leadership of ``__transaction_state``-``index`` moved away: forget its ids and stop finishing
+        their transactions here (the new leader finishes them from the replicated log)."""
+        states = self._states.pop(index, {})
+        for transactional_id in list(states):
+            task = self._completions.pop(transactional_id, None)
+            if task is not None:
+                task.cancel()
+        self.groups.unload(index)
+        log.info("transaction coordinator gave up %s-%d: %d transactional ids now coordinated elsewhere",
+                 TRANSACTION_STATE, index, len(states))
 
-    def own_partitions(self, partitions: Iterable[int]) -> None:
-        """Cluster mode: coordinate only these partitions' transactional ids."""
-        self._owned = set(partitions)
+    def next_deadline_ms(self) -> int:
+        return self._next_tick_ms
+
+    def on_deadline(self, now: int):
+        self._next_tick_ms = now + self._tick_interval_ms
+        return self._timed_work(now)
+
+    # ---- ownership --------------------------------------------------------------------------------
 
     def owns(self, transactional_id: str) -> bool:
-        return self._owned is None or self.partition_for(transactional_id) in self._owned
+        return self.runtime.owns(TRANSACTION_STATE, self.partition_for(transactional_id))
 
     def coordinated_together(self, a: str, b: str) -> bool:
-        """Whether two transactional ids always share a coordinator: on one node every id does; on a
+        """Whether two transactional ids always share a coordinator: on a sole broker every id does; on a
         cluster only ids of one ``__transaction_state`` partition (leadership moves per partition)."""
-        return self._owned is None or self.partition_for(a) == self.partition_for(b)
+        return self.runtime.sole_broker or self.partition_for(a) == self.partition_for(b)
 
     def not_owned_error(self, transactional_id: str) -> TxnError:
         return self._not_owned_error(transactional_id)
 
     def _not_owned_error(self, transactional_id: str) -> TxnError:
         """Why this broker does not serve ``transactional_id``: led here but not loaded yet, or led elsewhere."""
-        cluster = self.registry.cluster
-        if cluster is not None:
-            state = cluster.view.states.get((TRANSACTION_STATE, self.partition_for(transactional_id)))
-            if state is not None and state.leader == self.broker.config.node_id:
-                return TxnError.COORDINATOR_LOAD_IN_PROGRESS
-        return TxnError.NOT_COORDINATOR
+        ownership = self.runtime.ownership(TRANSACTION_STATE, self.partition_for(transactional_id))
+        return TxnError.NOT_COORDINATOR if ownership.value == "NONE" else TxnError[ownership.value]
 
     def ownership_error(self, transactional_id: str) -> ErrorCode | None:
         """None when this broker coordinates ``transactional_id``; else NOT_COORDINATOR or
@@ -245,60 +261,11 @@ class TransactionCoordinator:
     def coordinator_epoch(self, transactional_id: str) -> int:
         return self._coordinator_epochs.get(self.partition_for(transactional_id), COORDINATOR_EPOCH)
 
-    def unload_partition(self, index: int) -> None:
-        """Leadership of ``__transaction_state``-``index`` moved away: forget its ids and stop finishing
-        their transactions here (the new leader finishes them from the replicated log)."""
-        if self._owned is not None:
-            self._owned.discard(index)
-        states = self._states.get(index, {})
-        for transactional_id in list(states):
-            task = self._completions.pop(transactional_id, None)
-            if task is not None:
-                task.cancel()
-        self._states[index] = {}
-        self._loaded.discard(index)
-        self.groups.unload(index)
-        log.info("transaction coordinator gave up %s-%d: %d transactional ids now coordinated elsewhere",
-                 TRANSACTION_STATE, index, len(states))
-
-    def load_partition(self, index: int) -> None:
-        """This broker now leads ``__transaction_state``-``index``: load it and finish what it decided."""
-        if index in self._loaded:
-            # A new leader epoch while this broker led all along (the controller dropped a dead follower
-            # from the ISR): the log was not truncated, so the ids in memory are exact, and their
-            # transits and completions in flight stay valid. Reloading would start a second completion
-            # of each decided transaction beside the running one (a late duplicate marker could land
-            # in the producer's next transaction). The coordinator epoch stays the one loaded with: no
-            # other coordinator wrote markers for this partition meanwhile.
-            log.info("transaction coordinator keeps %s-%d: led here without interruption, %d transactional ids, "
-                     "coordinator epoch still %d", TRANSACTION_STATE, index, len(self._states.get(index, {})),
-                     self._coordinator_epochs[index])
-            return
-        started = time.monotonic()
-        if self._owned is not None:
-            self._owned.add(index)
-        self.ensure_state_topic()
-        if self.broker.config.test_faults.get(SKIP_COORDINATOR_LOAD):
-            self._coordinator_epochs[index] = _coordinator_epoch(self.registry.partition(TRANSACTION_STATE, index))
-            self._states[index] = {}
-            self._loaded.add(index)
-            log.warning("test fault: %s-%d served without loading it", TRANSACTION_STATE, index)
-            return
-        loaded = self._load(index)
-        actions = 0
-        for action in recovery_actions(self._states[index], now_ms()):
-            actions += 1
-            self._spawn_completion(action.markers, action.complete)
-        actions += self.groups.recover(index)  # its members are coordinated here too
-        log.info("transaction coordinator took over %s-%d (coordinator epoch %d): %d transactional ids in "
-                 "%.0f ms, finishing %d", TRANSACTION_STATE, index, self._coordinator_epochs[index], loaded,
-                 (time.monotonic() - started) * 1000, actions)
-
     async def stop(self) -> None:
         self._stopping = True
         for client in self._marker_clients.values():
             client.close()
-        tasks = [t for t in [self._timer, *self._tasks] if t is not None]
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -316,20 +283,19 @@ class TransactionCoordinator:
     def allocate_producer_id(self) -> int:
         """A never-used producer id; a new block end is fsync'ed first (once per 1000 ids, on the loop:
         one small file write is cheaper than a thread hop)."""
-        cluster = getattr(self.broker, "cluster", None)
+        cluster = self.registry.cluster
         if cluster is not None:
             # A cluster hands out producer ids in blocks claimed in ZooKeeper (Kafka's
             # /latest_producer_id_block), so no two brokers ever give out the same id. One claim per
             # 1000 ids, made on the loop: a conditional set on a local ZooKeeper takes about a millisecond.
             if self._zk_block is None or self._zk_block[0] >= self._zk_block[1]:
                 try:
-                    self._zk_block = list(cluster.zk.claim_producer_id_block(self.broker.config.node_id, 1000))
+                    self._zk_block = list(cluster.zk.claim_producer_id_block(self.node_id, 1000))
                 except Exception as exc:
                     raise CoordinatorNotAvailableError(f"cannot claim producer ids in ZooKeeper: {exc!r}") from exc
             producer_id = self._zk_block[0]
             self._zk_block[0] += 1
             return producer_id
-        assert self._allocator is not None, "the coordinator is not started"
         return self._allocator.allocate_with(self._persist_block)
 
     def _persist_block(self, block_end: int) -> None:
@@ -341,21 +307,23 @@ class TransactionCoordinator:
         """Creates ``__transaction_state`` on first use: the first transactional request, or on a single
         node the first FindCoordinator for a transactional id. In a cluster creation is asked of the
         controller and CoordinatorNotAvailableError raised until the topic exists."""
-        if self._states:
-            return
-        info = self.registry.ensure_internal_topic(TRANSACTION_STATE)
-        self.num_partitions = info.partitions
-        self._states = {index: {} for index in range(info.partitions)}
+        self.runtime.ensure_topic(TRANSACTION_STATE)
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.partition_count(TRANSACTION_STATE)
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
 
     def _cache(self, transactional_id: str) -> dict[str, TransactionMetadata]:
         self.ensure_state_topic()
-        return self._states[self.partition_for(transactional_id)]
+        return self._states.setdefault(self.partition_for(transactional_id), {})
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:
-        return self._cache(transactional_id).get(transactional_id)
+        self.ensure_state_topic()
+        states = self._states.get(self.partition_for(transactional_id))
+        return states.get(transactional_id) if states is not None else None
 
     def all_metadata(self) -> Iterator[TransactionMetadata]:
         for states in self._states.values():
@@ -418,10 +386,8 @@ class TransactionCoordinator:
         """Appends ``transit`` to the id's partition, waits until durable, applies it; on failure the
         transit is aborted and the error raised."""
         try:
-            partition = self.registry.partition(TRANSACTION_STATE, self.partition_for(transit.transactional_id))
             batch = build_batch([SimpleRecord(encode_key(transit.transactional_id), encode_value(transit))])
-            info = partition.append_internal(batch)
-            await partition.wait_for_high_watermark(info.last_offset + 1)
+            await self.runtime.write_durably(TRANSACTION_STATE, self.partition_for(transit.transactional_id), batch)
         except BaseException:
             metadata.abort_transition()
             raise
@@ -503,7 +469,7 @@ class TransactionCoordinator:
             if cluster is not None and tp.topic in self.registry.topics.topics:
                 state = cluster.view.states.get((tp.topic, tp.partition))
                 leader = state.leader if state is not None else -1
-                if leader != self.broker.config.node_id:
+                if leader != self.node_id:
                     if not follow_leaders:
                         return ErrorCode.NOT_LEADER_OR_FOLLOWER
                     code = await self._write_remote_marker(leader, tp, producer_id, producer_epoch, result,
@@ -565,7 +531,7 @@ class TransactionCoordinator:
             if client is not None:
                 client.close()
             client = self._marker_clients[broker_id] = BrokerClient(
-                *address, f"eoslog-txn-coordinator-{self.broker.config.node_id}", cluster.link)
+                *address, f"eoslog-txn-coordinator-{self.node_id}", cluster.link)
         return client
 
     async def _write_remote_marker(self, leader: int, tp: TopicPartition, producer_id: int, producer_epoch: int,
@@ -896,23 +862,13 @@ class TransactionCoordinator:
 
     # ---- timers -----------------------------------------------------------------------------------
 
-    async def _timer_loop(self) -> None:
-        interval_ms = self.broker.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
-        # Kafka checks id expiration hourly; a shorter expiration setting (tests) is checked more often.
-        expiration_every_ms = min(3_600_000, max(interval_ms, self.config.transactional_id_expiration_ms // 10))
-        last_expiration = now_ms()
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await self.abort_timed_out_transactions()
-                if now_ms() - last_expiration >= expiration_every_ms:
-                    last_expiration = now_ms()
-                    await self.expire_transactional_ids()
-                self._maintain_partitions()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("transaction coordinator timer failed")
+    async def _timed_work(self, now: int) -> None:
+        """Every transaction.abort.timed.out.transaction.cleanup.interval.ms: time-outs and check-backs;
+        id expiration less often."""
+        await self.abort_timed_out_transactions()
+        if now >= self._next_expiration_ms:
+            self._next_expiration_ms = now + self._expiration_every_ms
+            await self.expire_transactional_ids()
 
     async def abort_timed_out_transactions(self) -> list[str]:
         """Aborts (epoch + 1) every Ongoing transaction older than its timeout, or moves it to Checking if
@@ -947,35 +903,16 @@ class TransactionCoordinator:
                 log.info("expired %d idle transaction groups", len(groups))
         return expired
 
-    def _maintain_partitions(self) -> None:
-        """Housekeeping on the partitions' transaction side: drop ``.txnindex`` files of deleted segments
-        and forget producers silent for producer.id.expiration.ms (Kafka's LogManager does both)."""
-        now = now_ms()
-        for partition in list(self.registry.partitions.values()):
-            partition.maintain_transaction_index()
-            partition.producer_state.remove_expired(now, self.broker.config.producer_id_expiration_ms)
-
 
 def _wire(error: TxnError, api_key: int, api_version: int) -> ErrorCode:
     return ErrorCode[d.error_for_version(error, api_key, api_version).value]
 
 
-def _read_records(partition: Partition) -> Iterator[tuple[bytes, bytes | None]]:
+def _read_records(partition_log: Log) -> Iterator[tuple[bytes, bytes | None]]:
     """(key, value) of every record of a partition, in log order (control batches skipped)."""
-    partition_log = partition.log
-    offset = partition_log.log_start_offset
-    while offset < partition_log.log_end_offset:
-        result = partition_log.read(offset, LOAD_CHUNK, min_one_batch=True)
-        if not result.regions:
-            return
-        data = b"".join(os.pread(r.fd, r.length, r.position) for r in result.regions)
-        for batch in iter_batches(data):
-            header = batch.header
-            if header.next_offset <= offset:
-                continue
-            offset = header.next_offset
-            if header.is_control:
-                continue
-            for record in batch.records:
-                if record.key is not None:
-                    yield record.key, record.value
+    for data, header in partition_log.read_batches():
+        if header.is_control:
+            continue
+        for record in decode_batch(data, header.position).records:
+            if record.key is not None:
+                yield record.key, record.value

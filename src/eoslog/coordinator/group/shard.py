@@ -1,0 +1,175 @@
+"""The group coordinator's shard: runs :class:`GroupCoordinator` (the pure core) on the coordinator
+runtime, over ``__consumer_offsets``.
+
+Contract
+- Owns the one ``GroupCoordinator`` of the broker and the futures of its pending calls. The runtime
+  (coordinator/runtime.py) owns which ``__consumer_offsets`` partitions are served here, when they load
+  and unload, the order of the writes and the timer. Only the broker's event loop calls it.
+- prepare -> log -> apply: every ``Write`` the core returns is appended at once (one batch, in the
+  order returned) and reported back with ``complete_write`` only when the partition's high watermark
+  has passed it, i.e. after the group-commit fsync; the runtime reports a partition's writes in append
+  order, because the core applies them in that order.
+- The transaction coordinator calls :meth:`on_txn_marker` once a COMMIT/ABORT marker on a
+  ``__consumer_offsets`` partition is durable; the producer's pending offsets there are then published
+  or dropped. A marker on a partition not loaded yet is read with the rest of its log when it loads.
+- API handlers call :meth:`call`; it returns the response, or an awaitable of it when the core answers
+  later (a JoinGroup waiting for the barrier, a commit waiting for its fsync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from eoslog.cluster.topics import CONSUMER_OFFSETS
+from eoslog.coordinator.group.config import GroupConfig
+from eoslog.coordinator.group.coordinator import GroupCoordinator
+from eoslog.coordinator.group.errors import Errors
+from eoslog.coordinator.group.log_format import LogEntry, Marker
+from eoslog.coordinator.group.results import Result, Write
+from eoslog.coordinator.runtime import CoordinatorRuntime, now_ms
+from eoslog.protocol.error_mapping import error_code_for
+from eoslog.protocol.errors import ErrorCode
+from eoslog.records.batch import decode_batch
+from eoslog.records.builder import SimpleRecord, build_batch
+from eoslog.records.control import parse_control_batch
+
+if TYPE_CHECKING:
+    from eoslog.cluster.partition import Partition, PartitionAppend
+    from eoslog.log.log import Log
+
+log = logging.getLogger(__name__)
+
+# What a failed append to __consumer_offsets means to a group client (Kafka's GroupMetadataManager
+# mapping): "the coordinator is not there right now" makes the client look it up again and retry.
+_WRITE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: Errors.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def write_error_for(exc: BaseException) -> Errors:
+    """The group error a failed append or fsync of a coordinator write is reported with."""
+    return _WRITE_ERRORS.get(error_code_for(exc), Errors.UNKNOWN_SERVER_ERROR)
+
+
+class GroupShard:
+    def __init__(self, runtime: CoordinatorRuntime, config: GroupConfig) -> None:
+        self.runtime = runtime
+        # The group -> partition hash must use the topic's real size, whatever the config says now.
+        config = replace(config, offsets_topic_num_partitions=runtime.partition_count(CONSUMER_OFFSETS))
+        self.core = GroupCoordinator(config, ownership=self._ownership)
+        self._futures: dict[int, asyncio.Future] = {}
+        self._next_retention_ms = now_ms() + config.offsets_retention_check_interval_ms
+
+    def _ownership(self, index: int) -> Errors:
+        return Errors[self.runtime.ownership(CONSUMER_OFFSETS, index).value]
+
+    # ---- the runtime's calls ----------------------------------------------------------------------
+
+    def load(self, partitions: dict[int, Partition]) -> None:
+        for index, partition in partitions.items():
+            self.core.load_partition(index, read_entries(partition.log), now_ms=now_ms())
+            log.info("group coordinator took over %s-%d (leader epoch %s): %d groups", CONSUMER_OFFSETS, index,
+                     partition.leader_epoch, self.core.groups_in(index))
+
+    def unload(self, index: int) -> None:
+        """Leadership of ``__consumer_offsets``-``index`` moved away (cluster mode)."""
+        groups = self.core.groups_in(index)
+        result = self.core.unload_partition(index)
+        log.info("group coordinator gave up %s-%d: %d groups now coordinated elsewhere, %d waiting calls "
+                 "answered NOT_COORDINATOR", CONSUMER_OFFSETS, index, groups, len(result.completed))
+        self._process(result)
+
+    def next_deadline_ms(self) -> int | None:
+        deadline = self.core.next_deadline()
+        return self._next_retention_ms if deadline is None else min(deadline, self._next_retention_ms)
+
+    def on_deadline(self, now: int) -> None:
+        deadline = self.core.next_deadline()
+        if deadline is not None and deadline <= now:
+            self._process(self.core.tick(now))
+        if self._next_retention_ms <= now:
+            self._next_retention_ms = now + self.core.config.offsets_retention_check_interval_ms
+            self._process(self.core.expire_offsets(now))
+
+    async def stop(self) -> None:
+        for future in self._futures.values():
+            if not future.done():
+                future.cancel()
+        self._futures.clear()
+
+    # ---- calls from the API handlers --------------------------------------------------------------
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Runs ``GroupCoordinator.<method>(*args, now_ms=now, **kwargs)``: the response, or a future."""
+        result: Result = getattr(self.core, method)(*args, now_ms=now_ms(), **kwargs)
+        future = None
+        if result.pending is not None:
+            future = asyncio.get_running_loop().create_future()
+            self._futures[result.pending.token] = future
+        self._process(result)
+        return result.response if future is None else future
+
+    def fetch_offsets(self, group_id: str, topic_partitions=None, *, require_stable: bool = False,
+                      member_id: str | None = None, member_epoch: int = -1) -> Any:
+        """OffsetFetch (no clock, no writes)."""
+        return self.core.fetch_offsets(group_id, topic_partitions, require_stable=require_stable,
+                                       member_id=member_id, member_epoch=member_epoch).response
+
+    def on_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` is durable on ``__consumer_offsets``-``partition``."""
+        self._process(self.core.complete_txn(producer_id, committed, partitions=(partition,), now_ms=now_ms()))
+
+    # ---- results ----------------------------------------------------------------------------------
+
+    def _process(self, result: Result) -> None:
+        for completion in result.completed:
+            future = self._futures.pop(completion.token, None)
+            if future is not None and not future.done():
+                future.set_result(completion.response)
+        for write in result.writes:
+            self._append(write)
+        self.runtime.schedule(CONSUMER_OFFSETS)
+
+    def _append(self, write: Write) -> None:
+        batch = build_batch(
+            [SimpleRecord(key, value) for key, value in write.records],
+            producer_id=write.producer_id, producer_epoch=write.producer_epoch,
+            # Like Kafka, a coordinator's transactional batch has sequence 0: the coordinator origin
+            # skips sequence checks, only the epoch is validated.
+            base_sequence=0 if write.is_transactional else -1,
+            is_transactional=write.is_transactional)
+
+        def durable(exc: BaseException | None, appended: PartitionAppend | None, write_id: int = write.write_id) -> None:
+            if exc is not None:
+                log.warning("write to %s-%d failed: %s", CONSUMER_OFFSETS, write.partition, exc)
+            self._process(self.core.complete_write(
+                write_id, now_ms=now_ms(), error=None if exc is None else write_error_for(exc),
+                log_offset=appended.first_offset if appended is not None else -1))
+
+        self.runtime.write(CONSUMER_OFFSETS, write.partition, batch, durable)
+
+
+def read_entries(partition_log: Log) -> Iterator[LogEntry]:
+    """Every record (and every marker) of a ``__consumer_offsets`` partition, oldest first."""
+    for data, header in partition_log.read_batches():
+        if header.is_control:
+            batch = decode_batch(data, header.position)
+            marker = parse_control_batch(batch)
+            yield LogEntry(header.last_offset, None, None, header.producer_id, True, Marker(int(marker.control_type)))
+            continue
+        for record in decode_batch(data, header.position).absolute_records():
+            if record.offset < partition_log.log_start_offset:
+                continue
+            yield LogEntry(record.offset, record.key, record.value, header.producer_id, header.is_transactional)
