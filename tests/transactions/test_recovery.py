@@ -73,7 +73,7 @@ def test_logged_decision_is_finished_after_restart(tmp_path):
         async def never(*args, **kwargs):
             await asyncio.Future()
 
-        coordinator.write_markers = never
+        coordinator.markers.write = never
         producer = txn_producer(broker.bootstrap, "prepared-id")
         producer.begin_transaction()
         produce(producer, "prepared", {0: [b"p0"], 1: [b"p1"]})

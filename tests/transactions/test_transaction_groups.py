@@ -231,7 +231,7 @@ def test_members_are_pinned_until_their_commit_completes(txn_broker, wire):
     nothing may move them (InitProducerId, the transaction timeout, an abort by prefix)."""
     bootstrap = txn_broker.bootstrap
     create_topics(bootstrap, {"gp-out": 1})
-    groups = txn_broker.broker.transaction_coordinator.groups
+    groups = txn_broker.broker.transaction_groups
     original = groups._commit_member
     loop = txn_broker._loop
     gate = txn_broker.call(lambda: asyncio.get_running_loop().create_future())

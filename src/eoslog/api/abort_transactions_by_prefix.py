@@ -5,7 +5,7 @@ except those a group commit holds (docs/spark.md, "Broker extension: transaction
 from __future__ import annotations
 
 from eoslog.coordinator.transaction.decisions import TxnError
-from eoslog.coordinator.transaction.group_decisions import validate_abort_prefix
+from eoslog.coordinator.transaction_groups.decisions import validate_abort_prefix
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AbortTransactionsByPrefixResponse
 from eoslog.security.acl import AclOperation, ResourceType
@@ -19,7 +19,7 @@ async def _handle(context, request):
     if validate_abort_prefix(request.prefix) is not TxnError.NONE:
         return AbortTransactionsByPrefixResponse(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST),
                                                  aborted=[])
-    aborted = await context.broker.transaction_coordinator.groups.abort_by_prefix(request.prefix)
+    aborted = await context.broker.transaction_groups.abort_by_prefix(request.prefix)
     return AbortTransactionsByPrefixResponse(throttle_time_ms=0, error_code=0, aborted=aborted)
 
 

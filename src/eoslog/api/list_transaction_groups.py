@@ -6,7 +6,7 @@ left out. On a cluster each broker answers for the groups of the partitions it c
 
 from __future__ import annotations
 
-from eoslog.coordinator.transaction.group_log_format import GroupState
+from eoslog.coordinator.transaction_groups.log_format import GroupState
 from eoslog.protocol.messages import ListTransactionGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -24,7 +24,7 @@ def handle(context, request):
     unknown = [s for s in request.states_filter if s not in STATE_NAMES.values()]
     wanted = set(request.states_filter) - set(unknown)
     listed = [] if unknown and not wanted else [
-        (record, busy) for record, busy in context.broker.transaction_coordinator.groups.listing()
+        (record, busy) for record, busy in context.broker.transaction_groups.listing()
         if not wanted or STATE_NAMES[record.state] in wanted]
     names = {r.group_name for r, _ in listed} | {m.transactional_id for r, _ in listed for m in r.members}
     visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, names)

@@ -107,10 +107,10 @@ def _handle(context, request):
         to_verify, verified = _needing_verification(broker, request, refused)
         if to_verify:
             release = context.connection.hold()
-            coordinator = broker.transaction_coordinator
+            verification = broker.transaction_verification
             # Transaction version 2 asks the coordinator to add the partitions, version 1 to verify them.
-            ask = (coordinator.add_partitions_remotely if context.api_version >= IMPLICIT_ADD_SINCE
-                   else coordinator.verify_partitions_remotely)
+            ask = (verification.add_remotely if context.api_version >= IMPLICIT_ADD_SINCE
+                   else verification.verify_remotely)
             return _verify_then_append(context, request, to_verify, verified, release, refused, ask)
         return _append(context, request, verified, refused)
     return _append(context, request, refused=refused)

@@ -40,7 +40,7 @@ def handle(context, request):
 
 async def _verify_remotely_then_commit(context, request):
     """Cluster mode, the transaction coordinated by another broker: the same check, asked over the wire."""
-    await context.broker.transaction_coordinator.verify_partition_remotely(
+    await context.broker.transaction_verification.verify_one_remotely(
         request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
         service(context).core.partition_for(request.group_id))
     result = _commit(context, request)

@@ -28,15 +28,15 @@ def _result(marker, codes) -> MarkerResult:
 
 
 async def _handle(context, request):
-    coordinator = context.broker.transaction_coordinator
+    markers = context.broker.transaction_markers
     results = []
     for marker in request.markers:
         tps = [TopicPartition(t.name, i) for t in marker.topics for i in t.partition_indexes]
         result = TransactionResult.COMMIT if marker.transaction_result else TransactionResult.ABORT
         # Written here or refused: a leader that moved answers NOT_LEADER_OR_FOLLOWER and the sender
         # (another broker's coordinator, or an admin tool) asks the new leader.
-        codes = await coordinator.write_markers(marker.producer_id, marker.producer_epoch, result, tps,
-                                                coordinator_epoch=marker.coordinator_epoch, follow_leaders=False)
+        codes = await markers.write(marker.producer_id, marker.producer_epoch, result, tps, marker.coordinator_epoch,
+                                    follow_leaders=False)
         results.append(_result(marker, codes.__getitem__))
     return WriteTxnMarkersResponse(markers=results)
 

@@ -62,7 +62,8 @@ class PartitionAppend(NamedTuple):
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log_: Log, group_commit: GroupCommit) -> None:
+    def __init__(self, topic: str, index: int, log_: Log, group_commit: GroupCommit,
+                 transaction_verifier: Callable[[str | None, int, int, str, int], None] | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
@@ -87,6 +88,10 @@ class Partition:
         self.follower_leader_high_watermark: int | None = None
         # False on a replica that is not the leader: nothing but replication may write to its log.
         self.writable = True
+        # KIP-890 part 1 (cluster/transaction_verification.py): called as (transactional_id, producer_id,
+        # producer_epoch, topic, partition) for each transactional batch; raises when the partition is
+        # not part of the producer's ongoing transaction.
+        self.transaction_verifier = transaction_verifier
         self.producer_state = ProducerStateTable()
         # Transactions closed by a marker that is not below the high watermark yet: they still hold the
         # last stable offset back (Kafka's "unreplicated transactions"), so a read_committed consumer
@@ -172,11 +177,6 @@ class Partition:
         self.messages_in += header.last_offset_delta + 1
         self._after_append()
         return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
-
-    # KIP-890 part 1: set by the transaction coordinator for every partition; called as
-    # (transactional_id, producer_id, producer_epoch, topic, partition) and raises when the partition
-    # is not part of the producer's ongoing transaction.
-    transaction_verifier = None
 
     # Test-only faults that break exactly-once on purpose (eoslog.test.* broker properties, refused
     # unless EOSLOG_ALLOW_TEST_FAULTS=1; see server/config.py), so the verifier can show it notices.

@@ -54,15 +54,19 @@ log = logging.getLogger(__name__)
 
 
 class PartitionRegistry:
-    def __init__(self, config: Any, default_log_properties: dict[str, str]) -> None:
+    def __init__(self, config: Any, default_log_properties: dict[str, str],
+                 transaction_verifier: Callable[[str | None, int, int, str, int], None] | None = None) -> None:
         self.config = config  # the broker's settings (server/config.py BrokerConfig), read only
+        # KIP-890 part 1: given to every partition made here, which asks it about each transactional
+        # batch (cluster/transaction_verification.py); None: batches are not checked (tests of the log).
+        self.transaction_verifier = transaction_verifier
         self.default_log_properties = default_log_properties
         self.default_log_sources: dict[str, int] = {}  # topic config -> DescribeConfigs source, for dynamic ones
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.topics: Any = None  # TopicRegistry, or ClusterTopics in cluster mode
         self.log_directory: LogDirectory | None = None
         self.cluster: ClusterService | None = None
-        # Called with every partition opened (the transaction coordinator attaches its KIP-890 check).
+        # Called with every partition opened (a sole broker's replica manager makes it leader).
         self.partition_listeners: list[Callable[[Partition], None]] = []
         self._creating: set[str] = set()
         # Single node: CreateTopics, DeleteTopics and CreatePartitions one at a time (each awaits a worker
@@ -96,6 +100,10 @@ class PartitionRegistry:
         cluster.replicas.min_isr_for = self.min_insync_replicas
         cluster.view_listeners.append(self.apply_topic_configs)
 
+    def _partition(self, topic: str, index: int, partition_log: Log) -> Partition:
+        return Partition(topic, index, partition_log, self.log_directory.group_commit,
+                         transaction_verifier=self.transaction_verifier)
+
     def _opened(self, partition: Partition) -> None:
         for listener in self.partition_listeners:
             listener(partition)
@@ -128,7 +136,7 @@ class PartitionRegistry:
         config = self.log_config_for(info)
         for index in indexes:
             partition_log = self.log_directory.get_or_create_log(info.name, index, config)
-            self._opened(Partition(info.name, index, partition_log, self.log_directory.group_commit))
+            self._opened(self._partition(info.name, index, partition_log))
 
     def remove_orphan_logs(self) -> None:
         """Partition directories of topics the registry no longer has (a crash during a delete); in a
@@ -239,7 +247,7 @@ class PartitionRegistry:
     def _serve(self, info: TopicInfo, indexes: range, logs: list[Log]) -> None:
         for index, partition_log in zip(indexes, logs, strict=True):
             self.log_directory.adopt(partition_log)
-            self._opened(Partition(info.name, index, partition_log, self.log_directory.group_commit))
+            self._opened(self._partition(info.name, index, partition_log))
 
     def ensure_internal_topic(self, name: str) -> TopicInfo:
         info = self.topics.get(name)
@@ -369,7 +377,7 @@ class PartitionRegistry:
         return self._open_replica(topic, index, partition_log)
 
     def _open_replica(self, topic: str, index: int, partition_log: Log) -> Partition:
-        partition = Partition(topic, index, partition_log, self.log_directory.group_commit)
+        partition = self._partition(topic, index, partition_log)
         partition.writable = False  # until the controller makes this replica the leader
         self._opened(partition)
         return partition

@@ -354,6 +354,14 @@ class ReplicaManager:
         for became_leader, _ in self._leadership.get(tp[0], ()):
             became_leader(tp[1])
 
+    def leader_of(self, topic: str, index: int) -> int:
+        """The broker that leads the partition by this broker's view (NO_LEADER when none does); this
+        one, on a sole broker."""
+        if self.sole_broker:
+            return self.broker_id
+        state = self.view.states.get((topic, index))
+        return state.leader if state is not None else NO_LEADER
+
     def partition_opened(self, partition: Partition) -> None:
         """A local replica was opened (the registry calls this for each): a sole broker leads it now."""
         if self.sole_broker:

@@ -88,6 +88,9 @@ class Broker:
         # in start() once the replica layer is there.
         self.coordinators = None
         self.replicas = None  # cluster/replica_manager.py: the cluster's, or a sole broker's own
+        self.broker_clients = None  # cluster/broker_clients.py: connections to the other brokers
+        self.producer_ids = None  # coordinator/transaction/producer_ids.py, opened in start()
+        self._transaction_markers = None
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
         self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
@@ -101,8 +104,14 @@ class Broker:
             LogConfig.from_properties(default_log_properties)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        # KIP-890 on the produce path (cluster/transaction_verification.py): every partition gets its check
+        # when it is made; the coordinator behind it is bound when the coordinators are registered.
+        from eoslog.cluster.transaction_verification import TransactionVerification
+
+        self.transaction_verification = TransactionVerification()
         # Topics and partitions (cluster/registry.py): what the API handlers and coordinators use.
-        self.registry = PartitionRegistry(config, default_log_properties)
+        self.registry = PartitionRegistry(config, default_log_properties,
+                                          transaction_verifier=self.transaction_verification.check_append)
         from eoslog.server.dynamic_broker_configs import DynamicBrokerConfigs
 
         self.dynamic_configs = DynamicBrokerConfigs(config, self.connection_quotas,
@@ -212,6 +221,8 @@ class Broker:
                 pass
         if self.coordinators is not None:
             await self.coordinators.stop()
+        if self.broker_clients is not None:
+            self.broker_clients.close()
         await self.registry.close()
         log.info("shutdown complete: logs flushed, checkpoints written, data directory unlocked")
 
@@ -269,21 +280,38 @@ class Broker:
     def _register_coordinators(self, replicas) -> None:
         """The coordinator runtime over the replica layer, with the group and transaction coordinators
         registered (groups first: a transaction's recovery may write markers to __consumer_offsets, which
-        the groups must see on top of what they loaded). Before any partition is opened, so each learns
-        of every leadership, and every partition checks transactional batches (KIP-890 part 1)."""
+        the groups must see on top of what they loaded). Before any partition is opened, so the runtime
+        learns of every leadership."""
+        from eoslog.cluster.broker_client import PLAINTEXT_LINK
+        from eoslog.cluster.broker_clients import BrokerClients
         from eoslog.coordinator.runtime import CoordinatorRuntime
+        from eoslog.coordinator.transaction.producer_ids import ProducerIds
 
         self.replicas = replicas
         self.registry.partition_listeners.append(replicas.partition_opened)
+        self.broker_clients = BrokerClients(
+            self.config.node_id, lambda: self.cluster.view.brokers if self.cluster is not None else {},
+            self.link or PLAINTEXT_LINK)
+        claim = None if self.cluster is None else self.cluster.zk.claim_producer_id_block
+        try:
+            self.producer_ids = ProducerIds(Path(self.config.data_dir), self.config.node_id, claim)
+        except ValueError as exc:  # a damaged producer id block file: never risk handing out a used id
+            raise ConfigError(str(exc)) from exc
         runtime = self.coordinators = CoordinatorRuntime(self.registry, replicas)
         runtime.register(CONSUMER_OFFSETS, self.config.offsets_topic_num_partitions, self._group_shard)
         runtime.register(TRANSACTION_STATE, self.config.transaction_state_log_num_partitions,
                          self._transaction_shard)
 
-        def verify(*args) -> None:
-            runtime.shard(TRANSACTION_STATE).verify_partition_in_transaction(*args)
+        def coordinator_of(transactional_id: str) -> int | None:
+            from eoslog.coordinator.partitioning import partition_for
 
-        self.registry.partition_listeners.append(lambda partition: setattr(partition, "transaction_verifier", verify))
+            index = partition_for(transactional_id, runtime.partition_count(TRANSACTION_STATE))
+            leader = replicas.leader_of(TRANSACTION_STATE, index)
+            return None if leader < 0 else leader
+
+        self.transaction_verification.bind(
+            lambda *args: runtime.shard(TRANSACTION_STATE).verify_partition_in_transaction(*args),
+            self.broker_clients, coordinator_of)
 
     def _group_shard(self):
         from eoslog.coordinator.group.config import GroupConfig
@@ -303,14 +331,16 @@ class Broker:
         ))
 
     def _transaction_shard(self):
+        """The transaction coordinator with its extensions registered: transaction groups (guards the
+        members of a group commit) and check-back transactions."""
+        from eoslog.coordinator.check_back.extension import CheckBacks
         from eoslog.coordinator.transaction.checkback import CheckPolicy
         from eoslog.coordinator.transaction.decisions import TransactionConfig
         from eoslog.coordinator.transaction.shard import TransactionShard, TransactionShardConfig
+        from eoslog.coordinator.transaction_groups.extension import TransactionGroups
 
         config = self.config
-        shard = TransactionShard(self.coordinators, self.registry, TransactionShardConfig(
-            node_id=config.node_id,
-            data_dir=Path(config.data_dir),
+        shard = TransactionShard(self.coordinators, TransactionShardConfig(
             core=TransactionConfig(
                 transaction_max_timeout_ms=config.transaction_max_timeout_ms,
                 transactional_id_expiration_ms=config.transactional_id_expiration_ms,
@@ -322,17 +352,42 @@ class Broker:
             abort_timed_out_transaction_cleanup_interval_ms=(
                 config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
             test_faults=config.test_faults,
-        ))
-
-        def offsets_marker(partition: int, producer_id: int, committed: bool) -> None:
-            # A marker on a __consumer_offsets partition whose groups are not loaded yet is read with
-            # the rest of that partition's log when it loads.
-            groups = self.coordinators.built(CONSUMER_OFFSETS)
-            if groups is not None:
-                groups.on_txn_marker(partition, producer_id, committed)
-
-        shard.offsets_marker_listeners.append(offsets_marker)
+        ), self.producer_ids, self.transaction_markers, self.registry.exists)
+        shard.register(TransactionGroups(shard))
+        shard.register(CheckBacks(shard))
         return shard
+
+    @property
+    def transaction_markers(self):
+        """coordinator/transaction/markers.py: the coordinator's markers and the WriteTxnMarkers API's."""
+        if self._transaction_markers is None:
+            from eoslog.coordinator.transaction.markers import TransactionMarkerChannel
+
+            self._transaction_markers = markers = TransactionMarkerChannel(
+                self.config.node_id, self.registry, self.replicas, self.broker_clients,
+                lambda: self.coordinators.ensure_topic(CONSUMER_OFFSETS))
+
+            def offsets_marker(partition: int, producer_id: int, committed: bool) -> None:
+                # A marker on a __consumer_offsets partition whose groups are not loaded yet is read
+                # with the rest of that partition's log when it loads.
+                groups = self.coordinators.built(CONSUMER_OFFSETS)
+                if groups is not None:
+                    groups.on_txn_marker(partition, producer_id, committed)
+
+            markers.offsets_marker_listeners.append(offsets_marker)
+        return self._transaction_markers
+
+    @property
+    def transaction_groups(self):
+        from eoslog.coordinator.transaction_groups.extension import TransactionGroups
+
+        return self.transaction_coordinator.extension(TransactionGroups)
+
+    @property
+    def check_backs(self):
+        from eoslog.coordinator.check_back.extension import CheckBacks
+
+        return self.transaction_coordinator.extension(CheckBacks)
 
     @property
     def transaction_coordinator(self):

@@ -119,9 +119,11 @@ class MetricsEndpoint:
 
             families += group_families(broker.group_service.core, ends)
         if broker.transaction_coordinator is not None:
+            from eoslog.coordinator.check_back.metrics import check_back_families
             from eoslog.coordinator.transaction.metrics import transaction_families
 
             families += transaction_families(broker.transaction_coordinator, now_ms)
+            families += check_back_families(broker.check_backs)
         if broker.log_cleaner is not None:
             from eoslog.log.cleaner_metrics import cleaner_families
 

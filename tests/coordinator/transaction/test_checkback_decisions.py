@@ -296,7 +296,7 @@ def test_the_worked_example_of_docs_transactions_md():
 
 
 def test_an_abort_by_prefix_takes_a_checking_transaction_with_its_reason():
-    from eoslog.coordinator.transaction import group_decisions as gd
+    from eoslog.coordinator.transaction_groups import decisions as gd
 
     m = _checking()
     assert gd.prefix_abort_candidates([m], "cb-", (), ()) == ["cb-1"]

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 from txn_harness import Harness
 
-from eoslog.coordinator.transaction import group_decisions as gd
 from eoslog.coordinator.transaction.decisions import TxnError
-from eoslog.coordinator.transaction.group_decisions import MemberStep
-from eoslog.coordinator.transaction.group_log_format import (
+from eoslog.coordinator.transaction.log_format import load_state
+from eoslog.coordinator.transaction.metadata import TransactionResult
+from eoslog.coordinator.transaction.state import TransactionState as S
+from eoslog.coordinator.transaction_groups import decisions as gd
+from eoslog.coordinator.transaction_groups.decisions import MemberStep
+from eoslog.coordinator.transaction_groups.log_format import (
     GroupMember,
     GroupRecord,
     GroupState,
@@ -17,9 +20,6 @@ from eoslog.coordinator.transaction.group_log_format import (
     encode_group_value,
     load_groups,
 )
-from eoslog.coordinator.transaction.log_format import load_state
-from eoslog.coordinator.transaction.metadata import TransactionResult
-from eoslog.coordinator.transaction.state import TransactionState as S
 
 E = TxnError
 

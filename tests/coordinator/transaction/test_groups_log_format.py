@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eoslog.coordinator.transaction.group_log_format import (
+from eoslog.coordinator.transaction.log_format import TransactionLogFormatError, encode_key, load_state
+from eoslog.coordinator.transaction_groups.log_format import (
     GROUP_KEY_VERSION,
     GroupMember,
     GroupRecord,
@@ -21,7 +22,6 @@ from eoslog.coordinator.transaction.group_log_format import (
     is_group_key,
     load_groups,
 )
-from eoslog.coordinator.transaction.log_format import TransactionLogFormatError, encode_key, load_state
 
 names = st.text(min_size=1, max_size=20)
 members = st.builds(GroupMember, names, st.integers(0, 2**63 - 1), st.integers(0, 32767))

@@ -1,14 +1,14 @@
 """Transaction-coordinator metrics (telemetry.Family values), computed on the event loop at scrape time:
 transactional ids per state and the oldest ongoing transaction; and the question the partition metrics
-ask to call an open transaction hanging (cluster/partition_metrics.py); and the check-back counters (checks asked,
-answers by kind, transactions the group resolved by outcome; coordinator/transaction/checkback_service.py)."""
+ask to call an open transaction hanging (cluster/partition_metrics.py). The check-back counters are the
+check-back extension's (coordinator/check_back/metrics.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from eoslog.coordinator.transaction.state import TransactionState
-from eoslog.telemetry import COUNTER, GAUGE, Family
+from eoslog.telemetry import GAUGE, Family
 
 if TYPE_CHECKING:
     from eoslog.coordinator.transaction.shard import TransactionShard
@@ -33,24 +33,7 @@ def transaction_families(coordinator: TransactionShard, now_ms: int) -> list[Fam
     for name, count in counts.items():
         states.add(count, name)
     oldest.add(age / 1000)
-    return [states, oldest, *_check_back_families(coordinator)]
-
-
-def _check_back_families(coordinator: TransactionShard) -> list[Family]:
-    counts = coordinator.check_backs.counts
-    checks = Family("eoslog_transaction_coordinator_check_back_checks", COUNTER,
-                    "Checks of check-back transactions logged (the timeout's first one and every one after)")
-    checks.add(counts["checking"])
-    answers = Family("eoslog_transaction_coordinator_check_back_answers", COUNTER,
-                     "Check-back answers that decided something, by answer (unanswered: a lease ran out)",
-                     ("answer",))
-    for answer in ("commit", "rollback", "unknown", "unanswered"):
-        answers.add(counts[f"answer:{answer}"], answer)
-    resolved = Family("eoslog_transaction_coordinator_check_back_resolved", COUNTER,
-                      "Check-back transactions the broker decided for their group, by outcome", ("outcome",))
-    for outcome in ("commit", "abort"):
-        resolved.add(counts[f"resolved:{outcome}"], outcome)
-    return [checks, answers, resolved]
+    return [states, oldest]
 
 
 def being_checked(coordinator: TransactionShard) -> frozenset[int]:

@@ -1,12 +1,15 @@
 """Check-back transactions on the broker (eoslog's extension; docs/transactions.md, "Check-back
-transactions"): the I/O shell of BeginCheckBack, PollCheckBack and AnswerCheckBack, and the check-back
-part of the coordinator's timer.
+transactions"): the I/O side of BeginCheckBack, PollCheckBack and AnswerCheckBack, and the check-back
+part of the coordinator's timer. An extension of the transaction coordinator: it uses only the
+coordinator's :class:`TransactionEngine` (coordinator/transaction/engine.py).
 
 Contract
 - Owns nothing persistent of its own: a check-back transaction is a transactional id's
   :class:`TransactionMetadata` in the coordinator's cache, changed only through decisions.py's
   check-back decisions and the coordinator's ``carry_out`` (prepare -> log -> apply). The check counter
-  therefore only advances once the Checking record with the new count is durable.
+  therefore only advances once the Checking record with the new count is durable. The coordinator's
+  own timer moves a check-back transaction past its timeout to Checking and tells this extension
+  (``add_checking_listener``).
 - Leases are memory only (``TransactionMetadata.check_lease_until_ms``): a restart or a coordinator move
   forgets them and the next poll hands the due check out again; answers are idempotent.
 - Long polls wait on one event, replaced at every wake-up, set whenever a check may have fallen due
@@ -29,7 +32,8 @@ from eoslog.coordinator.transaction.state import TransactionState
 from eoslog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from eoslog.coordinator.transaction.shard import TransactionShard
+    from eoslog.coordinator.transaction.engine import TransactionEngine
+    from eoslog.coordinator.transaction.metadata import TxnTransitMetadata
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +49,14 @@ class DueCheck:
     check_number: int
 
 
-class CheckBackService:
-    def __init__(self, coordinator: TransactionShard) -> None:
+class CheckBacks:
+    def __init__(self, coordinator: TransactionEngine) -> None:
         self.coordinator = coordinator
         self._changed = asyncio.Event()
         # for metrics.py: "checking" (a Checking record logged), "answer:<kind>" (an answer or an expired
         # lease that decided something), "resolved:<commit|abort>" (the broker decided for the group)
         self.counts: Counter[str] = Counter()
+        coordinator.add_checking_listener(self._checking)
 
     @property
     def _config(self) -> d.TransactionConfig:
@@ -62,12 +67,30 @@ class CheckBackService:
         changed.set()
 
     def _refusal(self, transactional_id: str) -> TxnError | None:
-        c = self.coordinator
-        if not c.owns(transactional_id):
-            return c.not_owned_error(transactional_id)
-        if c.groups.is_pinned(transactional_id):
-            return TxnError.CONCURRENT_TRANSACTIONS
+        return self.coordinator.admit(transactional_id)
+
+    # ---- the coordinator's calls --------------------------------------------------------------------
+
+    def load(self, index: int, records) -> None:
+        pass  # nothing of its own in the log: check-back transactions are the coordinator's metadata
+
+    def unload(self, index: int) -> None:
+        pass
+
+    def recover(self, index: int) -> int:
+        return 0  # a check due is found by the next poll; leases are memory only
+
+    def admit(self, transactional_id: str) -> TxnError | None:
         return None
+
+    async def on_timer(self, now_ms: int, expiration_due: bool) -> None:
+        await self._expire_leases()
+
+    def _checking(self, transactional_id: str, transit: TxnTransitMetadata, why: str) -> None:
+        self.counts["checking"] += 1
+        log.info("check-back: %r (producer %d) checking, check %d due at %d (%s)", transactional_id,
+                 transit.producer_id, transit.check_count, transit.next_check_ms, why)
+        self._wake()
 
     async def _carry_out(self, transactional_id: str, decision: Decision, why: str, answer: str) -> TxnError:
         metadata = self.coordinator.get(transactional_id)
@@ -78,10 +101,7 @@ class CheckBackService:
         if answer:
             self.counts[f"answer:{answer}"] += 1
         if transit.state is TransactionState.CHECKING:
-            self.counts["checking"] += 1
-            log.info("check-back: %r (producer %d) checking, check %d due at %d (%s)", transactional_id,
-                     transit.producer_id, transit.check_count, transit.next_check_ms, why)
-            self._wake()
+            self._checking(transactional_id, transit, why)
         elif transit.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             outcome = "commit" if transit.state is TransactionState.PREPARE_COMMIT else "abort"
             self.counts[f"resolved:{outcome}"] += 1
@@ -142,18 +162,6 @@ class CheckBackService:
 
     # ---- timers -------------------------------------------------------------------------------------
 
-    async def time_out(self, transactional_id: str, metadata) -> TxnError | None:
-        """The coordinator timer found ``transactional_id`` past its timeout: Checking for a check-back
-        transaction, the usual abort for a plain one. None when there was nothing to do."""
-        decision = d.time_out_transaction(metadata, self.coordinator.now_ms())
-        if decision.transit is None:
-            return None
-        if decision.transit.state is not TransactionState.CHECKING:
-            log.info("aborting transaction of %r (producer %d): older than its timeout of %d ms",
-                     transactional_id, metadata.producer_id, metadata.txn_timeout_ms)
-            return await self.coordinator.carry_out(transactional_id, metadata, decision)
-        return await self._carry_out(transactional_id, decision, "transaction timeout", "")
-
     async def _expire_leases(self, group: str | None = None) -> None:
         """A lent-out check nobody answered in time counts as an unknown answer."""
         now = self.coordinator.now_ms()
@@ -168,7 +176,3 @@ class CheckBackService:
                 if decision.transit is not None:
                     await self._carry_out(transactional_id, decision, f"check {metadata.check_count} unanswered",
                                           "unanswered")
-
-    async def tick(self) -> None:
-        """The coordinator timer's check-back part (the timeouts themselves go through :meth:`time_out`)."""
-        await self._expire_leases()

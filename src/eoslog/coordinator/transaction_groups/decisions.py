@@ -24,15 +24,15 @@ from enum import Enum
 
 from eoslog.coordinator.transaction import decisions as d
 from eoslog.coordinator.transaction.decisions import Decision, TxnError
-from eoslog.coordinator.transaction.group_log_format import (
+from eoslog.coordinator.transaction.metadata import TransactionMetadata, TransactionResult, WriteTxnMarkers
+from eoslog.coordinator.transaction.state import TransactionState
+from eoslog.coordinator.transaction_groups.log_format import (
     NO_SEQUENCE,
     GroupMember,
     GroupRecord,
     GroupState,
     check_group_transition,
 )
-from eoslog.coordinator.transaction.metadata import TransactionMetadata, TransactionResult, WriteTxnMarkers
-from eoslog.coordinator.transaction.state import TransactionState
 
 S = TransactionState
 # The shortest prefix AbortTransactionsByPrefix accepts, so that a typo cannot abort everything.

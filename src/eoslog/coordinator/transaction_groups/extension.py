@@ -1,23 +1,24 @@
 """Transaction groups, the I/O side: eoslog's CommitTransactionGroup / DescribeTransactionGroups /
 AbortTransactionsByPrefix on this broker (docs/spark.md, "Broker extension: transaction groups";
-docs/transactions.md, "Transaction groups").
+docs/transactions.md, "Transaction groups"). An extension of the transaction coordinator: it uses only
+the coordinator's :class:`TransactionEngine` (coordinator/transaction/engine.py).
 
 Contract
-- Part of the transaction coordinator's shell (``coordinator.groups``): it owns the group records of
-  ``__transaction_state`` (key version 0x7E00), the set of *pinned* transactional ids and the set of
-  groups with a decision in flight, and it moves members only through the coordinator's own machinery
-  (``_carry_out`` for a Prepare record, its completion tasks for markers and the Complete record). Only
-  the broker's event loop calls it.
+- Owns the group records of ``__transaction_state`` (key version 0x7E00), the set of *pinned*
+  transactional ids and the set of groups with a decision in flight, and it moves members only through
+  the coordinator (``carry_out`` for a Prepare record, ``complete`` for markers and the Complete record).
+  Only the broker's event loop calls it.
 - prepare -> log -> apply: a group record changes memory only once its append is durable.
 - The group's PrepareCommit record is the commit point. From the moment a commit is decided (before
   that record is even appended) until every member reaches CompleteCommit, the members are pinned:
-  the coordinator answers CONCURRENT_TRANSACTIONS to their InitProducerId / AddPartitionsToTxn /
-  AddOffsetsToTxn / EndTxn and to their produce-path verification, and the transaction timeout and
-  aborts by prefix pass them by. So nothing can move a member between the decision and its commit.
+  this extension's admission guard (:meth:`admit`) makes the coordinator answer CONCURRENT_TRANSACTIONS
+  to their InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / EndTxn and to their produce-path
+  verification, and the transaction timeout and aborts by prefix pass them by. So nothing can move a
+  member between the decision and its commit.
 - One decision per group at a time: a second request for a group with a decision in flight is answered
   CONCURRENT_TRANSACTIONS (the client retries).
-- On load (:meth:`load` for every partition, then :meth:`recover`), a group whose newest record is
-  PrepareCommit is rolled forward in the background, after ``recovery_actions`` has restarted the
+- On load (:meth:`load` for every partition, then :meth:`recover` for each), a group whose newest record
+  is PrepareCommit is rolled forward in the background, after ``recovery_actions`` has restarted the
   markers of members found in PrepareCommit.
 - On a cluster a group is committed by the coordinator of its own ``__transaction_state`` partition,
   and every member must be coordinated there too (the Spark sink names its members so:
@@ -38,11 +39,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from eoslog.cluster.topics import TRANSACTION_STATE
-from eoslog.coordinator.transaction import group_decisions as gd
 from eoslog.coordinator.transaction.decisions import TxnError
-from eoslog.coordinator.transaction.group_decisions import MemberStep
-from eoslog.coordinator.transaction.group_log_format import (
+from eoslog.coordinator.transaction.metadata import WriteTxnMarkers, result_of
+from eoslog.coordinator.transaction_groups import decisions as gd
+from eoslog.coordinator.transaction_groups.decisions import MemberStep
+from eoslog.coordinator.transaction_groups.log_format import (
     NO_SEQUENCE,
     NO_TIMESTAMP,
     GroupMember,
@@ -52,12 +53,11 @@ from eoslog.coordinator.transaction.group_log_format import (
     encode_group_value,
     load_groups,
 )
-from eoslog.coordinator.transaction.metadata import WriteTxnMarkers, result_of
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 
 if TYPE_CHECKING:
-    from eoslog.coordinator.transaction.shard import TransactionShard
+    from eoslog.coordinator.transaction.engine import TransactionEngine
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class GroupDescription:
 
 
 class TransactionGroups:
-    def __init__(self, coordinator: TransactionShard) -> None:
+    def __init__(self, coordinator: TransactionEngine) -> None:
         self.coordinator = coordinator
         self._groups: dict[str, GroupRecord] = {}
         self.pinned: dict[str, str] = {}  # transactional id -> the group committing it
@@ -100,7 +100,7 @@ class TransactionGroups:
 
     # ---- loading ----------------------------------------------------------------------------------
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+    def load(self, index: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Takes the group records of one ``__transaction_state`` partition (others are skipped)."""
         self._groups.update(load_groups(records))
 
@@ -111,15 +111,15 @@ class TransactionGroups:
             self._unpin(self._groups.pop(name))
             self._busy.discard(name)
 
-    def recover(self, index: int | None = None) -> int:
-        """Rolls forward every group (of partition ``index``, or of all) whose commit point is logged but
-        not its completion. Call after the partitions holding its members are loaded and after the
-        coordinator's own recovery actions were spawned. Returns how many groups it resumed."""
+    def recover(self, index: int) -> int:
+        """Rolls forward every group of partition ``index`` whose commit point is logged but not its
+        completion. Call after the partitions holding its members are loaded and after the coordinator's
+        own recovery actions were spawned. Returns how many groups it resumed."""
         resumed = 0
         for record in sorted(self._groups.values(), key=lambda r: r.group_name):
             if record.state is not GroupState.PREPARE_COMMIT:
                 continue
-            if index is not None and self.coordinator.partition_for(record.group_name) != index:
+            if self.coordinator.partition_for(record.group_name) != index:
                 continue
             if record.group_name in self._busy:
                 continue
@@ -140,11 +140,19 @@ class TransactionGroups:
             self._busy.discard(record.group_name)
 
     def _spawn(self, coroutine) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        tasks = self.coordinator._tasks  # stop() cancels them with the coordinator's own
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        return task
+        return self.coordinator.spawn(coroutine)  # stop() cancels it with the coordinator's own tasks
+
+    # ---- the coordinator's calls --------------------------------------------------------------------
+
+    def admit(self, transactional_id: str) -> TxnError | None:
+        """The guard: a member of a group commit in flight may not move until the commit completes."""
+        return TxnError.CONCURRENT_TRANSACTIONS if transactional_id in self.pinned else None
+
+    async def on_timer(self, now_ms: int, expiration_due: bool) -> None:
+        if expiration_due:
+            expired = await self.expire(now_ms, self.coordinator.config.transactional_id_expiration_ms)
+            if expired:
+                log.info("expired %d idle transaction groups", len(expired))
 
     # ---- queries ----------------------------------------------------------------------------------
 
@@ -243,9 +251,8 @@ class TransactionGroups:
 
     async def _log_group(self, record: GroupRecord) -> None:
         """Appends the group record to the group's partition and applies it once durable."""
-        coordinator = self.coordinator
         batch = build_batch([SimpleRecord(encode_group_key(record.group_name), encode_group_value(record))])
-        await coordinator.runtime.write_durably(TRANSACTION_STATE, coordinator.partition_for(record.group_name), batch)
+        await self.coordinator.write_durably(record.group_name, batch)
         self._groups[record.group_name] = record
 
     async def _roll_forward(self, record: GroupRecord) -> None:
@@ -282,7 +289,7 @@ class TransactionGroups:
                 return
             if step is MemberStep.COMMIT:
                 decision = gd.commit_member(metadata, member, _now_ms())
-                error = await coordinator._carry_out(member.transactional_id, metadata, decision)
+                error = await coordinator.carry_out(member.transactional_id, metadata, decision)
                 if error is not TxnError.NONE:
                     log.warning("could not commit %r for its group, retrying: %s", member.transactional_id,
                                 error.value)
@@ -291,12 +298,11 @@ class TransactionGroups:
                 continue
             # WAIT: its markers and Complete record are on their way (a completion task of the
             # coordinator's); restart one if none is running, e.g. after it found the id busy.
-            completion = coordinator._completions.get(member.transactional_id)
+            completion = coordinator.completion(member.transactional_id)
             if completion is None and metadata is not None and not metadata.pending_transition_in_progress:
-                coordinator._spawn_completion(WriteTxnMarkers(
+                completion = coordinator.complete(WriteTxnMarkers(
                     member.transactional_id, metadata.producer_id, metadata.producer_epoch,
-                    result_of(metadata.state), frozenset(metadata.topic_partitions)), None)
-                completion = coordinator._completions.get(member.transactional_id)
+                    result_of(metadata.state), frozenset(metadata.topic_partitions)))
             if completion is not None:
                 try:
                     await asyncio.shield(completion)
@@ -320,7 +326,7 @@ class TransactionGroups:
             decision = gd.abort_member(metadata, member, _now_ms())
             if decision.transit is None:
                 continue
-            if await coordinator._carry_out(member.transactional_id, metadata, decision) is TxnError.NONE:
+            if await coordinator.carry_out(member.transactional_id, metadata, decision) is TxnError.NONE:
                 started.append(member.transactional_id)
         await self._wait_for_completions(started)
 
@@ -340,13 +346,13 @@ class TransactionGroups:
                 continue
             log.info("aborting transaction of %r (producer %d) by prefix %r", transactional_id,
                      metadata.producer_id, prefix)
-            if await coordinator._carry_out(transactional_id, metadata, decision) is TxnError.NONE:
+            if await coordinator.carry_out(transactional_id, metadata, decision) is TxnError.NONE:
                 aborted.append(transactional_id)
         await self._wait_for_completions(aborted)
         return aborted
 
     async def _wait_for_completions(self, transactional_ids: Iterable[str]) -> None:
-        tasks = [t for t in (self.coordinator._completions.get(i) for i in transactional_ids) if t is not None]
+        tasks = [t for t in (self.coordinator.completion(i) for i in transactional_ids) if t is not None]
         if not tasks:
             return
         _, pending = await asyncio.wait([asyncio.shield(t) for t in tasks], timeout=ABORT_COMPLETION_WAIT_S)
@@ -366,8 +372,7 @@ class TransactionGroups:
                 continue
             self._busy.add(name)  # no commit of this group while its tombstone is being written
             try:
-                await coordinator.runtime.write_durably(TRANSACTION_STATE, coordinator.partition_for(name),
-                                                        build_batch([SimpleRecord(encode_group_key(name), None)]))
+                await coordinator.write_durably(name, build_batch([SimpleRecord(encode_group_key(name), None)]))
             finally:
                 self._busy.discard(name)
             if self._groups.get(name) is record:
