@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from eoslog.api import describe_cluster, find_coordinator, metadata
+from eoslog.cluster.metadata_cache import ZkMetadataCache
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TopicInfo
 from eoslog.cluster.zk.layout import (
     BrokerRegistration,
@@ -34,6 +35,7 @@ class FakeBroker:
 
     def __init__(self, view: ClusterView, topics: dict[str, TopicInfo]) -> None:
         self.cluster = SimpleNamespace(view=view)
+        self.metadata = ZkMetadataCache(self.cluster, lambda name: None)
         self.cluster_id = "c"
         self.config = SimpleNamespace(node_id=1, auto_create_topics_enable=False)
         self.authorizer = None  # no authorizer: every request allowed
@@ -52,10 +54,11 @@ def broker() -> FakeBroker:
     view.topics["t"] = TopicAssignment("t", uuid.uuid4(), {0: (1, 2), 1: (2, 1)})
     view.states[("t", 0)] = PartitionState(1, 4, (1, 2), 1)
     view.states[("t", 1)] = PartitionState(2, 4, (2, 1), 1)
+    view.topics[CONSUMER_OFFSETS] = TopicAssignment(CONSUMER_OFFSETS, uuid.uuid4(), {0: (2,), 1: (2,)})
     for index in range(2):
         view.states[(CONSUMER_OFFSETS, index)] = PartitionState(2, 0, (2,), 1)
     topics = {"t": TopicInfo("t", view.topics["t"].topic_id, 2),
-              CONSUMER_OFFSETS: TopicInfo(CONSUMER_OFFSETS, uuid.uuid4(), 2)}
+              CONSUMER_OFFSETS: TopicInfo(CONSUMER_OFFSETS, view.topics[CONSUMER_OFFSETS].topic_id, 2)}
     return FakeBroker(view, topics)
 
 

@@ -4,12 +4,12 @@ Kafka 4.x's rules (KafkaApis), which we follow:
 - Produce v10+: a partition answered NOT_LEADER_OR_FOLLOWER carries CurrentLeader (leader id, leader
   epoch); Fetch v16+ does the same for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH. Fetch v12-v15
   have the field but Kafka leaves it unset for them, and so do we.
-- The leader and epoch are the ones this broker knows (from ZooKeeper); unknown is -1/-1, which is the
-  field's default and so is not written at all.
+- The leader and epoch are the ones this broker knows (its metadata cache: ZooKeeper's view); unknown
+  is -1/-1, which is the field's default and so is not written at all.
 - The response's NodeEndpoints lists each named leader once, at its endpoint of the listener the client
   came in on, and only when that leader is a live broker with such a listener.
-A client then sends to the new leader at once instead of first asking for Metadata. Single-node brokers
-never refuse a partition as NOT_LEADER_OR_FOLLOWER, so they give no hints.
+A client then sends to the new leader at once instead of first asking for Metadata. A single node leads
+every partition, never refuses one as NOT_LEADER_OR_FOLLOWER, and so never gives a hint.
 
 ``hints`` is the pure core (a cluster view and the refused partitions in, leaders and endpoints out);
 ``add_to_produce`` / ``add_to_fetch`` apply it to a response.
@@ -59,7 +59,7 @@ def _apply(context, response, topics_of, codes, leader_cls, endpoint_cls):
     if not refused:
         return response
     broker = context.broker
-    leaders, endpoints = hints(broker.cluster.view, broker.listener_name_of(context.connection),
+    leaders, endpoints = hints(broker.metadata.view, broker.listener_name_of(context.connection),
                                [key for key, _ in refused])
     for key, p in refused:
         leader, epoch = leaders[key]
@@ -84,7 +84,7 @@ def _fetch_partitions(response):
 
 def add_to_produce(context, result):
     """``result`` is what the Produce handler returned: a response, an awaitable of one, or None (acks=0)."""
-    if context.api_version < PRODUCE_MIN_VERSION or context.broker.cluster is None or result is None:
+    if context.api_version < PRODUCE_MIN_VERSION or result is None:
         return result
 
     def apply(response):
@@ -100,7 +100,7 @@ def add_to_produce(context, result):
 
 def add_to_fetch(context, response):
     """Fetch responses are built whole (api/fetch.py calls this on each one it answers)."""
-    if context.api_version < FETCH_MIN_VERSION or context.broker.cluster is None:
+    if context.api_version < FETCH_MIN_VERSION:
         return response
     return _apply(context, response, _fetch_partitions, FETCH_CODES,
                   FetchResponse.LeaderIdAndEpoch, FetchResponse.NodeEndpoint)

@@ -7,7 +7,6 @@ replicas catch up as followers, and the controller finishes the move once they a
 from __future__ import annotations
 
 from eoslog.protocol.error_mapping import error_code_for
-from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AlterPartitionReassignmentsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -20,12 +19,12 @@ PartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionRes
 
 
 async def _alter(context, request):
-    topics = context.registry.topics
+    admin = context.registry.admin
     responses = []
     for topic in request.topics:
         targets = {p.partition_index: (list(p.replicas) if p.replicas is not None else None) for p in topic.partitions}
         try:
-            await topics.reassign(topic.name, targets)
+            await admin.reassign(topic.name, targets)
             code, message = 0, None
         except Exception as exc:  # noqa: BLE001 - per-topic outcome, mapped in one place
             code, message = int(error_code_for(exc)), str(exc)
@@ -38,8 +37,7 @@ async def _alter(context, request):
 
 def handle(context, request):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)
-    if context.broker.cluster is None:
-        return error_response(context, request, ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    context.registry.admin.check_reassignments()  # a single node: INVALID_REPLICA_ASSIGNMENT for the whole request
     return _alter(context, request)
 
 

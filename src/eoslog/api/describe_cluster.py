@@ -22,22 +22,13 @@ def handle(context, request):
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE), error_message="only the brokers endpoint exists",
             endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=UNKNOWN_OPERATIONS)
-    if broker.cluster is not None:
-        view = broker.cluster.view
-        controller_id = view.controller_id
-        listener = broker.listener_name_of(context.connection)  # each broker's endpoint of the client's listener
-        brokers = [DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack, is_fenced=False)
-            for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
-            if (e := b.endpoint(listener)) is not None]
-    else:
-        controller_id = broker.config.node_id
-        host, port = broker.advertised_for(context.connection)  # the listener it came in on
-        brokers = [DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.config.node_id, host=host, port=port, rack=None, is_fenced=False)]
+    listener = broker.listener_name_of(context.connection)  # each broker's endpoint of the client's listener
+    brokers = [DescribeClusterResponse.DescribeClusterBroker(
+        broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+        for b in broker.metadata.brokers(listener)]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
-        cluster_id=broker.cluster_id, controller_id=controller_id,
+        cluster_id=broker.cluster_id, controller_id=broker.metadata.controller_id(),
         brokers=brokers,
         cluster_authorized_operations=context.authorized_operations(ResourceType.CLUSTER)
         if request.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,

@@ -1,11 +1,11 @@
 """ElectLeaders (key 43), v0-2: preferred (0) or unclean (1) leader election, answered by the controller.
 
 As in Kafka, only the active controller takes the request (others answer NOT_CONTROLLER and the admin
-client retries at the controller Metadata names). A single node has nothing to elect."""
+client retries at the controller Metadata names). A single node has nothing to elect: every partition
+asked for is ELECTION_NOT_NEEDED (cluster/admin.py)."""
 
 from __future__ import annotations
 
-from eoslog.cluster.zk.errors import NotController
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ElectLeadersResponse
 from eoslog.security.acl import AclOperation, ResourceType
@@ -20,16 +20,12 @@ PartitionResult = ElectLeadersResponse.PartitionResult
 
 
 async def _elect(context, request):
-    broker = context.broker
     election_type = request.election_type if context.api_version >= 1 else PREFERRED
     wanted = None
     if request.topic_partitions is not None:
         wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    controller = broker.cluster.controller
-    try:
-        results = await controller.elect_leaders(wanted, unclean=election_type == UNCLEAN)
-    except NotController:
-        return error_response(context, request, ErrorCode.NOT_CONTROLLER)
+    # NOT_CONTROLLER (raised) answers the whole request: the admin client retries at the controller.
+    results = await context.registry.admin.elect_leaders(wanted, unclean=election_type == UNCLEAN)
     by_topic: dict[str, list] = {}
     for (topic, index), error in sorted(results.items()):
         code = ErrorCode[error] if error else ErrorCode.NONE
@@ -41,11 +37,6 @@ async def _elect(context, request):
 
 def handle(context, request):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)
-    if context.broker.cluster is None:
-        results = [ReplicaElectionResult(topic=t.topic, partition_result=[
-            PartitionResult(partition_id=p, error_code=int(ErrorCode.ELECTION_NOT_NEEDED), error_message=None)
-            for p in t.partitions]) for t in request.topic_partitions or []]
-        return ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=results)
     return _elect(context, request)
 
 

@@ -23,7 +23,6 @@ from eoslog.protocol import RecordsList, specialised
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import (
     ErrorCode,
-    NotLeaderOrFollowerError,
     TopicAuthorizationFailedError,
     UnknownTopicIdError,
 )
@@ -59,7 +58,7 @@ def _read_all(broker, request, denied=frozenset()):
     """One pass over every requested partition; returns (responses, bytes read, any error, and the
     (partition, bytes) read, which :func:`_count_out` counts once this pass is the one answered)."""
     isolation = request.isolation_level
-    replicas = broker.cluster.replicas if broker.cluster is not None else None
+    replicas = broker.replicas
     follower = request.replica_id >= 0
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
@@ -81,10 +80,9 @@ def _read_all(broker, request, denied=frozenset()):
                                                         wanted.fetch_offset, wanted.current_leader_epoch)
                     result = partition.read_for_replica(wanted.fetch_offset, limit)
                 else:
-                    partition = broker.registry.leader_partition(topic.topic, wanted.partition)
-                    if replicas is not None:
-                        replicas.check_current_leader_epoch((topic.topic, wanted.partition),
-                                                            getattr(wanted, "current_leader_epoch", -1))
+                    partition = replicas.leader_partition(topic.topic, wanted.partition)
+                    replicas.check_current_leader_epoch((topic.topic, wanted.partition),
+                                                        getattr(wanted, "current_leader_epoch", -1))
                     # KIP-74: the first partition with data returns at least one whole batch, however big.
                     result = partition.read(wanted.fetch_offset, limit, isolation, min_one_batch=(total == 0))
             except Exception as exc:  # noqa: BLE001 - mapped in one place
@@ -143,8 +141,8 @@ def handle(context, request):
         _resolve_topic_ids(broker, request)
     if context.api_version >= 15:
         request.replica_id = request.replica_state.replica_id  # KIP-903 moved it into ReplicaState
-    if request.replica_id != CONSUMER_REPLICA_ID and broker.cluster is None:
-        raise NotLeaderOrFollowerError("this single-node broker has no followers")
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        broker.replicas.check_follower(request.replica_id)  # a single node has none: NOT_LEADER_OR_FOLLOWER
     denied = frozenset()
     respond = functools.partial(_respond, context)
     if request.replica_id >= 0:

@@ -80,7 +80,7 @@ def handle(context, request):
             try:
                 if described is not None and topic.name not in described:
                     raise TopicAuthorizationFailedError(f"may not DESCRIBE {topic.name}")
-                partition = broker.registry.leader_partition(topic.name, wanted.partition_index)
+                partition = broker.replicas.leader_partition(topic.name, wanted.partition_index)
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0
                 epoch = partition.leader_epoch if partition.leader_epoch is not None else 0

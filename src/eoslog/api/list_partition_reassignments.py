@@ -15,19 +15,14 @@ Partition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 def handle(context, request):
     context.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
-    cluster = context.broker.cluster
-    topics = []
-    if cluster is not None:
-        wanted = None if request.topics is None else {t.name: set(t.partition_indexes) for t in request.topics}
-        for name, assignment in sorted(cluster.view.topics.items()):
-            moving = sorted(set(assignment.adding) | set(assignment.removing))
-            if wanted is not None:
-                moving = [p for p in moving if p in wanted.get(name, ())]
-            if moving:
-                topics.append(Topic(name=name, partitions=[Partition(
-                    partition_index=p, replicas=list(assignment.replicas[p]),
-                    adding_replicas=list(assignment.adding.get(p, ())),
-                    removing_replicas=list(assignment.removing.get(p, ()))) for p in moving]))
+    wanted = None if request.topics is None else {t.name: set(t.partition_indexes) for t in request.topics}
+    by_topic: dict[str, list] = {}
+    for name, index, replicas, adding, removing in context.registry.admin.reassignments():
+        if wanted is not None and index not in wanted.get(name, ()):
+            continue
+        by_topic.setdefault(name, []).append(Partition(partition_index=index, replicas=list(replicas),
+                                                       adding_replicas=list(adding), removing_replicas=list(removing)))
+    topics = [Topic(name=name, partitions=partitions) for name, partitions in by_topic.items()]
     return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=topics)
 
 

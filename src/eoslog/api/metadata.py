@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from functools import lru_cache
 
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
-from eoslog.protocol.wire import FrozenArray
 from eoslog.security.acl import AclOperation, ResourceType
 
 API_KEY = 3
@@ -18,57 +16,16 @@ MAX_VERSION = 13
 
 Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
-PartitionInfo = MetadataResponse.MetadataResponsePartition
 NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's ZERO_UUID: no topic id
 UNKNOWN_OPERATIONS = -(2**31)
 
 
 def topic_entry(broker, info, listener: str = "PLAINTEXT", version: int = MAX_VERSION) -> Topic:
-    """One existing topic as Metadata answers it (DescribeTopicPartitions answers its partitions alike)."""
-    if broker.cluster is not None:
-        return _cluster_topic_entry(broker.cluster.view, info, listener, version)
-    node = broker.config.node_id
-    return Topic(
-        error_code=0,
-        name=info.name,
-        topic_id=info.topic_id,
-        is_internal=info.is_internal,
-        partitions=_single_node_partitions(node, info.partitions),
-        topic_authorized_operations=UNKNOWN_OPERATIONS,
-    )
-
-
-@lru_cache(maxsize=64)
-def _single_node_partitions(node: int, count: int) -> FrozenArray:
-    """On one node a topic's partitions are all alike, so (node, count) fixes the array: built and
-    encoded once, not per request (50 clients asking about 1,000 partitions cost the broker ~4 ms each)."""
-    return FrozenArray(
-        PartitionInfo(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
-                      replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-        for index in range(count)
-    )
-
-
-def _cluster_topic_entry(view, info, listener: str, version: int) -> Topic:
-    """Leaders, epochs, replicas, ISR and offline replicas as ZooKeeper has them: a partition without a
-    leader says LEADER_NOT_AVAILABLE, so clients wait and ask again. A leader that does not serve the
-    client's listener is no use to it: LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before (Kafka's
-    answers)."""
-    assignment = view.topics.get(info.name)
-    partitions = []
-    for index, replicas in sorted(assignment.replicas.items()) if assignment is not None else ():
-        state = view.states.get((info.name, index))
-        leader = state.leader if state is not None else -1
-        code = 0 if leader >= 0 and leader in view.brokers else int(ErrorCode.LEADER_NOT_AVAILABLE)
-        if code == 0 and view.brokers[leader].endpoint(listener) is None:
-            code = int(ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE)
-        partitions.append(PartitionInfo(
-            error_code=code, partition_index=index, leader_id=leader if code == 0 else -1,
-            leader_epoch=state.leader_epoch if state is not None else -1, replica_nodes=list(replicas),
-            isr_nodes=list(state.isr) if state is not None else [],
-            offline_replicas=[r for r in replicas if r not in view.brokers]))
+    """One existing topic as Metadata answers it (DescribeTopicPartitions answers its partitions alike):
+    its partitions as the metadata cache has them (cluster/metadata_cache.py)."""
     return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.is_internal,
-                 partitions=partitions, topic_authorized_operations=UNKNOWN_OPERATIONS)
+                 partitions=broker.metadata.topic_partitions(info, listener, version),
+                 topic_authorized_operations=UNKNOWN_OPERATIONS)
 
 
 def _error_entry(name, topic_id, code: ErrorCode) -> Topic:
@@ -116,11 +73,10 @@ def handle(context, request):
                             or context.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
                         topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                         continue
-                    if broker.cluster is not None:
-                        broker.registry.request_topic_creation(name)
+                    info = broker.registry.auto_create_topic(name)
+                    if info is None:  # being created in the background (a cluster): ask again
                         topics.append(_error_entry(name, NO_TOPIC_ID, ErrorCode.LEADER_NOT_AVAILABLE))
                         continue
-                    info = broker.registry.create_topic(name, None)
                 except KafkaError as exc:
                     topics.append(_error_entry(name, NO_TOPIC_ID, error_code_for(exc)))
                     continue
@@ -129,22 +85,14 @@ def handle(context, request):
         for entry in topics:
             if entry.error_code == 0:
                 entry.topic_authorized_operations = context.authorized_operations(ResourceType.TOPIC, entry.name)
-    if broker.cluster is not None:
-        view = broker.cluster.view
-        # Brokers without the client's listener are left out, as Kafka leaves them out.
-        brokers = [Broker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
-                   for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
-                   if (e := b.endpoint(listener)) is not None]
-        controller_id = view.controller_id
-    else:
-        host, port = broker.advertised_for(context.connection)  # the listener it came in on
-        brokers = [Broker(node_id=broker.config.node_id, host=host, port=port, rack=None)]
-        controller_id = broker.config.node_id
+    # Brokers without the client's listener are left out, as Kafka leaves them out.
+    brokers = [Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+               for b in broker.metadata.brokers(listener)]
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=controller_id,
+        controller_id=broker.metadata.controller_id(),
         topics=topics,
         cluster_authorized_operations=context.authorized_operations(ResourceType.CLUSTER)
         if 8 <= version <= 10 and request.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,

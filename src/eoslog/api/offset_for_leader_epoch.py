@@ -23,12 +23,8 @@ UNDEFINED = -1
 
 def _answer(broker, topic: str, wanted) -> EpochEndOffset:
     try:
-        if broker.cluster is not None:
-            epoch, end = broker.cluster.replicas.offset_for_leader_epoch(
-                topic, wanted.partition, wanted.current_leader_epoch, wanted.leader_epoch)
-        else:
-            partition = broker.registry.partition(topic, wanted.partition)
-            epoch, end = (0, partition.log_end_offset) if wanted.leader_epoch >= 0 else (UNDEFINED, UNDEFINED)
+        epoch, end = broker.replicas.offset_for_leader_epoch(
+            topic, wanted.partition, wanted.current_leader_epoch, wanted.leader_epoch)
     except Exception as exc:  # noqa: BLE001 - mapped in one place
         return EpochEndOffset(error_code=int(error_code_for(exc)), partition=wanted.partition,
                               leader_epoch=UNDEFINED, end_offset=UNDEFINED)

@@ -33,6 +33,7 @@ import inspect
 from eoslog.api import _leader_hints as leader_hints
 from eoslog.api._deadlines import deadlines_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
+from eoslog.coordinator.runtime import Ownership
 from eoslog.eager_future import EagerFuture
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import (
@@ -95,15 +96,17 @@ def _handle(context, request):
         context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     refused = _unauthorized(context, request)
     broker = context.broker
-    if request.transactional_id is not None and context.api_version >= IMPLICIT_ADD_SINCE \
-            and broker.transaction_coordinator.owns(request.transactional_id):
+    transactional_id = request.transactional_id
+    if transactional_id is None:
+        return _append(context, request, refused=refused)
+    ownership = broker.coordinators.transaction_ownership(transactional_id)
+    if context.api_version >= IMPLICIT_ADD_SINCE and ownership is Ownership.OWNED:
         to_add, _ = _needing_verification(broker, request, refused)
         if to_add:
             release = context.connection.hold()
             return _add_then_append(context, request, to_add, release, refused)
         return _append(context, request, refused=refused)
-    if broker.cluster is not None and request.transactional_id is not None \
-            and not broker.transaction_coordinator.owns(request.transactional_id):
+    if ownership is Ownership.NOT_COORDINATOR:  # another broker coordinates it: ask there
         to_verify, verified = _needing_verification(broker, request, refused)
         if to_verify:
             release = context.connection.hold()
@@ -201,7 +204,7 @@ async def _add_then_append(context, request, to_add, release, refused):
         by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
         for key, (producer_id, producer_epoch, _) in to_add.items():
             by_producer.setdefault((producer_id, producer_epoch), []).append(key)
-        coordinator = context.broker.transaction_coordinator
+        coordinator = context.broker.coordinators.transactions
         for (producer_id, producer_epoch), keys in by_producer.items():
             try:
                 await coordinator.add_partitions_for_produce(request.transactional_id, producer_id, producer_epoch,
@@ -218,7 +221,7 @@ async def _add_then_append(context, request, to_add, release, refused):
 
 def _append(context, request, verified=frozenset(), refused=None):
     broker = context.broker
-    replicas = broker.cluster.replicas if broker.cluster is not None else None
+    replicas = broker.replicas
     acks = request.acks
     responses = []
     waits: list[_Wait] = []
@@ -236,10 +239,10 @@ def _append(context, request, verified=frozenset(), refused=None):
                     raise UnknownTopicIdError(f"no topic has the id {topic_data.topic_id}")
                 if topic_data.name in INTERNAL_TOPICS:
                     raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
-                partition = broker.registry.leader_partition(topic_data.name, data.index)
+                partition = replicas.leader_partition(topic_data.name, data.index)
                 if data.records is None or len(data.records) == 0:
                     raise InvalidRecordError("the produce request carries no record batches")
-                if acks == -1 and replicas is not None:
+                if acks == -1:
                     replicas.check_enough_replicas(partition)  # NOT_ENOUGH_REPLICAS: nothing written
                 info = partition.append(data.records, transactional_id=request.transactional_id,
                                         verified=(topic_data.name, data.index) in verified)
@@ -252,10 +255,10 @@ def _append(context, request, verified=frozenset(), refused=None):
             )
             partition_responses.append(response)
             # Duplicates wait too: the retried original may itself still be waiting for its fsync. A
-            # single node whose high watermark already covers the batch (no fsync on ack, so append made
-            # it durable under the flush policy) has nothing to wait for. On a cluster every acks=all
-            # answer goes through _outcomes (min.insync.replicas after append).
-            if acks == -1 and (replicas is not None or partition.high_watermark <= info.last_offset):
+            # partition whose high watermark already covers the batch (no fsync on ack, so append made it
+            # durable under the flush policy) has nothing to wait for, unless followers are involved:
+            # then every acks=all answer goes through _outcomes (min.insync.replicas after append).
+            if acks == -1 and (partition.high_watermark <= info.last_offset or replicas.replicated(partition)):
                 waits.append(_Wait(partition, response, info.last_offset + 1))
     if acks == 0:
         return None
@@ -330,7 +333,7 @@ def _outcomes(result, waits: list[_Wait], timed_out: bool, replicas):
         elif wait.error is not None:
             response.error_code = int(error_code_for(wait.error))
             response.error_message = str(wait.error)
-        elif replicas is not None:
+        else:
             # The ISR has it; Kafka still refuses the acknowledgement when the ISR shrank below
             # min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND, retriable).
             try:

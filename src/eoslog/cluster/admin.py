@@ -1,5 +1,7 @@
 """Topic administration as the admin APIs ask for it (Kafka's AdminManager): CreateTopics, DeleteTopics,
-CreatePartitions and IncrementalAlterConfigs, the same on a single node and in a cluster.
+CreatePartitions and IncrementalAlterConfigs, and the partition moves the controller carries out
+(ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments), the same on a single node and
+in a cluster.
 
 Validation happens here once; what differs by mode is only where the change is written: the local
 topic registry (topics.json) and logs, or ZooKeeper, whose change every broker then applies, and whose
@@ -14,17 +16,21 @@ from typing import TYPE_CHECKING
 from eoslog.cluster.topic_configs import check_names
 from eoslog.cluster.topics import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from eoslog.protocol.errors import (
+    ErrorCode,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     UnknownTopicIdError,
+    error_for_code,
 )
 
 if TYPE_CHECKING:
     from eoslog.cluster.registry import PartitionRegistry
 
 NO_TOPIC_ID = uuid.UUID(int=0)
+InvalidReplicaAssignmentError = error_for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+NotControllerError = error_for_code(ErrorCode.NOT_CONTROLLER)
 
 
 class TopicAdmin:
@@ -102,3 +108,39 @@ class TopicAdmin:
             await self.registry.topics.set_configs(name, configs)
         else:
             self.registry.alter_topic_configs(name, configs)
+
+    # ---- partition moves ----------------------------------------------------------------------------
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders: per partition None (done) or the name of Kafka's error. A single node leads every
+        partition already: each one asked for is ELECTION_NOT_NEEDED."""
+        if not self._clustered:
+            return {tp: "ELECTION_NOT_NEEDED" for tp in partitions or ()}
+        from eoslog.cluster.zk.errors import NotController
+
+        try:
+            return await self.registry.cluster.controller.elect_leaders(partitions, unclean=unclean)
+        except NotController as exc:
+            raise NotControllerError(str(exc)) from exc
+
+    def check_reassignments(self) -> None:
+        """AlterPartitionReassignments needs other brokers to move replicas to."""
+        if not self._clustered:
+            raise InvalidReplicaAssignmentError("a single node has no other broker to move replicas to")
+
+    async def reassign(self, name: str, targets: dict[int, list[int] | None]) -> None:
+        self.check_reassignments()
+        await self.registry.topics.reassign(name, targets)
+
+    def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """ListPartitionReassignments: (topic, partition, replicas, adding, removing) of every partition
+        being moved, by topic and partition (none on a single node)."""
+        if not self._clustered:
+            return []
+        out = []
+        for name, assignment in sorted(self.registry.cluster.view.topics.items()):
+            for index in sorted(set(assignment.adding) | set(assignment.removing)):
+                out.append((name, index, tuple(assignment.replicas[index]), tuple(assignment.adding.get(index, ())),
+                            tuple(assignment.removing.get(index, ()))))
+        return out

@@ -63,7 +63,8 @@ class PartitionAppend(NamedTuple):
 
 class Partition:
     def __init__(self, topic: str, index: int, log_: Log, group_commit: GroupCommit,
-                 transaction_verifier: Callable[[str | None, int, int, str, int], None] | None = None) -> None:
+                 transaction_verifier: Callable[[str | None, int, int, str, int], None] | None = None,
+                 writable: bool = True) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
@@ -86,8 +87,10 @@ class Partition:
         self._leader_epochs: LeaderEpochCache | None = None
         self._replica_fetch_waiters: set[asyncio.Future] = set()
         self.follower_leader_high_watermark: int | None = None
-        # False on a replica that is not the leader: nothing but replication may write to its log.
-        self.writable = True
+        # False on a replica that is not the leader: nothing but replication may write to its log. A sole
+        # broker's partitions lead from birth; a cluster's replica takes writes once the controller makes
+        # it leader (become_leader, then take_writes).
+        self.writable = writable
         # KIP-890 part 1 (cluster/transaction_verification.py): called as (transactional_id, producer_id,
         # producer_epoch, topic, partition) for each transactional batch; raises when the partition is
         # not part of the producer's ongoing transaction.
@@ -224,6 +227,37 @@ class Partition:
         self._after_append()
         return PartitionAppend(info.first_offset, info.last_offset, info.log_append_time, False)
 
+    # --- roles (cluster/replica_manager.py changes them, through these methods only) -------------------
+    def become_leader(self, leader_epoch: int, high_watermark_policy: Callable[[Partition], None],
+                      take_writes: bool) -> None:
+        """Leads from ``leader_epoch``: appended batches carry it, the high watermark follows the ISR
+        (``high_watermark_policy``). Writes are taken at once only when ``take_writes`` (a leadership that
+        goes on in a new epoch); a new leader waits for :meth:`take_writes`, once its epoch entry is
+        durable."""
+        self.leader_epoch = leader_epoch
+        self.writable = take_writes
+        self.high_watermark_policy = high_watermark_policy
+
+    def take_writes(self) -> None:
+        self.writable = True
+
+    def become_follower(self) -> None:
+        """Follows the leader: no writes but replication; the high watermark moves with the leader's."""
+        self.leader_epoch = None
+        self.writable = False
+        self.high_watermark_policy = Partition._follow_leader_high_watermark
+
+    def resign(self, exc: BaseException) -> None:
+        """Leadership moved: stop taking writes, and every acks=all producer still waiting learns it
+        (``exc``: NOT_LEADER_OR_FOLLOWER); what it wrote may be truncated, so it is not acknowledged."""
+        self.become_follower()
+        self.fail_waiters(exc)
+
+    def _follow_leader_high_watermark(self) -> None:
+        """A follower's high watermark moves only with the leader's (set by the fetcher)."""
+        if self.follower_leader_high_watermark is not None:
+            self.set_follower_high_watermark(self.follower_leader_high_watermark)
+
     # --- replication (cluster/replica_manager.py drives these) --------------------------------------
     @property
     def leader_epochs(self) -> LeaderEpochCache:
@@ -294,7 +328,9 @@ class Partition:
         self._durable(min(target, self.log.log_end_offset))
 
     def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """A follower's high watermark: the leader's, capped by what this replica holds durably."""
+        """A follower's high watermark: the leader's, capped by what this replica holds durably (the
+        fetcher reports the leader's with each fetch)."""
+        self.follower_leader_high_watermark = leader_high_watermark
         self._advance_high_watermark(min(leader_high_watermark, self.local_durable_end))
 
     def read_for_replica(self, offset: int, max_bytes: int) -> Any:

@@ -5,8 +5,8 @@ Contract
 - Owns the map of local partition replicas and the topic registry: ``topics.json`` on a single node
   (cluster/topics.py), ZooKeeper through the cluster view in cluster mode (cluster/cluster_topics.py).
 - ``partition()`` is the local replica whatever its role (coordinators load and append through it; a
-  replica that is not the leader refuses appends itself); ``leader_partition()`` is what a client's
-  produce or fetch may use: on a cluster, only the leader's.
+  replica that is not the leader refuses appends itself); what a client's produce or fetch may use is
+  the replica manager's ``leader_partition()`` (cluster/replica_manager.py).
 - Topic changes are prepare -> log -> apply. A new topic or partition on a single node: its files are made
   first (in a worker thread, unserved), then topics.json names it, then its partitions are served; a
   crash in between leaves directories that the next start removes. A deleted topic: topics.json first,
@@ -100,9 +100,9 @@ class PartitionRegistry:
         cluster.replicas.min_isr_for = self.min_insync_replicas
         cluster.view_listeners.append(self.apply_topic_configs)
 
-    def _partition(self, topic: str, index: int, partition_log: Log) -> Partition:
+    def _partition(self, topic: str, index: int, partition_log: Log, writable: bool = True) -> Partition:
         return Partition(topic, index, partition_log, self.log_directory.group_commit,
-                         transaction_verifier=self.transaction_verifier)
+                         transaction_verifier=self.transaction_verifier, writable=writable)
 
     def _opened(self, partition: Partition) -> None:
         for listener in self.partition_listeners:
@@ -281,6 +281,15 @@ class PartitionRegistry:
             return
         self._create_in_background(name, count, factor, configs)
 
+    def auto_create_topic(self, name: str) -> TopicInfo | None:
+        """Metadata's auto-creation (auto.create.topics.enable): made at once on a single node; on a
+        cluster asked of the controller in the background, None meanwhile (the client sees
+        LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
+        if self.cluster is None:
+            return self.create_topic(name, None)
+        self.request_topic_creation(name)
+        return None
+
     def request_topic_creation(self, name: str) -> None:
         """Cluster mode: Metadata's auto-creation, in the background (the client sees
         LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
@@ -377,8 +386,8 @@ class PartitionRegistry:
         return self._open_replica(topic, index, partition_log)
 
     def _open_replica(self, topic: str, index: int, partition_log: Log) -> Partition:
-        partition = self._partition(topic, index, partition_log)
-        partition.writable = False  # until the controller makes this replica the leader
+        # No writes until the controller makes this replica the leader.
+        partition = self._partition(topic, index, partition_log, writable=False)
         self._opened(partition)
         return partition
 
@@ -444,12 +453,6 @@ class PartitionRegistry:
                     partition.producer_state.remove_expired(now, producer_id_expiration_ms)
                 except Exception:
                     log.exception("%s: producer expiry failed", partition.name)
-
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition for a client's produce or fetch: only its leader serves it."""
-        if self.cluster is None:
-            return self.partition(topic, index)
-        return self.cluster.replicas.leader_partition(topic, index)
 
 
 def _describe(replicas: list[tuple[str, int]]) -> str:

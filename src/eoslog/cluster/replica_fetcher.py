@@ -195,7 +195,6 @@ class ReplicaFetcher:
                         flushes.append(partition)
                 if data.log_start_offset > partition.log_start_offset:
                     partition.log.delete_records_before(min(data.log_start_offset, partition.log_end_offset))
-                partition.follower_leader_high_watermark = data.high_watermark
                 partition.set_follower_high_watermark(data.high_watermark)
         for partition in flushes:
             # What we report at the next fetch counts towards the leader's high watermark: make it durable.

@@ -1,7 +1,11 @@
 """The replica manager: which local partition replicas lead, which follow, and how (Kafka's
-ReplicaManager in ZooKeeper mode).
+ReplicaManager in ZooKeeper mode). The one replica layer of both modes: the API handlers and the
+coordinators ask it the same questions whether or not ZooKeeper is configured.
 
 Contract
+- Without ZooKeeper this broker is a cluster of one (``sole_broker``): it leads every partition, from
+  the moment the partition is opened, with an ISR of itself; its high watermark is what is durable
+  here, it has no follower to wait for and none fetches from it.
 - Runs on the broker's event loop. ZooKeeper is read by the cluster service (cluster/service.py), which
   hands every new :class:`ClusterView` to :meth:`apply_view`; decisions there are the controller's
   (leader, epoch) and the leaders' (ISR). This broker changes only the ISR of partitions it leads, by a
@@ -274,11 +278,9 @@ class ReplicaManager:
         # offsets (cluster/replica_fetcher.py); pausing writes there would fail coordinators' appends.
         keeps_leading = tp in self.leaders and partition.writable
         partition.leader_epochs.assign(state.leader_epoch, end, durable=False)
-        partition.leader_epoch = state.leader_epoch
-        partition.writable = keeps_leading
         self.leaders[tp] = LeaderIsr.become_leader(self.broker_id, state.leader_epoch, end, replicas,
                                                    state.isr, now_ms())
-        partition.high_watermark_policy = self._update_high_watermark
+        partition.become_leader(state.leader_epoch, self._update_high_watermark, take_writes=keeps_leading)
         log.info("%s: leader for epoch %d from offset %d, ISR %s, high watermark %d",
                  partition.name, state.leader_epoch, end, list(state.isr), partition.high_watermark)
         self._update_high_watermark(partition)
@@ -296,15 +298,13 @@ class ReplicaManager:
             leader = self.leaders.get(tp)
             if leader is None or leader.leader_epoch != epoch or self.partitions.get(tp) is not partition:
                 continue  # moved on meanwhile
-            partition.writable = True
+            partition.take_writes()
             self._notify_became_leader(tp)
         self.on_leaders_writable()
 
     def _become_follower(self, tp, partition: Partition, state: PartitionState) -> None:
         self._stop_following(tp)
-        partition.leader_epoch = None
-        partition.writable = False
-        partition.high_watermark_policy = _follower_high_watermark
+        partition.become_follower()
         self.followers[tp] = FollowerRole(state.leader, state.leader_epoch)
         registration = self.view.brokers.get(state.leader)
         fetcher = self.fetchers.get(state.leader)
@@ -329,10 +329,7 @@ class ReplicaManager:
         if leader is None or partition is None:
             return
         log.info("%s: no longer leader (%s)", partition.name, reason)
-        partition.leader_epoch = None
-        partition.writable = False
-        partition.high_watermark_policy = _follower_high_watermark
-        partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: leadership moved ({reason})"))
+        partition.resign(NotLeaderOrFollowerError(f"{partition.name}: leadership moved ({reason})"))
         for _, resigned in self._leadership.get(tp[0], ()):
             resigned(tp[1])
 
@@ -378,9 +375,15 @@ class ReplicaManager:
     # ---- what the request handlers ask ----------------------------------------------------------------
 
     def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition for a client's produce, fetch or list-offsets: only its leader serves it."""
         tp = (topic, index)
         if tp in self.leaders:
             return self.partitions[tp]
+        if self.sole_broker:
+            partition = self.partitions.get(tp)
+            if partition is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist on this broker")
+            return partition
         assignment = self.view.topics.get(topic)
         if assignment is None or index not in assignment.replicas:
             raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist")
@@ -415,6 +418,8 @@ class ReplicaManager:
     def check_enough_replicas_after_append(self, partition: Partition) -> None:
         leader = self.leaders.get((partition.topic, partition.index))
         if leader is None:
+            if self.sole_broker:
+                return  # an ISR of one: what is durable here is acknowledged
             raise NotLeaderOrFollowerError(f"{partition.name}: leadership moved while waiting")
         required = self.min_isr_for(partition.topic)
         if len(leader.isr) < required:
@@ -423,6 +428,16 @@ class ReplicaManager:
 
     def is_leader(self, topic: str, index: int) -> bool:
         return (topic, index) in self.leaders
+
+    def replicated(self, partition: Partition) -> bool:
+        """Whether an acks=all answer for this partition depends on followers (its ISR may shrink below
+        min.insync.replicas after the append): every partition a cluster leads, none of a sole broker's."""
+        return (partition.topic, partition.index) in self.leaders
+
+    def check_follower(self, replica_id: int) -> None:
+        """A replica's Fetch or OffsetForLeaderEpoch is possible only on a broker with followers."""
+        if self.sole_broker:
+            raise NotLeaderOrFollowerError("this single-node broker has no followers")
 
     # ---- the leader's side of replication --------------------------------------------------------------
 
@@ -457,6 +472,9 @@ class ReplicaManager:
         """(epoch, end offset) answering OffsetForLeaderEpoch, from the leader's epoch cache."""
         tp = (topic, index)
         partition = self.leader_partition(topic, index)
+        if self.sole_broker:
+            # No leader epochs are kept without replication: every batch is "epoch 0" to a client asking.
+            return (0, partition.log_end_offset) if leader_epoch >= 0 else (NO_EPOCH, NO_EPOCH)
         self.check_current_leader_epoch(tp, current_leader_epoch)
         return partition.leader_epochs.end_offset_for(leader_epoch, partition.log_end_offset)
 
@@ -531,13 +549,6 @@ def _write_epochs(caches: list[LeaderEpochCache]) -> None:
     for cache in caches:
         cache.write_pending()
     make_durable([cache.path for cache in caches])
-
-
-def _follower_high_watermark(partition: Partition) -> None:
-    """A follower's high watermark moves only with the leader's (set by the fetcher)."""
-    leader_hw = getattr(partition, "follower_leader_high_watermark", None)
-    if leader_hw is not None:
-        partition.set_follower_high_watermark(leader_hw)
 
 
 __all__ = ["KafkaError", "ReplicaManager", "ReplicationConfig"]

@@ -84,9 +84,11 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._background: list[asyncio.Task] = []
         self.bound_port: int | None = None
-        # coordinator/runtime.py: the group and transaction coordinators' shards, built on first need; set
-        # in start() once the replica layer is there.
+        # coordinator/runtime.py: the group and transaction coordinators' shards, built on first need, and
+        # coordinator/coordinators.py, how the handlers reach them; set in start() once the replica layer is.
+        self.coordinator_runtime = None
         self.coordinators = None
+        self.metadata = None  # cluster/metadata_cache.py: what clients are told of brokers and leaders
         self.replicas = None  # cluster/replica_manager.py: the cluster's, or a sole broker's own
         self.broker_clients = None  # cluster/broker_clients.py: connections to the other brokers
         self.producer_ids = None  # coordinator/transaction/producer_ids.py, opened in start()
@@ -176,7 +178,7 @@ class Broker:
         self.started_at_ms = int(time.time() * 1000)
         # The coordinators load what this broker leads now that it serves: a large __consumer_offsets
         # never delays the port (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, and clients retry).
-        self.coordinators.start()
+        self.coordinator_runtime.start()
         self._background.append(loop.create_task(self._housekeeping()))
         self._background.append(loop.create_task(self.registry.expire_producers(
             self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
@@ -219,8 +221,8 @@ class Broker:
                 await task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
-        if self.coordinators is not None:
-            await self.coordinators.stop()
+        if self.coordinator_runtime is not None:
+            await self.coordinator_runtime.stop()
         if self.broker_clients is not None:
             self.broker_clients.close()
         await self.registry.close()
@@ -297,7 +299,10 @@ class Broker:
             self.producer_ids = ProducerIds(Path(self.config.data_dir), self.config.node_id, claim)
         except ValueError as exc:  # a damaged producer id block file: never risk handing out a used id
             raise ConfigError(str(exc)) from exc
-        runtime = self.coordinators = CoordinatorRuntime(self.registry, replicas)
+        from eoslog.coordinator.coordinators import Coordinators
+
+        runtime = self.coordinator_runtime = CoordinatorRuntime(self.registry, replicas)
+        self.coordinators = Coordinators(runtime)
         runtime.register(CONSUMER_OFFSETS, self.config.offsets_topic_num_partitions, self._group_shard)
         runtime.register(TRANSACTION_STATE, self.config.transaction_state_log_num_partitions,
                          self._transaction_shard)
@@ -309,6 +314,16 @@ class Broker:
             leader = replicas.leader_of(TRANSACTION_STATE, index)
             return None if leader < 0 else leader
 
+        if self.cluster is None:
+            from eoslog.cluster.metadata_cache import SoleBrokerMetadataCache
+
+            by_name = {listener.name: listener for listener in self.listeners}
+            self.metadata = SoleBrokerMetadataCache(
+                self.config.node_id, lambda name: self.advertised_address(by_name.get(name, self.listeners[0])))
+        else:
+            from eoslog.cluster.metadata_cache import ZkMetadataCache
+
+            self.metadata = ZkMetadataCache(self.cluster, self.registry.request_internal_topic)
         self.transaction_verification.bind(
             lambda *args: runtime.shard(TRANSACTION_STATE).verify_partition_in_transaction(*args),
             self.broker_clients, coordinator_of)
@@ -318,7 +333,7 @@ class Broker:
         from eoslog.coordinator.group.shard import GroupShard
 
         config = self.config
-        return GroupShard(self.coordinators, GroupConfig(
+        return GroupShard(self.coordinator_runtime, GroupConfig(
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -340,7 +355,7 @@ class Broker:
         from eoslog.coordinator.transaction_groups.extension import TransactionGroups
 
         config = self.config
-        shard = TransactionShard(self.coordinators, TransactionShardConfig(
+        shard = TransactionShard(self.coordinator_runtime, TransactionShardConfig(
             core=TransactionConfig(
                 transaction_max_timeout_ms=config.transaction_max_timeout_ms,
                 transactional_id_expiration_ms=config.transactional_id_expiration_ms,
@@ -365,12 +380,12 @@ class Broker:
 
             self._transaction_markers = markers = TransactionMarkerChannel(
                 self.config.node_id, self.registry, self.replicas, self.broker_clients,
-                lambda: self.coordinators.ensure_topic(CONSUMER_OFFSETS))
+                lambda: self.coordinator_runtime.ensure_topic(CONSUMER_OFFSETS))
 
             def offsets_marker(partition: int, producer_id: int, committed: bool) -> None:
                 # A marker on a __consumer_offsets partition whose groups are not loaded yet is read
                 # with the rest of that partition's log when it loads.
-                groups = self.coordinators.built(CONSUMER_OFFSETS)
+                groups = self.coordinator_runtime.built(CONSUMER_OFFSETS)
                 if groups is not None:
                     groups.on_txn_marker(partition, producer_id, committed)
 
@@ -379,23 +394,19 @@ class Broker:
 
     @property
     def transaction_groups(self):
-        from eoslog.coordinator.transaction_groups.extension import TransactionGroups
-
-        return self.transaction_coordinator.extension(TransactionGroups)
+        return self.coordinators.transaction_groups
 
     @property
     def check_backs(self):
-        from eoslog.coordinator.check_back.extension import CheckBacks
-
-        return self.transaction_coordinator.extension(CheckBacks)
+        return self.coordinators.check_backs
 
     @property
     def transaction_coordinator(self):
-        return self.coordinators.shard(TRANSACTION_STATE)
+        return self.coordinators.transactions
 
     @property
     def group_service(self):
-        return self.coordinators.shard(CONSUMER_OFFSETS)
+        return self.coordinators.groups
 
     async def _bind_listeners(self, start_serving: bool) -> None:
         """Binds every listener, the primary first; a port of 0 becomes the one the system picked. An

@@ -1,0 +1,63 @@
+"""The broker's coordinators as the request handlers find them: the group coordinator, the transaction
+coordinator and its extensions, each a shard of the coordinator runtime (runtime.py), built on first use;
+and the questions about internal topics that need no shard built.
+
+A new coordinator is its package (pure core + shard) and a ``register`` with the runtime
+(server/broker.py); its handlers reach it with :meth:`Coordinators.shard`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from eoslog.coordinator.partitioning import partition_for
+from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership
+
+if TYPE_CHECKING:
+    from eoslog.coordinator.check_back.extension import CheckBacks
+    from eoslog.coordinator.group.shard import GroupShard
+    from eoslog.coordinator.transaction.shard import TransactionShard
+    from eoslog.coordinator.transaction_groups.extension import TransactionGroups
+
+
+class Coordinators:
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+
+    def shard(self, topic: str) -> Any:
+        """The shard coordinating keys of internal topic ``topic``."""
+        return self.runtime.shard(topic)
+
+    @property
+    def groups(self) -> GroupShard:
+        return self.runtime.shard(CONSUMER_OFFSETS)
+
+    @property
+    def transactions(self) -> TransactionShard:
+        return self.runtime.shard(TRANSACTION_STATE)
+
+    @property
+    def transaction_groups(self) -> TransactionGroups:
+        from eoslog.coordinator.transaction_groups.extension import TransactionGroups
+
+        return self.transactions.extension(TransactionGroups)
+
+    @property
+    def check_backs(self) -> CheckBacks:
+        from eoslog.coordinator.check_back.extension import CheckBacks
+
+        return self.transactions.extension(CheckBacks)
+
+    # ---- internal topics, without building a shard -------------------------------------------------
+
+    def ensure_topic(self, topic: str) -> None:
+        self.runtime.ensure_topic(topic)
+
+    def partition_count(self, topic: str) -> int:
+        return self.runtime.partition_count(topic)
+
+    def transaction_ownership(self, transactional_id: str) -> Ownership:
+        """Whether this broker coordinates ``transactional_id`` now (NOT_COORDINATOR: another broker does)."""
+        index = partition_for(transactional_id, self.runtime.partition_count(TRANSACTION_STATE))
+        return self.runtime.ownership(TRANSACTION_STATE, index)
