@@ -9,6 +9,7 @@ import socket
 import ssl
 import struct
 import threading
+from typing import Self
 
 import pytest
 from click.testing import CliRunner
@@ -167,7 +168,7 @@ class ScriptedPeer:
         header, _ = codec.decode_request(_read_exactly(sock, size))
         return header
 
-    def __enter__(self) -> ScriptedPeer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -224,9 +225,9 @@ def test_a_peer_closing_before_answering_is_a_lost_connection_and_a_connection_e
     def script(peer, sock):
         peer.read_request(sock)
 
-    with ScriptedPeer(script) as peer, _connect(peer) as conn:
-        with pytest.raises(ConnectionError):  # what callers that retry catch
-            conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
+    # ConnectionError: what the callers that retry catch
+    with ScriptedPeer(script) as peer, _connect(peer) as conn, pytest.raises(ConnectionError):
+        conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
 
 
 def test_an_answer_with_another_correlation_id_closes_the_connection():
@@ -249,9 +250,8 @@ def test_a_negative_frame_size_is_a_lost_connection():
         sock.sendall(struct.pack(">i", -5))
         peer.release.wait(10)
 
-    with ScriptedPeer(script) as peer, _connect(peer) as conn:
-        with pytest.raises(ConnectionLost, match="size -5"):
-            conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
+    with ScriptedPeer(script) as peer, _connect(peer) as conn, pytest.raises(ConnectionLost, match="size -5"):
+        conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
 
 
 def test_no_answer_within_the_timeout_closes_the_connection():
