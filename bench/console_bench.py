@@ -82,7 +82,7 @@ def sink_batches(bootstrap: str, topics: int, partitions: int, members: int) -> 
     with Brokers(bootstrap) as brokers:
         described = txn_cli.describe_transactions(brokers, [f"{SINK_GROUP}-0-{i}" for i in range(members)])
         M = messages.CommitTransactionGroupRequest
-        response = brokers.coordinator(SINK_GROUP, TRANSACTION).call(0x7E00, 0, M(
+        response = brokers.coordinator(SINK_GROUP, TRANSACTION).request(0x7E00, 0, M(
             group_name=SINK_GROUP, sequence=0, abort_prefix=f"{SINK_GROUP}-", transactions=[
                 M.GroupMember(transactional_id=d.transactional_id, producer_id=d.producer_id,
                               producer_epoch=d.producer_epoch) for d in described]))

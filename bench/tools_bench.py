@@ -40,7 +40,7 @@ def _former_list_offsets(brokers: Brokers, tps, timestamp: int, isolation_level:
         request = messages.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
             Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
                                       for p in ps]) for t, ps in by_topic.items()])
-        for t in wire.call(admin.LIST_OFFSETS, 2, request).topics:
+        for t in wire.request(admin.LIST_OFFSETS, 2, request).topics:
             out.update({(t.name, p.partition_index): p.offset for p in t.partitions})
     return out
 
@@ -69,7 +69,7 @@ def former_find_hanging(brokers: Brokers, max_age_ms: int) -> list[dict]:
         for partition in sorted(p.partition_index for p in t.partitions):
             request = messages.DescribeProducersRequest(topics=[messages.DescribeProducersRequest.TopicRequest(
                 name=t.name, partition_indexes=[partition])])
-            [result] = brokers.leader(t.name, partition).call(61, 0, request).topics[0].partitions
+            [result] = brokers.leader(t.name, partition).request(61, 0, request).topics[0].partitions
             for producer in result.active_producers:
                 if producer.current_txn_start_offset < 0:
                     continue

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.testing.process import BrokerProcess
-from eoslog.tools.brokers import KafkaWire
 
 API_VERSIONS = 18
 
@@ -43,7 +43,7 @@ class Pinger:
     """ApiVersions v0 every 5 ms on its own connection; remembers (sent at, answered after)."""
 
     def __init__(self, bootstrap: str) -> None:
-        self._wire = KafkaWire(bootstrap, client_id="ping")
+        self._wire = BrokerConnection.from_bootstrap(bootstrap, client_id="ping")
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -52,7 +52,7 @@ class Pinger:
     def _run(self) -> None:
         while not self._stop.is_set():
             sent = time.perf_counter()
-            self._wire.call(API_VERSIONS, 0, messages.ApiVersionsRequest())
+            self._wire.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
             self.samples.append((sent, time.perf_counter() - sent))
             time.sleep(0.005)
 

@@ -23,19 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.testing.process import BrokerProcess
-from eoslog.tools.brokers import KafkaWire
 
 VALUE = b"x" * 1024
 
 
 class Producer:
     def __init__(self, bootstrap: str, transactional_id: str, topic: str, partitions: int, version: int) -> None:
-        self.wire = KafkaWire(bootstrap, client_id=f"bench-tv{version}")
+        self.wire = BrokerConnection.from_bootstrap(bootstrap, client_id=f"bench-tv{version}")
         self.tid, self.topic, self.partitions, self.version = transactional_id, topic, partitions, version
-        init = self.wire.call(22, 4, messages.InitProducerIdRequest(
+        init = self.wire.request(22, 4, messages.InitProducerIdRequest(
             transactional_id=transactional_id, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1))
         assert init.error_code == 0, init
         self.pid, self.epoch = init.producer_id, init.producer_epoch
@@ -45,7 +45,7 @@ class Producer:
         batch = build_batch([SimpleRecord(None, VALUE)], producer_id=self.pid, producer_epoch=self.epoch,
                             base_sequence=self.sequences[partition], is_transactional=True)
         Data = messages.ProduceRequest.TopicProduceData
-        response = self.wire.call(0, api_version, messages.ProduceRequest(
+        response = self.wire.request(0, api_version, messages.ProduceRequest(
             transactional_id=self.tid, acks=-1, timeout_ms=30_000,
             topic_data=[Data(name=self.topic, partition_data=[Data.PartitionProduceData(index=partition,
                                                                                         records=batch)])]))
@@ -57,7 +57,7 @@ class Producer:
                                      committed=True)
         if self.version == 1:
             Topic = messages.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-            added = self.wire.call(24, 3, messages.AddPartitionsToTxnRequest(
+            added = self.wire.request(24, 3, messages.AddPartitionsToTxnRequest(
                 v3_and_below_transactional_id=self.tid, v3_and_below_producer_id=self.pid,
                 v3_and_below_producer_epoch=self.epoch,
                 v3_and_below_topics=[Topic(name=self.topic, partitions=list(range(self.partitions)))]))
@@ -65,11 +65,11 @@ class Producer:
                        for p in t.results_by_partition), added
             for partition in range(self.partitions):
                 self._produce(partition, 11)
-            assert self.wire.call(26, 3, end).error_code == 0
+            assert self.wire.request(26, 3, end).error_code == 0
             return
         for partition in range(self.partitions):
             self._produce(partition, 12)
-        answer = self.wire.call(26, 5, end)
+        answer = self.wire.request(26, 5, end)
         assert answer.error_code == 0, answer
         self.pid, self.epoch = answer.producer_id, answer.producer_epoch
         self.sequences = [0] * self.partitions

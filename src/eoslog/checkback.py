@@ -34,8 +34,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Self
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.client.producer import Batch, Producer, ProducerError
-from eoslog.client.txn_groups import METADATA, METADATA_VERSION, Connection, TxnGroupClient
+from eoslog.client.txn_groups import CLIENT_ID, METADATA, METADATA_VERSION, TxnGroupClient
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
@@ -216,7 +217,7 @@ class CheckBackProducer:
         with TxnGroupClient(self.bootstrap, self.timeout_s, security=self.security) as client:
             conn = client._bootstrap_connection()
             try:
-                response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                response = conn.request(METADATA, METADATA_VERSION, messages.MetadataRequest(
                     topics=[], allow_auto_topic_creation=False))
             finally:
                 conn.close()
@@ -231,9 +232,10 @@ class CheckBackProducer:
             while not self._stop.is_set() and failures < 3:
                 try:
                     if conn is None:
-                        conn = Connection(*address, min(self.timeout_s, 30.0) + self.poll_wait_ms / 1000,
-                                           self.security)
-                    response = conn.spec_request(POLL_CHECK_BACK, 0, messages.PollCheckBackRequest(
+                        timeout_s = min(self.timeout_s, 30.0) + self.poll_wait_ms / 1000
+                        conn = BrokerConnection(*address, client_id=CLIENT_ID, timeout_s=timeout_s,
+                                                security=self.security)
+                    response = conn.request(POLL_CHECK_BACK, 0, messages.PollCheckBackRequest(
                         check_back_group=self.check_back_group, member_id=self.transactional_id,
                         max_wait_ms=self.poll_wait_ms, max_checks=16))
                     if response.error_code:

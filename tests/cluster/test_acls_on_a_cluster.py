@@ -14,11 +14,11 @@ import pytest
 from cluster_helpers import create_topic
 from confluent_kafka import KafkaError
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.testing.wait import wait_until
-from eoslog.tools.brokers import KafkaWire
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DENY_WRITE = dict(resource_type=int(ResourceType.TOPIC), resource_name="secret",  # noqa: C408 - keyword arguments
@@ -36,9 +36,9 @@ def cluster(tmp_path_factory):
 
 
 def call(cluster, broker_id: int, api_key: int, request):
-    wire = KafkaWire(cluster.broker(broker_id).bootstrap)
+    wire = BrokerConnection.from_bootstrap(cluster.broker(broker_id).bootstrap)
     try:
-        return wire.call(api_key, 2, request)
+        return wire.request(api_key, 2, request)
     finally:
         wire.close()
 

@@ -36,7 +36,7 @@ TRANSACTIONAL_ID = next(f"cb-move-{i}" for i in range(100)
 def described_state(bootstrap: str, transactional_id: str) -> str | None:
     try:
         with Brokers(bootstrap, timeout=5) as brokers:
-            response = brokers.coordinator(transactional_id, TRANSACTION).call(
+            response = brokers.coordinator(transactional_id, TRANSACTION).request(
                 65, 0, messages.DescribeTransactionsRequest(transactional_ids=[transactional_id]))
     except Exception:  # noqa: BLE001 - a coordinator moving: asked again by wait_until
         return None

@@ -15,18 +15,19 @@ import pytest
 from cluster_helpers import create_topic
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import CHROOT, embedded_cluster
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.testing.wait import wait_until
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 
 
 def eoslog(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 @pytest.fixture(scope="module")
@@ -128,14 +129,14 @@ def test_a_grown_topic_is_answered_once_led_and_deleted_within_the_request_timeo
 
 
 def _fetch_as_replica(bootstrap: str, replica_id: int, epoch: int):
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
         request = messages.FetchRequest(
             replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
             topics=[messages.FetchRequest.FetchTopic(topic="admin", partitions=[messages.FetchRequest.FetchPartition(
                 partition=1, current_leader_epoch=epoch, fetch_offset=0, log_start_offset=0,
                 partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
-        response = wire.call(1, 11, request)
+        response = wire.request(1, 11, request)
     finally:
         wire.close()
     return ErrorCode(response.responses[0].partitions[0].error_code)
@@ -152,9 +153,9 @@ def test_replica_fetches_with_wrong_epoch_or_from_strangers_are_refused(cluster)
     assert _fetch_as_replica(at_leader, 77, epoch) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert _fetch_as_replica(cluster.broker(follower).bootstrap, leader, epoch) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     # OffsetForLeaderEpoch: the current epoch ends at the leader's log end offset.
-    wire = KafkaWire(at_leader)
+    wire = BrokerConnection.from_bootstrap(at_leader)
     try:
-        response = wire.call(23, 3, messages.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+        response = wire.request(23, 3, messages.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
             messages.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="admin", partitions=[
                 messages.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
                     partition=1, current_leader_epoch=epoch, leader_epoch=epoch)])]))
@@ -217,9 +218,10 @@ def test_each_broker_describes_its_own_configs(cluster):
     described = eoslog("configs", "describe", "--broker", "3", "--json", "-b", cluster.broker(1).bootstrap)
     assert described.returncode == 0, described.stderr
     assert {e["name"]: e["value"] for e in json.loads(described.stdout)}["broker.id"] == "3"
-    wire = KafkaWire(cluster.broker(1).bootstrap)  # broker 1 asked about broker 3: Kafka's refusal
+    # broker 1 asked about broker 3: Kafka's refusal
+    wire = BrokerConnection.from_bootstrap(cluster.broker(1).bootstrap)
     try:
-        [refused] = wire.call(32, 4, messages.DescribeConfigsRequest(resources=[
+        [refused] = wire.request(32, 4, messages.DescribeConfigsRequest(resources=[
             messages.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="3")])).results
     finally:
         wire.close()
@@ -253,9 +255,10 @@ def test_each_broker_describes_its_own_configs(cluster):
     assert altered.returncode == 0, altered.stderr
 
     def topic_segment_ms(broker_id: int) -> tuple[str, int]:
-        wire = KafkaWire(cluster.broker(broker_id).bootstrap)  # each broker's own copy, not any one's
+        # each broker's own copy, not any one's
+        wire = BrokerConnection.from_bootstrap(cluster.broker(broker_id).bootstrap)
         try:
-            [result] = wire.call(32, 4, messages.DescribeConfigsRequest(resources=[
+            [result] = wire.request(32, 4, messages.DescribeConfigsRequest(resources=[
                 messages.DescribeConfigsRequest.DescribeConfigsResource(
                     resource_type=2, resource_name="admin", configuration_keys=["segment.ms"])])).results
         finally:

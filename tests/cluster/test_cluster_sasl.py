@@ -25,13 +25,13 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.cluster.zk import layout
 from eoslog.security.client import ClientSecurity, ClientSecurityError
 from eoslog.testing.certs import make_certs
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.testing.wait import wait_until
-from eoslog.tools.brokers import KafkaWire
 
 pytestmark = pytest.mark.interop
 BROKER_USER, BROKER_PASSWORD = "broker", "broker-secret"
@@ -97,7 +97,7 @@ def logs_in(cluster, certs, broker_id: int, user: str, password: str) -> bool:
         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user,
         "sasl.password": password, "ssl.ca.location": str(certs.ca)})
     try:
-        KafkaWire(f"127.0.0.1:{cluster.ports[broker_id]['CLIENT']}", timeout=10, security=security).close()
+        BrokerConnection("127.0.0.1", cluster.ports[broker_id]["CLIENT"], timeout_s=10, security=security).close()
         return True
     except ClientSecurityError as exc:
         assert "SASL_AUTHENTICATION_FAILED" in str(exc)

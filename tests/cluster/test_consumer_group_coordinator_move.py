@@ -10,21 +10,21 @@ import uuid
 import pytest
 from cluster_helpers import create_topic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 GROUP = "kip848-move"
 
 
 def heartbeat(bootstrap: str, member_id: str, epoch: int, **fields):
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
         fields.setdefault("rebalance_timeout_ms", 30_000 if epoch == 0 else -1)
-        return wire.call(68, 1, messages.ConsumerGroupHeartbeatRequest(
+        return wire.request(68, 1, messages.ConsumerGroupHeartbeatRequest(
             group_id=GROUP, member_id=member_id, member_epoch=epoch, **fields))
     finally:
         wire.close()
@@ -34,9 +34,9 @@ def find_coordinator(bootstrap: str) -> int:
     """FindCoordinator (it creates ``__consumer_offsets`` on first use), until a coordinator is named."""
     deadline = time.monotonic() + 30
     while True:
-        wire = KafkaWire(bootstrap)
+        wire = BrokerConnection.from_bootstrap(bootstrap)
         try:
-            found = wire.call(10, 4, messages.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]))
+            found = wire.request(10, 4, messages.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]))
         finally:
             wire.close()
         [answer] = found.coordinators

@@ -21,11 +21,11 @@ import pytest
 from cluster_helpers import consume_all
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
 from eoslog.testing.wait import wait_until
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 TXN_STATE = "__transaction_state"
@@ -43,9 +43,9 @@ PROPERTIES = {
 
 def _coordinator_epochs(bootstrap: str, topic: str) -> dict[int, int]:
     """What partition 0 of ``topic`` remembers per producer id: the coordinator epoch of its last marker."""
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        response = wire.call(61, 0, messages.DescribeProducersRequest(topics=[
+        response = wire.request(61, 0, messages.DescribeProducersRequest(topics=[
             messages.DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[0])]))
     finally:
         wire.close()
@@ -58,9 +58,9 @@ def _leads_in(bootstrap: str, epoch: int) -> bool:
     """Whether that broker leads __transaction_state-0 in leader epoch ``epoch`` (its replica manager's
     answer to OffsetForLeaderEpoch, KIP-320); its coordinator loads the partition in the same step."""
     Topic = messages.OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        response = wire.call(23, 4, messages.OffsetForLeaderEpochRequest(replica_id=-1, topics=[Topic(
+        response = wire.request(23, 4, messages.OffsetForLeaderEpochRequest(replica_id=-1, topics=[Topic(
             topic=TXN_STATE, partitions=[Topic.OffsetForLeaderPartition(
                 partition=0, current_leader_epoch=epoch, leader_epoch=epoch)])]))
     finally:

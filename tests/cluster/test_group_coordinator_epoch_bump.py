@@ -15,11 +15,11 @@ import time
 import pytest
 from cluster_helpers import create_topic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages as M
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
-from eoslog.tools.brokers import KafkaWire
 
 pytestmark = pytest.mark.interop
 GROUP = "epoch-bump-group"
@@ -34,24 +34,24 @@ def join_request(member_id: str) -> M.JoinGroupRequest:
         protocols=[M.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
 
 
-def member_id_for(wire: KafkaWire) -> str:
-    first = wire.call(JOIN, 5, join_request(""))
+def member_id_for(wire: BrokerConnection) -> str:
+    first = wire.request(JOIN, 5, join_request(""))
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     return first.member_id
 
 
-def describe_error(wire: KafkaWire) -> int:
-    (group,) = wire.call(DESCRIBE, 3, M.DescribeGroupsRequest(groups=[GROUP])).groups
+def describe_error(wire: BrokerConnection) -> int:
+    (group,) = wire.request(DESCRIBE, 3, M.DescribeGroupsRequest(groups=[GROUP])).groups
     return group.error_code
 
 
-def group_state(wire: KafkaWire) -> str:
-    (group,) = wire.call(DESCRIBE, 3, M.DescribeGroupsRequest(groups=[GROUP])).groups
+def group_state(wire: BrokerConnection) -> str:
+    (group,) = wire.request(DESCRIBE, 3, M.DescribeGroupsRequest(groups=[GROUP])).groups
     return group.group_state
 
 
-def leader_epoch_seen_by(wire: KafkaWire, index: int) -> int:
-    response = wire.call(METADATA, 9, M.MetadataRequest(
+def leader_epoch_seen_by(wire: BrokerConnection, index: int) -> int:
+    response = wire.request(METADATA, 9, M.MetadataRequest(
         topics=[M.MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
         allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False))
@@ -75,9 +75,9 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
         index = partition_for(GROUP, OFFSETS_PARTITIONS)
 
         def coordinator_found(bootstrap: str):  # the first FindCoordinator creates __consumer_offsets
-            wire = KafkaWire(bootstrap)
+            wire = BrokerConnection.from_bootstrap(bootstrap)
             try:
-                found = wire.call(FIND_COORDINATOR, 3, M.FindCoordinatorRequest(key=GROUP, key_type=0))
+                found = wire.request(FIND_COORDINATOR, 3, M.FindCoordinatorRequest(key=GROUP, key_type=0))
             finally:
                 wire.close()
             return found.node_id if found.error_code == 0 else None
@@ -90,7 +90,7 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
                    f"broker {coordinator} naming itself coordinator")
         epoch = state.epoch_of("__consumer_offsets", index)
         address = cluster.broker(coordinator).bootstrap
-        a, b, admin = KafkaWire(address), KafkaWire(address), KafkaWire(address)
+        a, b, admin = (BrokerConnection.from_bootstrap(address) for _ in range(3))
         try:
             # And it has loaded the partition: until its log is open, its leader epoch durable and the
             # partition loaded, the group answers COORDINATOR_LOAD_IN_PROGRESS, which a client would
@@ -98,9 +98,9 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
             wait_until(lambda: describe_error(admin) == ErrorCode.NONE, 30, f"broker {coordinator} serving the group")
             # Member a alone: generation 1, stable.
             a_id = member_id_for(a)
-            joined = a.call(JOIN, 5, join_request(a_id))
+            joined = a.request(JOIN, 5, join_request(a_id))
             assert (joined.error_code, joined.generation_id) == (0, 1)
-            synced = a.call(SYNC, 3, M.SyncGroupRequest(
+            synced = a.request(SYNC, 3, M.SyncGroupRequest(
                 group_id=GROUP, generation_id=1, member_id=a_id, group_instance_id=None, assignments=[
                     M.SyncGroupRequest.SyncGroupRequestAssignment(member_id=a_id, assignment=b"x")]))
             assert synced.error_code == 0
@@ -120,12 +120,12 @@ def test_a_join_waiting_for_the_rebalance_is_answered_after_a_leader_epoch_bump(
             assert group_state(admin) == "PreparingRebalance"
 
             # a joins again: the rebalance completes with both members, and b's waiting join is answered.
-            rejoined = a.call(JOIN, 5, join_request(a_id))
+            rejoined = a.request(JOIN, 5, join_request(a_id))
             assert (rejoined.error_code, rejoined.generation_id) == (0, 2)
             assert sorted(m.member_id for m in rejoined.members) == sorted([a_id, b_id])
             b.sock.settimeout(10)
             try:
-                answered = b.receive(JOIN, 5)
+                answered = b.receive()
             except TimeoutError:
                 pytest.fail("the JoinGroup that waited for the rebalance was never answered")
             assert (answered.error_code, answered.generation_id, answered.leader) == (0, 2, a_id)

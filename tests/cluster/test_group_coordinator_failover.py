@@ -10,11 +10,11 @@ import confluent_kafka
 import pytest
 from cluster_helpers import create_topic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 GROUP = "failover-group"
@@ -40,9 +40,9 @@ def _consume(bootstrap: str, count: int, commit: bool) -> list[bytes]:
 
 
 def _offset_fetch_error(bootstrap: str) -> ErrorCode:
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        response = wire.call(9, 5, messages.OffsetFetchRequest(group_id=GROUP, topics=None, require_stable=False))
+        response = wire.request(9, 5, messages.OffsetFetchRequest(group_id=GROUP, topics=None, require_stable=False))
     finally:
         wire.close()
     return ErrorCode(response.error_code)

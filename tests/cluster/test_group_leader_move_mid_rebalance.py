@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
 from eoslog.testing.wait import wait_until
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 GROUP = "mid-rebalance"
@@ -34,9 +34,9 @@ class Member:
     trip), or ``member_id`` reconnecting."""
 
     def __init__(self, bootstrap: str, member_id: str | None = None) -> None:
-        self.wire = KafkaWire(bootstrap, timeout=ANSWER_S)
+        self.wire = BrokerConnection.from_bootstrap(bootstrap, timeout_s=ANSWER_S)
         if member_id is None:
-            first = self.wire.call(JOIN, 5, self._join_request(""))
+            first = self.wire.request(JOIN, 5, self._join_request(""))
             assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED, ErrorCode(first.error_code)
             member_id = first.member_id
         self.member_id = member_id
@@ -52,26 +52,26 @@ class Member:
 
     def join_answer(self):
         """The answer to the JoinGroup in flight; the socket's timeout (ANSWER_S) fails the test."""
-        return self.wire.receive(JOIN, 5)
+        return self.wire.receive()
 
     def sync(self, generation: int, assignment: bytes):
-        return self.wire.call(SYNC, 3, messages.SyncGroupRequest(
+        return self.wire.request(SYNC, 3, messages.SyncGroupRequest(
             group_id=GROUP, generation_id=generation, member_id=self.member_id, group_instance_id=None,
             protocol_type="consumer", protocol_name="range",
             assignments=[messages.SyncGroupRequest.SyncGroupRequestAssignment(
                 member_id=self.member_id, assignment=assignment)]))
 
     def group_state(self) -> str:
-        return self.wire.call(DESCRIBE, 5, messages.DescribeGroupsRequest(groups=[GROUP])).groups[0].group_state
+        return self.wire.request(DESCRIBE, 5, messages.DescribeGroupsRequest(groups=[GROUP])).groups[0].group_state
 
     def close(self) -> None:
         self.wire.close()
 
 
 def call(bootstrap: str, api_key: int, version: int, request):
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        return wire.call(api_key, version, request)
+        return wire.request(api_key, version, request)
     finally:
         wire.close()
 

@@ -12,11 +12,11 @@ import uuid
 import pytest
 from cluster_helpers import create_topic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import build_simple
 from eoslog.testing.cluster import embedded_cluster
-from eoslog.tools.brokers import KafkaWire
 
 pytestmark = pytest.mark.interop
 
@@ -94,10 +94,11 @@ def fetch_request(topic_id: uuid.UUID, leader_epoch: int = -1) -> messages.Fetch
 
 
 def topic_id_of(cluster) -> uuid.UUID:
-    wire = KafkaWire(cluster.broker(1).bootstrap)
+    wire = BrokerConnection.from_bootstrap(cluster.broker(1).bootstrap)
     try:
         m = messages.MetadataRequest
-        response = wire.call(3, 13, m(topics=[m.MetadataRequestTopic(name="hints")], allow_auto_topic_creation=False))
+        response = wire.request(3, 13, m(topics=[m.MetadataRequestTopic(name="hints")],
+                                         allow_auto_topic_creation=False))
     finally:
         wire.close()
     return response.topics[0].topic_id
@@ -136,9 +137,9 @@ def test_describe_topic_partitions_on_the_cluster(moved):
     """DescribeTopicPartitions answers from the cluster view, as Metadata does: leader, epoch, replicas, ISR."""
     cluster, old, new, epoch = moved
     d = messages.DescribeTopicPartitionsRequest
-    wire = KafkaWire(cluster.broker(old).bootstrap)
+    wire = BrokerConnection.from_bootstrap(cluster.broker(old).bootstrap)
     try:
-        response = wire.call(75, 0, d(topics=[d.TopicRequest(name="hints")]))
+        response = wire.request(75, 0, d(topics=[d.TopicRequest(name="hints")]))
     finally:
         wire.close()
     (topic,) = response.topics

@@ -20,6 +20,7 @@ import uuid
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.cluster import replica_manager
 from eoslog.cluster.zk import layout
 from eoslog.cluster.zk.client import ZooKeeper
@@ -28,7 +29,6 @@ from eoslog.log.leader_epoch import LeaderEpochCache
 from eoslog.log.manager import LogDirectory
 from eoslog.protocol import messages
 from eoslog.testing.embedded import EmbeddedBroker
-from eoslog.tools.brokers import KafkaWire
 
 LOOP_THREAD = "eoslog-embedded"  # EmbeddedBroker's event-loop thread
 API_VERSIONS = 18
@@ -65,9 +65,9 @@ def cluster_broker(zookeeper, data_dir) -> EmbeddedBroker:
 
 
 def answers_api_versions(bootstrap: str) -> bool:
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        return wire.call(API_VERSIONS, 0, messages.ApiVersionsRequest()).error_code == 0
+        return wire.request(API_VERSIONS, 0, messages.ApiVersionsRequest()).error_code == 0
     finally:
         wire.close()
 

@@ -10,29 +10,29 @@ import pytest
 from cluster_helpers import consume_all
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.testing.cluster import embedded_cluster
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 TRANSACTIONAL_ID = "cluster-tv2"
 
 
-def _produce(wire: KafkaWire, producer_id: int, epoch: int, sequence: int, value: bytes) -> int:
+def _produce(wire: BrokerConnection, producer_id: int, epoch: int, sequence: int, value: bytes) -> int:
     batch = build_batch([SimpleRecord(None, value)], producer_id=producer_id, producer_epoch=epoch,
                         base_sequence=sequence, is_transactional=True)
     Data = messages.ProduceRequest.TopicProduceData
-    response = wire.call(0, 12, messages.ProduceRequest(
+    response = wire.request(0, 12, messages.ProduceRequest(
         transactional_id=TRANSACTIONAL_ID, acks=-1, timeout_ms=30000,
         topic_data=[Data(name="tv2", partition_data=[Data.PartitionProduceData(index=0, records=batch)])]))
     return response.responses[0].partition_responses[0].error_code
 
 
-def _end(wire: KafkaWire, producer_id: int, epoch: int, commit: bool) -> tuple[int, int, int]:
-    response = wire.call(26, 5, messages.EndTxnRequest(transactional_id=TRANSACTIONAL_ID, producer_id=producer_id,
+def _end(wire: BrokerConnection, producer_id: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    response = wire.request(26, 5, messages.EndTxnRequest(transactional_id=TRANSACTIONAL_ID, producer_id=producer_id,
                                                        producer_epoch=epoch, committed=commit))
     return response.error_code, response.producer_id, response.producer_epoch
 
@@ -49,13 +49,13 @@ def test_produce_v12_adds_its_partition_through_the_remote_coordinator(tmp_path)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("tv2", 1, replica_assignment=[[leader, *others]])])["tv2"].result(60)
         cluster.wait_for(lambda s: s.leader_of("tv2", 0) == leader, 30, "led")
-        to_coordinator = KafkaWire(cluster.broker(coordinator).bootstrap)
-        to_leader = KafkaWire(cluster.broker(leader).bootstrap)
+        to_coordinator = BrokerConnection.from_bootstrap(cluster.broker(coordinator).bootstrap)
+        to_leader = BrokerConnection.from_bootstrap(cluster.broker(leader).bootstrap)
         try:
-            features = to_leader.call(18, 3, messages.ApiVersionsRequest(client_software_name="eoslog-test",
+            features = to_leader.request(18, 3, messages.ApiVersionsRequest(client_software_name="eoslog-test",
                                                                          client_software_version="1"))
             assert [(f.name, f.max_version_level) for f in features.finalized_features] == [("transaction.version", 2)]
-            init = to_coordinator.call(22, 4, messages.InitProducerIdRequest(
+            init = to_coordinator.request(22, 4, messages.InitProducerIdRequest(
                 transactional_id=TRANSACTIONAL_ID, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
             pid, epoch = init.producer_id, init.producer_epoch
             # No AddPartitionsToTxn: the leader adds the partition with the coordinator.

@@ -12,11 +12,11 @@ import pytest
 from cluster_helpers import consume_all, create_topic, wait_replicas_identical
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 TRANSACTIONAL_ID = "cluster-txn"
@@ -33,9 +33,9 @@ def test_only_the_coordinator_answers_and_a_colocated_transaction_commits_and_ab
         state = cluster.wait_for(lambda s: (s.leader_of("__transaction_state", index) or -1) > 0, 30, "txn log led")
         coordinator = state.leader_of("__transaction_state", index)
         others = [b for b in cluster.brokers if b != coordinator]
-        wire = KafkaWire(cluster.broker(others[0]).bootstrap)
+        wire = BrokerConnection.from_bootstrap(cluster.broker(others[0]).bootstrap)
         try:
-            refused = wire.call(22, 4, messages.InitProducerIdRequest(
+            refused = wire.request(22, 4, messages.InitProducerIdRequest(
                 transactional_id=TRANSACTIONAL_ID, transaction_timeout_ms=10000, producer_id=-1, producer_epoch=-1))
         finally:
             wire.close()
@@ -113,11 +113,11 @@ def test_offsets_in_a_transaction_reach_a_group_coordinator_on_another_broker(tm
         # The group coordinator checks with the remote transaction coordinator (KIP-890 part 1): offsets
         # in a transaction that is not ongoing there, or from another producer, are refused.
         group_leader = state.leader_of("__consumer_offsets", partition_for(group, 4))
-        wire = KafkaWire(cluster.broker(group_leader).bootstrap)
+        wire = BrokerConnection.from_bootstrap(cluster.broker(group_leader).bootstrap)
         try:
             Topic = messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
             Partition = messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-            stale = wire.call(28, 3, messages.TxnOffsetCommitRequest(
+            stale = wire.request(28, 3, messages.TxnOffsetCommitRequest(
                 transactional_id=TRANSACTIONAL_ID, group_id=group, producer_id=987654, producer_epoch=0,
                 generation_id=-1, member_id="", group_instance_id=None, topics=[Topic(name="in", partitions=[
                     Partition(partition_index=0, committed_offset=7, committed_leader_epoch=-1,
@@ -191,22 +191,22 @@ def test_a_zombie_producer_is_fenced_across_a_coordinator_move(tmp_path):
         wait_replicas_identical(cluster, "fenced", 0)
 
 
-def _transactional_produce(wire: KafkaWire, producer_id: int, epoch: int, sequence: int, value: bytes,
+def _transactional_produce(wire: BrokerConnection, producer_id: int, epoch: int, sequence: int, value: bytes,
                            topic: str = "late") -> int:
     from eoslog.records.builder import SimpleRecord, build_batch
 
     batch = build_batch([SimpleRecord(None, value)], producer_id=producer_id, producer_epoch=epoch,
                         base_sequence=sequence, is_transactional=True)
     Data = messages.ProduceRequest.TopicProduceData
-    response = wire.call(0, 9, messages.ProduceRequest(
+    response = wire.request(0, 9, messages.ProduceRequest(
         transactional_id=TRANSACTIONAL_ID, acks=-1, timeout_ms=30000,
         topic_data=[Data(name=topic, partition_data=[Data.PartitionProduceData(index=0, records=batch)])]))
     return response.responses[0].partition_responses[0].error_code
 
 
-def _add_partition(wire: KafkaWire, producer_id: int, epoch: int, topic: str) -> int:
+def _add_partition(wire: BrokerConnection, producer_id: int, epoch: int, topic: str) -> int:
     Topic = messages.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-    response = wire.call(24, 3, messages.AddPartitionsToTxnRequest(
+    response = wire.request(24, 3, messages.AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=TRANSACTIONAL_ID, v3_and_below_producer_id=producer_id,
         v3_and_below_producer_epoch=epoch, v3_and_below_topics=[Topic(name=topic, partitions=[0])]))
     return response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
@@ -227,10 +227,10 @@ def test_a_delayed_produce_never_lands_outside_its_transaction_when_the_coordina
         for topic in ("late", "other"):
             admin.create_topics([NewTopic(topic, 1, replica_assignment=[[leader, *others]])])[topic].result(60)
         cluster.wait_for(lambda s: s.leader_of("late", 0) == leader == s.leader_of("other", 0), 30, "led")
-        to_coordinator = KafkaWire(cluster.broker(coordinator).bootstrap)
-        to_leader = KafkaWire(cluster.broker(leader).bootstrap)
+        to_coordinator = BrokerConnection.from_bootstrap(cluster.broker(coordinator).bootstrap)
+        to_leader = BrokerConnection.from_bootstrap(cluster.broker(leader).bootstrap)
         try:
-            init = to_coordinator.call(22, 4, messages.InitProducerIdRequest(
+            init = to_coordinator.request(22, 4, messages.InitProducerIdRequest(
                 transactional_id=TRANSACTIONAL_ID, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
             pid, epoch = init.producer_id, init.producer_epoch
             # Not added to any transaction yet: refused, nothing written.
@@ -242,14 +242,14 @@ def test_a_delayed_produce_never_lands_outside_its_transaction_when_the_coordina
             assert _add_partition(to_coordinator, pid, epoch, "other") == ErrorCode.NONE
             assert _transactional_produce(to_leader, pid, epoch - 1 if epoch else epoch + 7, 0, b"stale",
                                           "other") == ErrorCode.INVALID_PRODUCER_EPOCH
-            end = to_coordinator.call(26, 3, messages.EndTxnRequest(
+            end = to_coordinator.request(26, 3, messages.EndTxnRequest(
                 transactional_id=TRANSACTIONAL_ID, producer_id=pid, producer_epoch=epoch, committed=True))
             assert end.error_code == ErrorCode.NONE
             # The next transaction covers only "other": a delayed batch for "late" (the committed
             # transaction's, arriving after its marker) must not join it.
             assert _add_partition(to_coordinator, pid, epoch, "other") == ErrorCode.NONE
             assert _transactional_produce(to_leader, pid, epoch, 2, b"delayed") == ErrorCode.INVALID_TXN_STATE
-            end = to_coordinator.call(26, 3, messages.EndTxnRequest(
+            end = to_coordinator.request(26, 3, messages.EndTxnRequest(
                 transactional_id=TRANSACTIONAL_ID, producer_id=pid, producer_epoch=epoch, committed=True))
             assert end.error_code == ErrorCode.NONE
         finally:

@@ -7,7 +7,8 @@ from urllib.parse import unquote
 import pytest
 from starlette.exceptions import HTTPException
 
-from eoslog.console.app import _reset_target, segment
+from eoslog.console.group_routes import reset_target
+from eoslog.console.pages import segment
 from eoslog.tools.reset_offsets import Target
 
 
@@ -18,13 +19,13 @@ def test_a_path_segment_escapes_every_reserved_character() -> None:
 
 
 def test_the_reset_form_becomes_reset_offsets_target() -> None:
-    assert _reset_target("earliest", "ignored") == Target("earliest")
-    assert _reset_target("latest", "") == Target("latest")
-    assert _reset_target("offset", " 42 ") == Target("offset", 42)
-    assert _reset_target("shift", "-3") == Target("shift", -3)
-    assert _reset_target("timestamp", "1700000000000") == Target("datetime", 1_700_000_000_000)
-    assert _reset_target("timestamp", "2026-11-25T08:00:00Z") == Target("datetime", 1_795_593_600_000)
+    assert reset_target("earliest", "ignored") == Target("earliest")
+    assert reset_target("latest", "") == Target("latest")
+    assert reset_target("offset", " 42 ") == Target("offset", 42)
+    assert reset_target("shift", "-3") == Target("shift", -3)
+    assert reset_target("timestamp", "1700000000000") == Target("datetime", 1_700_000_000_000)
+    assert reset_target("timestamp", "2026-11-25T08:00:00Z") == Target("datetime", 1_795_593_600_000)
     for to, value in [("offset", "x"), ("timestamp", ""), ("timestamp", "yesterday"), ("sideways", "1")]:
         with pytest.raises(HTTPException) as refused:
-            _reset_target(to, value)
+            reset_target(to, value)
         assert refused.value.status_code == 400

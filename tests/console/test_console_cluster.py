@@ -92,7 +92,7 @@ def commit_groups_at_every_coordinator(bootstrap: str) -> dict[str, str]:
             assert producer.flush(30) == 0
             [d] = txn_cli.describe_transactions(brokers, [member])
             M = messages.CommitTransactionGroupRequest
-            response = brokers.coordinator(group, TRANSACTION).call(0x7E00, 0, M(
+            response = brokers.coordinator(group, TRANSACTION).request(0x7E00, 0, M(
                 group_name=group, sequence=0, abort_prefix=None, transactions=[M.GroupMember(
                     transactional_id=member, producer_id=d.producer_id, producer_epoch=d.producer_epoch)]))
             assert response.error_code == 0, response

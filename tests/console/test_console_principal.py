@@ -96,7 +96,7 @@ def cluster(tmp_path_factory):
         with Brokers(broker.bootstrap, security=ClientSecurity.from_file(files["admin"])) as brokers:
             [d] = txn_cli.describe_transactions(brokers, ["eoslog-sink-s-q-0-0"])
             M = messages.CommitTransactionGroupRequest
-            committed = brokers.coordinator("eoslog-sink-s-q", TRANSACTION).call(0x7E00, 0, M(
+            committed = brokers.coordinator("eoslog-sink-s-q", TRANSACTION).request(0x7E00, 0, M(
                 group_name="eoslog-sink-s-q", sequence=0, abort_prefix=None, transactions=[M.GroupMember(
                     transactional_id=d.transactional_id, producer_id=d.producer_id, producer_epoch=d.producer_epoch)]))
             assert committed.error_code == 0

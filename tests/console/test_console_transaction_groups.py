@@ -44,7 +44,7 @@ def commit(bootstrap: str, sequence: int, transactional_ids: list[str]) -> list[
         members = [(d.transactional_id, d.producer_id, d.producer_epoch)
                    for d in txn_cli.describe_transactions(brokers, transactional_ids)]
         M = messages.CommitTransactionGroupRequest
-        response = brokers.coordinator(GROUP, TRANSACTION).call(COMMIT_TRANSACTION_GROUP, 0, M(
+        response = brokers.coordinator(GROUP, TRANSACTION).request(COMMIT_TRANSACTION_GROUP, 0, M(
             group_name=GROUP, sequence=sequence, abort_prefix=PREFIX,
             transactions=[M.GroupMember(transactional_id=t, producer_id=p, producer_epoch=e) for t, p, e in members]))
     assert (response.error_code, response.already_committed, response.last_committed_sequence) == (0, False, sequence)

@@ -9,11 +9,12 @@ from click.testing import CliRunner
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import OFFSET_FETCH, BrokerConnection, describe_group, groups_group
+from eoslog.tools.groups_cli import OFFSET_FETCH, describe_group, groups_group
 
 TOPIC = "orders"
 
@@ -129,7 +130,7 @@ def test_admin_apis_on_a_live_and_an_empty_group(embedded):
 def fetch_stable(bootstrap: str, group: str, require_stable: bool) -> dict[int, tuple[int, int]]:
     """Raw OffsetFetch v7: {partition: (offset, error code)}."""
     Topic = messages.OffsetFetchRequest.OffsetFetchRequestTopic
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         resp = conn.request(OFFSET_FETCH, 7, messages.OffsetFetchRequest(
             group_id=group, topics=[Topic(name=TOPIC, partition_indexes=[0, 1, 2])], require_stable=require_stable))
     assert resp.error_code == 0
@@ -198,7 +199,7 @@ def test_groups_cli_shows_members_assignments_offsets_and_lag(embedded):
         assert listed_out.exit_code == 0, listed_out.output
         assert "reporting" in listed_out.output and "Stable" in listed_out.output
 
-        with BrokerConnection(bootstrap) as conn:
+        with BrokerConnection.from_bootstrap(bootstrap) as conn:
             view = describe_group(conn, "reporting")
         [member] = view.members
         assert member.client_id == "report-client" and member.assignment == {TOPIC: [0, 1, 2]}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
-from eoslog.tools.groups_cli import BrokerConnection
 
 JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, DESCRIBE, LIST, DELETE = 11, 14, 12, 13, 8, 9, 15, 16, 42
 E = ErrorCode
@@ -19,7 +19,7 @@ M = messages
 def conn(tmp_path_factory):
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("apis") / "data") as broker:
         broker.call(broker.broker.registry.create_topic, "t", 2)
-        with BrokerConnection(broker.bootstrap) as connection:
+        with BrokerConnection.from_bootstrap(broker.bootstrap) as connection:
             yield connection
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import BrokerConnection, describe_group
+from eoslog.tools.groups_cli import describe_group
 from tests.groups.conftest import create_topic
 from tests.groups.harness import ConsumerProcess, PacedProducer, check_at_least_once, read_history
 
@@ -25,7 +26,7 @@ def test_broker_sigkill_keeps_commits_and_group_state(broker_process, tmp_path):
         wait_until(lambda: len(read_history(members).values()) >= 10_000, 60, "10,000 messages")
 
         def stable_with_all_members():
-            with BrokerConnection(bootstrap) as conn:
+            with BrokerConnection.from_bootstrap(bootstrap) as conn:
                 view = describe_group(conn, group)
             return view if view.state == "Stable" and len(view.members) == 3 else None
 
@@ -35,7 +36,7 @@ def test_broker_sigkill_keeps_commits_and_group_state(broker_process, tmp_path):
         # broker is down.
         acknowledged = read_history(members).last_commit
         broker_process.start()
-        with BrokerConnection(bootstrap) as conn:
+        with BrokerConnection.from_bootstrap(bootstrap) as conn:
             after = describe_group(conn, group)
         # The group came back from __consumer_offsets as it was: same members, same assignment.
         assert after.state == "Stable"
@@ -71,7 +72,7 @@ def test_session_timeout_expels_a_silent_member(broker_process, tmp_path):
                for i, client in enumerate(["confluent", "aiokafka"])]
     try:
         def view():
-            with BrokerConnection(bootstrap) as conn:
+            with BrokerConnection.from_bootstrap(bootstrap) as conn:
                 return describe_group(conn, group)
 
         def assigned(v) -> dict[str, int]:

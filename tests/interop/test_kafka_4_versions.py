@@ -16,10 +16,10 @@ import uuid
 import pytest
 
 from eoslog import api
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
-from eoslog.tools.brokers import KafkaWire
 
 pytestmark = pytest.mark.interop
 
@@ -36,14 +36,14 @@ TOPICS = {"audit-a": 3, "audit-b": 2, "audit-c": 1, "audit-empty": 1}
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("audit")) as running:
-        wire = KafkaWire(running.bootstrap)
+        wire = BrokerConnection.from_bootstrap(running.bootstrap)
         c = messages.CreateTopicsRequest
-        wire.call(19, 7, c(timeout_ms=10000, topics=[c.CreatableTopic(name=name, num_partitions=n, replication_factor=1)
+        wire.request(19, 7, c(timeout_ms=10000, topics=[c.CreatableTopic(name=name, num_partitions=n, replication_factor=1)
                                                      for name, n in TOPICS.items()]))
         p = messages.ProduceRequest
         timestamps = [1000, 5000, 3000]  # max timestamp 5000 at offset 1
         for ts in timestamps:
-            wire.call(0, 9, p(acks=-1, timeout_ms=10000, topic_data=[p.TopicProduceData(name="audit-a", partition_data=[
+            wire.request(0, 9, p(acks=-1, timeout_ms=10000, topic_data=[p.TopicProduceData(name="audit-a", partition_data=[
                 p.PartitionProduceData(index=0, records=_batch(ts))])]))
         wire.close()
         yield running
@@ -56,9 +56,9 @@ def _batch(timestamp: int) -> bytes:
 
 
 def call(broker, api_key: int, version: int, request):
-    wire = KafkaWire(broker.bootstrap)
+    wire = BrokerConnection.from_bootstrap(broker.bootstrap)
     try:
-        return wire.call(api_key, version, request)
+        return wire.request(api_key, version, request)
     finally:
         wire.close()
 

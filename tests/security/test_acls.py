@@ -32,11 +32,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.certs import make_certs
 from eoslog.testing.process import BrokerProcess, free_port
-from eoslog.tools.brokers import KafkaWire
 
 pytestmark = pytest.mark.interop
 
@@ -506,10 +506,10 @@ WIRE_MATRIX = [
 ]
 
 
-def tls_wire(broker, certs, who: str) -> KafkaWire:
+def tls_wire(broker, certs, who: str) -> BrokerConnection:
     context = ssl.create_default_context(cafile=str(certs.ca))
     context.load_cert_chain(str(certs.client_cert(who)), str(certs.client_key(who)))
-    wire = KafkaWire(f"127.0.0.1:{broker.ssl_port}")
+    wire = BrokerConnection.from_bootstrap(f"127.0.0.1:{broker.ssl_port}")
     wire.sock = context.wrap_socket(wire.sock, server_hostname="127.0.0.1")
     return wire
 
@@ -540,8 +540,8 @@ def matrix_topic(admin):
 def test_wire_matrix(broker, certs, matrix_topic, name, api_key, version, refusal, request_factory):
     bob, admin = tls_wire(broker, certs, "bob"), tls_wire(broker, certs, "admin")
     try:
-        refused = error_codes(bob.call(api_key, version, request_factory()).to_dict())
-        allowed = error_codes(admin.call(api_key, version, request_factory()).to_dict())
+        refused = error_codes(bob.request(api_key, version, request_factory()).to_dict())
+        allowed = error_codes(admin.request(api_key, version, request_factory()).to_dict())
     finally:
         bob.close()
         admin.close()
@@ -562,7 +562,7 @@ def test_list_transactions_shows_only_describable_ids(broker, certs, admin):
     def listed(who):
         wire = tls_wire(broker, certs, who)
         try:
-            response = wire.call(66, 0, M.ListTransactionsRequest(state_filters=[], producer_id_filters=[]))
+            response = wire.request(66, 0, M.ListTransactionsRequest(state_filters=[], producer_id_filters=[]))
         finally:
             wire.close()
         return {t.transactional_id for t in response.transaction_states}
@@ -575,7 +575,7 @@ def test_list_transactions_shows_only_describable_ids(broker, certs, admin):
     def described_topics(who):
         wire = tls_wire(broker, certs, who)
         try:
-            response = wire.call(65, 0, M.DescribeTransactionsRequest(transactional_ids=["listed-tx"]))
+            response = wire.request(65, 0, M.DescribeTransactionsRequest(transactional_ids=["listed-tx"]))
         finally:
             wire.close()
         (state,) = response.transaction_states
@@ -601,11 +601,11 @@ def test_list_transaction_groups_shows_only_describable_groups_and_members(broke
     root = tls_wire(broker, certs, "admin")
     try:
         for transactional_id in ("listed-txg-0-0", "listed-txg-0-1"):
-            (state,) = root.call(65, 0, M.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+            (state,) = root.request(65, 0, M.DescribeTransactionsRequest(transactional_ids=[transactional_id])
                                  ).transaction_states
             members.append(M.CommitTransactionGroupRequest.GroupMember(
                 transactional_id=transactional_id, producer_id=state.producer_id, producer_epoch=state.producer_epoch))
-        committed = root.call(0x7E00, 0, M.CommitTransactionGroupRequest(group_name="listed-txg", sequence=0,
+        committed = root.request(0x7E00, 0, M.CommitTransactionGroupRequest(group_name="listed-txg", sequence=0,
                                                                          abort_prefix=None, transactions=members))
         assert committed.error_code == 0
     finally:
@@ -614,7 +614,7 @@ def test_list_transaction_groups_shows_only_describable_groups_and_members(broke
     def listed(who):
         wire = tls_wire(broker, certs, who)
         try:
-            response = wire.call(0x7E03, 0, M.ListTransactionGroupsRequest(states_filter=[]))
+            response = wire.request(0x7E03, 0, M.ListTransactionGroupsRequest(states_filter=[]))
         finally:
             wire.close()
         assert response.error_code == 0

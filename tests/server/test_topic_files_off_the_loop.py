@@ -14,6 +14,7 @@ import threading
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.log.config import LogConfig
 from eoslog.log.manager import LogDirectory
 from eoslog.protocol import messages
@@ -21,7 +22,6 @@ from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.process import BrokerProcess
 from eoslog.testing.wait import wait_until
-from eoslog.tools.brokers import KafkaWire
 
 LOOP_THREAD = "eoslog-embedded"  # EmbeddedBroker's event-loop thread
 
@@ -53,9 +53,9 @@ def metadata(bootstrap: str, *topics: str) -> dict[str, tuple[int, int]]:
     request = messages.MetadataRequest(
         topics=[messages.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
         allow_auto_topic_creation=True, include_topic_authorized_operations=False)
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        response = wire.call(3, 12, request)
+        response = wire.request(3, 12, request)
     finally:
         wire.close()
     return {t.name: (t.error_code, len(t.partitions)) for t in response.topics}
@@ -155,7 +155,7 @@ def test_a_topic_is_made_even_when_its_client_hangs_up_while_the_files_are_made(
     gate = Gate(monkeypatch, "make_logs", "abandoned")
     with EmbeddedBroker() as embedded:
         bootstrap = embedded.bootstrap
-        wire = KafkaWire(bootstrap)
+        wire = BrokerConnection.from_bootstrap(bootstrap)
         port = wire.sock.getsockname()[1]
         c = messages.CreateTopicsRequest
         wire.send(19, 7, c(timeout_ms=60_000, validate_only=False, topics=[

@@ -19,12 +19,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.server.dynamic_broker_configs import DYNAMIC_PROPERTIES
 from eoslog.testing.process import BrokerProcess
 from eoslog.tools.configs_cli import configs_group
-from eoslog.tools.txn_cli import KafkaWire
 
 pytestmark = pytest.mark.interop
 
@@ -47,9 +47,9 @@ def run(*args: str, code: int = 0):
 
 def describe_raw(bootstrap: str, name: str, keys=None, synonyms=False):
     Resource = messages.DescribeConfigsRequest.DescribeConfigsResource
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap)
     try:
-        [result] = wire.call(32, 4, messages.DescribeConfigsRequest(
+        [result] = wire.request(32, 4, messages.DescribeConfigsRequest(
             include_synonyms=synonyms, include_documentation=False,
             resources=[Resource(resource_type=4, resource_name=name, configuration_keys=keys)])).results
     finally:
@@ -162,9 +162,9 @@ def test_the_older_alter_configs_sets_a_topic_whole_and_refuses_broker_configs(b
         admin.alter_configs([broker_change])[broker_change].result(10)
 
     Resource, Config = messages.AlterConfigsRequest.AlterConfigsResource, messages.AlterConfigsRequest.AlterableConfig
-    wire = KafkaWire(broker.bootstrap)
+    wire = BrokerConnection.from_bootstrap(broker.bootstrap)
     try:  # version 2 (flexible), which confluent-kafka does not send
-        [refused] = wire.call(33, 2, messages.AlterConfigsRequest(validate_only=True, resources=[
+        [refused] = wire.request(33, 2, messages.AlterConfigsRequest(validate_only=True, resources=[
             Resource(resource_type=4, resource_name="0", configs=[Config(name="log.cleanup.policy", value="compact")])])
         ).responses
     finally:
@@ -186,9 +186,9 @@ def test_dynamic_connection_limits_take_effect_and_survive_a_restart(tmp_path):
                                                      "source": "dynamic-broker", "read_only": False,
                                                      "sensitive": False}
 
-        def answered(wire: KafkaWire) -> bool:
+        def answered(wire: BrokerConnection) -> bool:
             try:
-                wire.call(18, 0, messages.ApiVersionsRequest())
+                wire.request(18, 0, messages.ApiVersionsRequest())
                 return True
             except OSError:  # ConnectionError included: the broker closed it, over the limit
                 return False
@@ -197,7 +197,7 @@ def test_dynamic_connection_limits_take_effect_and_survive_a_restart(tmp_path):
             """True when ``count`` connections are answered and the next is closed, False when that one is
             answered too; None when one of the first ``count`` was not (connections this test closed a
             moment ago not yet counted out: ask again)."""
-            wires = [KafkaWire(broker.bootstrap, timeout=10) for _ in range(count + 1)]
+            wires = [BrokerConnection.from_bootstrap(broker.bootstrap, timeout_s=10) for _ in range(count + 1)]
             try:
                 if not all(answered(wire) for wire in wires[:count]):
                     return None

@@ -21,11 +21,11 @@ import pytest
 from click.testing import CliRunner
 
 from eoslog.checkback import CheckBackProducer
+from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.transaction.log_format import decode_key, decode_value, key_version, partition_for
 from eoslog.protocol import messages
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.testing.wait import wait_until
-from eoslog.tools.brokers import KafkaWire
 from eoslog.tools.txn_cli import transactions_group
 from tests.server.test_metrics import Scrape
 from tests.transactions.checkback_child import (
@@ -93,9 +93,9 @@ def check_delivery(broker: BrokerProcess, db: Path | str, partitions=(0, 1)) -> 
 
 
 def transaction_state(broker: BrokerProcess, transactional_id: str) -> str:
-    wire = KafkaWire(broker.bootstrap)
+    wire = BrokerConnection.from_bootstrap(broker.bootstrap)
     try:
-        response = wire.call(65, 0, messages.DescribeTransactionsRequest(transactional_ids=[transactional_id]))
+        response = wire.request(65, 0, messages.DescribeTransactionsRequest(transactional_ids=[transactional_id]))
     finally:
         wire.close()
     return response.transaction_states[0].transaction_state

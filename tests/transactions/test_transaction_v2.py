@@ -3,7 +3,7 @@
 No client installed here speaks it: confluent-kafka 2.16.1 (librdkafka 2.16) sends EndTxn v1 and Produce
 v10, kafka-python 3.0.12 EndTxn v3 / Produce v9, aiokafka 0.14 EndTxn v0 / Produce v7, even with
 ``transaction.version`` 2 finalized (captured from this broker). So the version 2 producer here is eoslog's
-own protocol code (``KafkaWire``, the codec the admin tools use) following KIP-890's client rules: no
+own protocol code (``BrokerConnection``, the codec the admin tools use) following KIP-890's client rules: no
 AddPartitionsToTxn, EndTxn v5, and the producer id / epoch of EndTxn's answer for the next transaction
 (sequences start again at 0). Reads go through confluent-kafka (read_committed / read_uncommitted).
 
@@ -20,11 +20,11 @@ import confluent_kafka
 import pytest
 from txn_clients import create_topics, read_confluent
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.testing.faultproxy import FaultProxy
-from eoslog.tools.brokers import KafkaWire
 
 PRODUCE, INIT_PRODUCER_ID, END_TXN, API_VERSIONS, DESCRIBE_TRANSACTIONS = 0, 22, 26, 18, 65
 
@@ -33,13 +33,13 @@ class V2Producer:
     """A transaction version 2 producer on one connection: one partition per topic, acks=all."""
 
     def __init__(self, bootstrap: str, transactional_id: str) -> None:
-        self.wire = KafkaWire(bootstrap, client_id="tv2-producer")
+        self.wire = BrokerConnection.from_bootstrap(bootstrap, client_id="tv2-producer")
         self.transactional_id = transactional_id
         self.producer_id, self.producer_epoch = -1, -1
         self.sequences: dict[str, int] = {}
 
     def init(self) -> None:
-        response = self.wire.call(INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
+        response = self.wire.request(INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
             transactional_id=self.transactional_id, transaction_timeout_ms=60_000, producer_id=-1,
             producer_epoch=-1))
         assert response.error_code == 0
@@ -58,7 +58,7 @@ class V2Producer:
                                            Data.PartitionProduceData(index=0, records=batch)])])
 
     def produce(self, topic: str, value: bytes) -> int:
-        response = self.wire.call(PRODUCE, 12, self.produce_request(topic, value))
+        response = self.wire.request(PRODUCE, 12, self.produce_request(topic, value))
         return response.responses[0].partition_responses[0].error_code
 
     def end_txn_request(self, commit: bool):
@@ -67,14 +67,14 @@ class V2Producer:
 
     def end(self, commit: bool) -> tuple[int, int, int]:
         """EndTxn v5; on success the producer continues with the identity it answers."""
-        response = self.wire.call(END_TXN, 5, self.end_txn_request(commit))
+        response = self.wire.request(END_TXN, 5, self.end_txn_request(commit))
         if response.error_code == 0:
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
             self.sequences.clear()
         return response.error_code, response.producer_id, response.producer_epoch
 
     def describe(self):
-        response = self.wire.call(DESCRIBE_TRANSACTIONS, 0, messages.DescribeTransactionsRequest(
+        response = self.wire.request(DESCRIBE_TRANSACTIONS, 0, messages.DescribeTransactionsRequest(
             transactional_ids=[self.transactional_id]))
         return response.transaction_states[0]
 
@@ -115,9 +115,9 @@ def everything(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def test_the_broker_advertises_transaction_version_2(txn_broker):
-    wire = KafkaWire(txn_broker.bootstrap, client_id="tv2-features")
+    wire = BrokerConnection.from_bootstrap(txn_broker.bootstrap, client_id="tv2-features")
     try:
-        response = wire.call(API_VERSIONS, 3, messages.ApiVersionsRequest(client_software_name="eoslog-test",
+        response = wire.request(API_VERSIONS, 3, messages.ApiVersionsRequest(client_software_name="eoslog-test",
                                                                           client_software_version="1.0"))
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         assert versions[END_TXN][1] == 5 and versions[PRODUCE][1] == 13  # v12 is what TV2 needs; v13 adds topic ids
@@ -126,7 +126,7 @@ def test_the_broker_advertises_transaction_version_2(txn_broker):
         assert response.finalized_features_epoch >= 0
         assert [(f.name, f.max_version) for f in response.supported_features] == [("transaction.version", 2)]
         # librdkafka before 2.2 cannot parse tagged fields here: it is answered without them.
-        old = wire.call(API_VERSIONS, 3, messages.ApiVersionsRequest(client_software_name="librdkafka",
+        old = wire.request(API_VERSIONS, 3, messages.ApiVersionsRequest(client_software_name="librdkafka",
                                                                      client_software_version="2.0.2"))
         assert old.finalized_features == [] and old.supported_features == []
         assert {k.api_key: (k.min_version, k.max_version) for k in old.api_keys} == versions
@@ -150,7 +150,7 @@ def test_every_end_txn_bumps_the_epoch_and_produce_adds_the_partition(txn_broker
     described = producer.describe()
     assert (described.transaction_state, described.producer_epoch) == ("CompleteCommit", epoch + 3)
     # The EndTxn that ended the last transaction, retried (its answer lost): the same answer, no bump.
-    retry = producer.wire.call(END_TXN, 5, messages.EndTxnRequest(
+    retry = producer.wire.request(END_TXN, 5, messages.EndTxnRequest(
         transactional_id=producer.transactional_id, producer_id=pid, producer_epoch=epoch + 2, committed=True))
     assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (0, pid, epoch + 3)
     # Abort with nothing open ("abort when unsure") still bumps, so nothing in flight can land later.
@@ -163,7 +163,7 @@ def test_every_end_txn_bumps_the_epoch_and_produce_adds_the_partition(txn_broker
 def test_a_delayed_produce_of_a_finished_transaction_never_lands(txn_broker, topic, producer, proxy, outcome):
     assert producer.produce(topic, b"first") == 0
     # The producer's next batch is held in the network (a second connection, through the proxy)...
-    late = KafkaWire(f"127.0.0.1:{proxy.port}", client_id="tv2-late")
+    late = BrokerConnection.from_bootstrap(f"127.0.0.1:{proxy.port}", client_id="tv2-late")
     try:
         proxy.hold_requests(PRODUCE)
         late.send(PRODUCE, 12, producer.produce_request(topic, b"late"))
@@ -172,7 +172,7 @@ def test_a_delayed_produce_of_a_finished_transaction_never_lands(txn_broker, top
         # ... and starts the next transaction, under the bumped epoch.
         assert producer.produce(topic, b"second") == 0
         proxy.release_requests()
-        response = late.receive(PRODUCE, 12)
+        response = late.receive()
         code = ErrorCode(response.responses[0].partition_responses[0].error_code)
         assert code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED), code
         assert proxy.snapshot()["requests_held"] == 1
@@ -187,7 +187,7 @@ def test_a_delayed_produce_of_a_finished_transaction_never_lands(txn_broker, top
 def test_a_delayed_end_txn_never_ends_the_next_transaction(txn_broker, topic, producer, proxy):
     pid, epoch = producer.producer_id, producer.producer_epoch
     assert producer.produce(topic, b"one") == 0
-    late = KafkaWire(f"127.0.0.1:{proxy.port}", client_id="tv2-late")
+    late = BrokerConnection.from_bootstrap(f"127.0.0.1:{proxy.port}", client_id="tv2-late")
     try:
         proxy.hold_requests(END_TXN)
         late.send(END_TXN, 5, producer.end_txn_request(commit=True))
@@ -195,7 +195,7 @@ def test_a_delayed_end_txn_never_ends_the_next_transaction(txn_broker, topic, pr
         assert producer.end(commit=True) == (0, pid, epoch + 1)
         assert producer.produce(topic, b"two") == 0
         proxy.release_requests()
-        stale = late.receive(END_TXN, 5)
+        stale = late.receive()
         assert ErrorCode(stale.error_code) is ErrorCode.PRODUCER_FENCED
         assert (stale.producer_id, stale.producer_epoch) == (-1, -1)
     finally:
@@ -238,13 +238,13 @@ def test_version_1_clients_keep_their_epoch(txn_broker, topic):
     p = confluent_kafka.Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": transactional_id})
     p.init_transactions(30)
     epochs = []
-    wire = KafkaWire(txn_broker.bootstrap, client_id="tv1-describe")
+    wire = BrokerConnection.from_bootstrap(txn_broker.bootstrap, client_id="tv1-describe")
     try:
         for value in (b"v1", b"v2"):
             p.begin_transaction()
             p.produce(topic, value, partition=0)
             p.commit_transaction(30)
-            response = wire.call(DESCRIBE_TRANSACTIONS, 0, messages.DescribeTransactionsRequest(
+            response = wire.request(DESCRIBE_TRANSACTIONS, 0, messages.DescribeTransactionsRequest(
                 transactional_ids=[transactional_id]))
             epochs.append(response.transaction_states[0].producer_epoch)
     finally:
@@ -260,7 +260,7 @@ def test_add_partitions_to_txn_v5_verifies_or_adds_for_a_partition_leader(txn_br
     Topic = messages.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 
     def ask(verify_only: bool, epoch: int) -> list[tuple[str, str, int, int]]:
-        response = producer.wire.call(24, 5, messages.AddPartitionsToTxnRequest(transactions=[Transaction(
+        response = producer.wire.request(24, 5, messages.AddPartitionsToTxnRequest(transactions=[Transaction(
             transactional_id=producer.transactional_id, producer_id=producer.producer_id, producer_epoch=epoch,
             verify_only=verify_only, topics=[Topic(name=topic, partitions=[0])])]))
         assert response.error_code == 0

@@ -6,10 +6,10 @@ from __future__ import annotations
 from click.testing import CliRunner
 from txn_clients import READERS, create_topics, run_plan
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
-from eoslog.tools.brokers import KafkaWire
 from eoslog.tools.txn_cli import producers_group, transactions_group
 
 
@@ -70,9 +70,9 @@ def test_list_by_pattern_and_an_invalid_pattern(txn_broker):
         # Kafka 4.x's answer to a pattern that does not compile: INVALID_REGULAR_EXPRESSION (128).
         bad = runner.invoke(transactions_group, ["list", "-b", bootstrap, "--pattern", "pattern-(.*"])
         assert bad.exit_code != 0 and "INVALID_REGULAR_EXPRESSION" in bad.output, bad.output
-        wire = KafkaWire(bootstrap)
+        wire = BrokerConnection.from_bootstrap(bootstrap)
         try:
-            response = wire.call(66, 2, messages.ListTransactionsRequest(transactional_id_pattern="(", state_filters=[],
+            response = wire.request(66, 2, messages.ListTransactionsRequest(transactional_id_pattern="(", state_filters=[],
                                                                          producer_id_filters=[]))
         finally:
             wire.close()

@@ -31,10 +31,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.client.txn_groups import (
+    CLIENT_ID,
     METADATA,
     METADATA_VERSION,
-    Connection,
     Retry,
     TxnGroupClient,
 )
@@ -82,7 +83,7 @@ class Batch:
 class _Leader:
     """One connection to a partition leader and its requests awaiting an answer, oldest first."""
 
-    connection: object
+    connection: BrokerConnection
     in_flight: deque = field(default_factory=deque)  # (correlation_id, [Batch])
 
 
@@ -133,11 +134,11 @@ class Producer:
                 if self.transactional_id is None:
                     conn = self._coordinator._bootstrap_connection()
                     try:
-                        response = conn.spec_request(api_key, version, request)
+                        response = conn.request(api_key, version, request)
                     finally:
                         conn.close()
                 else:
-                    response = self._coordinator._coordinator(self.transactional_id).spec_request(
+                    response = self._coordinator._coordinator(self.transactional_id).request(
                         api_key, version, request)
                 code = error_of(response)
                 if code == 0:
@@ -167,7 +168,7 @@ class Producer:
             try:
                 conn = self._coordinator._bootstrap_connection()
                 try:
-                    response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                    response = conn.request(METADATA, METADATA_VERSION, messages.MetadataRequest(
                         topics=[messages.MetadataRequest.MetadataRequestTopic(name=t) for t in wanted],
                         allow_auto_topic_creation=True))
                 finally:
@@ -233,8 +234,8 @@ class Producer:
         leader = self._connections.get(node)
         if leader is None:
             host, port = self._nodes[node]
-            leader = self._connections[node] = _Leader(Connection(host, port, min(self.timeout_s, 30.0),
-                                                                   self.security))
+            leader = self._connections[node] = _Leader(BrokerConnection(
+                host, port, client_id=CLIENT_ID, timeout_s=min(self.timeout_s, 30.0), security=self.security))
         return leader
 
     def _send(self, node: int, batches: list[Batch]) -> None:
@@ -250,14 +251,14 @@ class Producer:
                 transactional_id=self.transactional_id, acks=ACKS_ALL, timeout_ms=REQUEST_TIMEOUT_MS,
                 topic_data=[messages.ProduceRequest.TopicProduceData(name=t, partition_data=ps)
                             for t, ps in topics.items()])
-            leader.in_flight.append((leader.connection.send_spec(PRODUCE, PRODUCE_VERSION, request), batches))
+            leader.in_flight.append((leader.connection.send(PRODUCE, PRODUCE_VERSION, request), batches))
         except (OSError, ConnectionError):
             self._lose(node)
             self._failed.extend(batches)
 
     def _receive(self, node: int, leader: _Leader) -> None:
-        correlation_id, batches = leader.in_flight[0]
-        response = leader.connection.receive_spec(PRODUCE, PRODUCE_VERSION, correlation_id)
+        _, batches = leader.in_flight[0]
+        response = leader.connection.receive()  # the answer to in_flight[0]: answers come in request order
         leader.in_flight.popleft()
         codes = {(t.name, p.index): p.error_code for t in response.responses for p in t.partition_responses}
         for b in batches:

@@ -1,8 +1,7 @@
 """Client side of the transaction-group APIs (docs/spark.md, "Broker extension: transaction groups").
 
-A small blocking client: one TCP connection to the coordinator, Kafka framing (int32 size prefix),
-request header v1, response header v0. Every request, the three private APIs included, is encoded by the
-codec generated from the specs (``eoslog.protocol.codec``; the private APIs' specs are
+A small blocking client: one connection to the coordinator (client/connection.py). Every request, the
+three private APIs included, is encoded by the codec generated from the specs (``eoslog.protocol.codec``; the private APIs' specs are
 ``eoslog/protocol/extensions/*.json``), the same one the broker decodes them with.
 
 Retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
@@ -12,14 +11,11 @@ a commit that did happen answers "already committed" the second time.
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import time
 from dataclasses import dataclass
 
-from eoslog.protocol import codec, messages
-from eoslog.protocol.codec import RequestHeader
+from eoslog.client.connection import BrokerConnection, bootstrap_servers
+from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.security.client import ClientSecurity
 
@@ -40,7 +36,6 @@ _RETRIABLE = frozenset({
     ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
 })
-_SIZE = struct.Struct(">i")
 
 
 @dataclass(frozen=True)
@@ -66,75 +61,6 @@ class Unsupported(TxnGroupError):
     """The broker does not advertise the transaction-group APIs."""
 
 
-def _split_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip()
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, _, port = item.rpartition(":")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
-class Connection:
-    def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity | None = None) -> None:
-        self.address = (host, port)
-        if security is None:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        else:
-            self.sock = security.connect(host, port, timeout)  # TLS, when the client config says so
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._ids = itertools.count(1)
-        if security is not None:
-            try:
-                security.authenticate(self.spec_request)  # SASL, likewise
-            except BaseException:
-                self.sock.close()
-                raise
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            chunk = self.sock.recv(left)
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
-    def _exchange(self, frame: bytes, correlation_id: int) -> bytes:
-        self.sock.sendall(frame)
-        size = _SIZE.unpack(self._read_exact(4))[0]
-        body = self._read_exact(size)
-        got = _SIZE.unpack_from(body)[0]
-        if got != correlation_id:
-            raise ConnectionError(f"response for correlation id {got}, expected {correlation_id}")
-        return body
-
-    def send_spec(self, api_key: int, version: int, request) -> int:
-        """Sends a spec request without waiting for its answer (pipelining); returns its correlation id."""
-        correlation_id = next(self._ids)
-        self.sock.sendall(codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request))
-        return correlation_id
-
-    def receive_spec(self, api_key: int, version: int, correlation_id: int):
-        """The answer to :meth:`send_spec`'s request ``correlation_id``; answers come in request order."""
-        body = self._read_exact(_SIZE.unpack(self._read_exact(4))[0])
-        got = _SIZE.unpack_from(body)[0]
-        if got != correlation_id:
-            raise ConnectionError(f"response for correlation id {got}, expected {correlation_id}")
-        return codec.decode_response(api_key, version, body)
-
-    def spec_request(self, api_key: int, version: int, request):
-        correlation_id = next(self._ids)
-        frame = codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request)
-        return codec.decode_response(api_key, version, self._exchange(frame, correlation_id))
-
-
 class TxnGroupClient:
     """Talks to the transaction coordinator of a group. Not thread-safe; cheap to create."""
 
@@ -142,7 +68,7 @@ class TxnGroupClient:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.security = security  # the job's kafka.security.protocol / sasl.* / ssl.* (security/client.py)
-        self._conn: Connection | None = None
+        self._conn: BrokerConnection | None = None
         self._versions: dict[int, tuple[int, int]] | None = None
 
     # ---- connection management ---------------------------------------------------------------------
@@ -158,30 +84,35 @@ class TxnGroupClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _bootstrap_connection(self) -> Connection:
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        """A connection to one broker with this client's id, timeout and security."""
+        return BrokerConnection(host, port, client_id=CLIENT_ID, timeout_s=min(self.timeout_s, 30.0),
+                                security=self.security)
+
+    def _bootstrap_connection(self) -> BrokerConnection:
         last: Exception | None = None
-        for host, port in _split_bootstrap(self.bootstrap):
+        for host, port in bootstrap_servers(self.bootstrap):
             try:
-                return Connection(host, port, min(self.timeout_s, 30.0), self.security)
+                return self._connect(host, port)
             except OSError as exc:
                 last = exc
         raise ConnectionError(f"cannot reach any of {self.bootstrap}: {last}")
 
-    def _coordinator(self, key: str) -> Connection:
+    def _coordinator(self, key: str) -> BrokerConnection:
         if self._conn is not None:
             return self._conn
         conn = self._bootstrap_connection()
         try:
             if self._versions is None:
-                response = conn.spec_request(API_VERSIONS, 0, messages.ApiVersionsRequest())
+                response = conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
                 self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-            found = conn.spec_request(FIND_COORDINATOR, FIND_COORDINATOR_VERSION, messages.FindCoordinatorRequest(
+            found = conn.request(FIND_COORDINATOR, FIND_COORDINATOR_VERSION, messages.FindCoordinatorRequest(
                 key=key, key_type=COORDINATOR_TYPE_TRANSACTION))
             if found.error_code != 0:
                 raise Retry(found.error_code)
             if (found.host, found.port) != conn.address:  # on a cluster, often another bootstrap broker
                 conn.close()
-                conn = Connection(found.host, found.port, min(self.timeout_s, 30.0), self.security)
+                conn = self._connect(found.host, found.port)
         except BaseException:
             conn.close()
             raise
@@ -193,7 +124,7 @@ class TxnGroupClient:
         if self._versions is None:
             conn = self._bootstrap_connection()
             try:
-                response = conn.spec_request(API_VERSIONS, 0, messages.ApiVersionsRequest())
+                response = conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
                 self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             finally:
                 conn.close()
@@ -207,7 +138,7 @@ class TxnGroupClient:
         while True:
             try:
                 conn = self._coordinator(key)
-                response = conn.spec_request(api_key, VERSION, request)
+                response = conn.request(api_key, VERSION, request)
                 code = error_of(response)
                 if code in _RETRIABLE:
                     if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
@@ -262,7 +193,7 @@ class TxnGroupClient:
                 self._coordinator(group_name)
                 conn = self._bootstrap_connection()
                 try:
-                    response = conn.spec_request(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                    response = conn.request(METADATA, METADATA_VERSION, messages.MetadataRequest(
                         topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
                         allow_auto_topic_creation=False))
                 finally:

@@ -46,7 +46,7 @@ def abort_transaction(brokers: Brokers, transactional_id: str) -> None:
     request = messages.InitProducerIdRequest(transactional_id=transactional_id,
                                              transaction_timeout_ms=described.transaction_timeout_ms,
                                              producer_id=-1, producer_epoch=-1)
-    response = brokers.coordinator(transactional_id, TRANSACTION).call(INIT_PRODUCER_ID, 3, request)
+    response = brokers.coordinator(transactional_id, TRANSACTION).request(INIT_PRODUCER_ID, 3, request)
     if response.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
         check(response.error_code, f"aborting {transactional_id}")
 

@@ -1,5 +1,5 @@
 """The routes of the transaction groups pages (transaction_groups.py gathers what they show), kept apart
-from app.py's so that the pages can grow without touching the others."""
+from the other pages' so that they can grow without touching them."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from eoslog.console import transaction_groups
+from eoslog.console.pages import Pages
 
 
-def routes(call, render, hanging_after_ms: int) -> list[Route]:
-    """``call`` runs a blocking view in the session's worker thread, ``render`` a template (app.py)."""
+def routes(pages: Pages) -> list[Route]:
+    call, render, hanging_after_ms = pages.call, pages.render, pages.hanging_after_ms
 
     async def listing(request: Request):
         return render(request, "transaction_groups.html", page="transaction-groups",

@@ -107,7 +107,7 @@ def supported(brokers: Brokers) -> bool:
 def _listed(brokers: Brokers) -> list[Group]:
     groups = {}
     for node_id, wire in brokers.each():
-        response = wire.call(LIST_TRANSACTION_GROUPS, 0, messages.ListTransactionGroupsRequest(states_filter=[]))
+        response = wire.request(LIST_TRANSACTION_GROUPS, 0, messages.ListTransactionGroupsRequest(states_filter=[]))
         check(response.error_code, f"ListTransactionGroups at broker {node_id}")
         for g in response.groups:
             groups[g.group_name] = Group(g.group_name, g.state, g.decision_in_flight, g.last_committed_sequence,
@@ -150,7 +150,7 @@ def _describe(brokers: Brokers, coordinator_key: str, transactional_ids: list[st
     if not transactional_ids:
         return {}
     request = messages.DescribeTransactionsRequest(transactional_ids=transactional_ids)
-    answered = brokers.coordinator(coordinator_key, TRANSACTION).call(DESCRIBE_TRANSACTIONS, 0, request)
+    answered = brokers.coordinator(coordinator_key, TRANSACTION).request(DESCRIBE_TRANSACTIONS, 0, request)
     described = {d.transactional_id: d for d in answered.transaction_states}
     elsewhere = [t for t, d in described.items() if d.error_code == ErrorCode.NOT_COORDINATOR]
     for d in txn_cli.describe_transactions(brokers, elsewhere) if elsewhere else ():

@@ -163,7 +163,7 @@ def _fetch(brokers: Brokers, topic: str, partition: int, offset: int, isolation_
                 topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
                     partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
                     partition_max_bytes=PAGE_MAX_BYTES)])])
-    response = brokers.leader(topic, partition).call(FETCH, FETCH_VERSION, request)
+    response = brokers.leader(topic, partition).request(FETCH, FETCH_VERSION, request)
     check(response.error_code, f"Fetch {topic}-{partition}")
     [data] = [p for t in response.responses for p in t.partitions if t.topic == topic]
     check(data.error_code, f"Fetch {topic}-{partition} at offset {offset}")
@@ -256,13 +256,13 @@ def described_transactions(brokers: Brokers) -> list:
     request per id, which cost about 0.2 ms an id: the Spark sink names every batch's transactions anew)."""
     described = []
     for node_id, wire in brokers.each():
-        listed = wire.call(LIST_TRANSACTIONS, 0, messages.ListTransactionsRequest(state_filters=[],
+        listed = wire.request(LIST_TRANSACTIONS, 0, messages.ListTransactionsRequest(state_filters=[],
                                                                                  producer_id_filters=[]))
         check(listed.error_code, f"ListTransactions at broker {node_id}")
         ids = sorted(t.transactional_id for t in listed.transaction_states)
         if ids:
             request = messages.DescribeTransactionsRequest(transactional_ids=ids)
-            described += wire.call(DESCRIBE_TRANSACTIONS, 0, request).transaction_states
+            described += wire.request(DESCRIBE_TRANSACTIONS, 0, request).transaction_states
     return described
 
 

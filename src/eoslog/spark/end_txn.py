@@ -27,7 +27,7 @@ def end_transaction(bootstrap: str, member: TxnMember, commit: bool, timeout_s: 
     while True:
         with TxnGroupClient(bootstrap, timeout_s, security=security) as client:
             conn = client._coordinator(member.transactional_id)
-            response = conn.spec_request(END_TXN, END_TXN_VERSION, messages.EndTxnRequest(
+            response = conn.request(END_TXN, END_TXN_VERSION, messages.EndTxnRequest(
                 transactional_id=member.transactional_id, producer_id=member.producer_id,
                 producer_epoch=member.producer_epoch, committed=commit))
         code = response.error_code

@@ -17,13 +17,10 @@ start; leadership errors and lost connections are retried with fresh metadata; n
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import time
 
-from eoslog.protocol import codec, messages
-from eoslog.protocol.codec import RequestHeader
+from eoslog.client.connection import BrokerConnection, bootstrap_servers
+from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.spark.errors import DataLossError
 from eoslog.spark.record_columns import FetchDecoder
@@ -37,7 +34,6 @@ MAX_WAIT_MS = 500
 PARTITION_MAX_BYTES = 8 * 1024 * 1024
 RESPONSE_MAX_BYTES = 52_428_800
 RETRY_BACKOFF_S = 0.1
-_SIZE = struct.Struct(">i")
 
 # Client settings the direct path understands; any other means "let librdkafka do it" (TLS, SASL, ...).
 DIRECT_SETTINGS = frozenset({"bootstrap.servers", "client.id"})
@@ -49,60 +45,6 @@ class Retry(Exception):
 
 def can_read_directly(client: dict[str, str]) -> bool:
     return set(client) <= DIRECT_SETTINGS
-
-
-def _servers(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip().split("://", 1)[-1]
-        host, _, port = item.rpartition(":")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
-class _Connection:
-    """Blocking Kafka framing: int32 size prefix, request header v1, responses read into one buffer."""
-
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.client_id = client_id
-        self._ids = itertools.count(1)
-        self._pending: list[tuple[int, int, int]] = []  # (correlation id, api key, version) in send order
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, api_key: int, version: int, request) -> None:
-        correlation_id = next(self._ids)
-        self.sock.sendall(codec.encode_request(RequestHeader(api_key, version, correlation_id, self.client_id),
-                                               request))
-        self._pending.append((correlation_id, api_key, version))
-
-    def receive(self):
-        correlation_id, api_key, version = self._pending.pop(0)
-        size = _SIZE.unpack(self._read(4))[0]
-        frame = self._read(size)
-        got, response = codec.decode_response_frame(api_key, version, frame)
-        if got != correlation_id:
-            raise ConnectionError(f"response for correlation id {got}, expected {correlation_id}")
-        return response
-
-    def request(self, api_key: int, version: int, request):
-        self.send(api_key, version, request)
-        return self.receive()
-
-    def _read(self, n: int) -> memoryview:
-        """``n`` bytes, received in place (the records field of a Fetch response stays a view of them)."""
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            read = self.sock.recv_into(view[got:])
-            if not read:
-                raise ConnectionError("the broker closed the connection")
-            got += read
-        return view
 
 
 class PartitionFetcher:
@@ -119,7 +61,7 @@ class PartitionFetcher:
         self.poll_timeout_s = poll_timeout_ms / 1000
         self.client_id = client_id
         self.decoder = FetchDecoder(from_offset, until_offset, read_committed)
-        self._conn: _Connection | None = None
+        self._conn: BrokerConnection | None = None
 
     # ---- connections -------------------------------------------------------------------------------
 
@@ -128,12 +70,12 @@ class PartitionFetcher:
             self._conn.close()
             self._conn = None
 
-    def _connect(self) -> _Connection:
+    def _connect(self) -> BrokerConnection:
         """A connection to the partition's leader, found through any bootstrap server."""
         last: Exception | None = None
-        for host, port in _servers(self.bootstrap):
+        for host, port in bootstrap_servers(self.bootstrap):
             try:
-                conn = _Connection(host, port, self.client_id, self.poll_timeout_s)
+                conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.poll_timeout_s)
             except OSError as exc:
                 last = exc
                 continue
@@ -146,10 +88,10 @@ class PartitionFetcher:
             if leader == (host, port):
                 return conn
             conn.close()
-            return _Connection(*leader, self.client_id, self.poll_timeout_s)
+            return BrokerConnection(*leader, client_id=self.client_id, timeout_s=self.poll_timeout_s)
         raise Retry(f"no broker reachable for {self.topic}-{self.partition}: {last}")
 
-    def _leader(self, conn: _Connection) -> tuple[str, int]:
+    def _leader(self, conn: BrokerConnection) -> tuple[str, int]:
         M = messages.MetadataRequest
         response = conn.request(METADATA, METADATA_VERSION, M(
             topics=[M.MetadataRequestTopic(name=self.topic)], allow_auto_topic_creation=False))

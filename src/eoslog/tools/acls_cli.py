@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.security.acl import (
@@ -28,7 +29,6 @@ from eoslog.security.acl import (
     check_principal,
 )
 from eoslog.security.acl_format import OPERATION_NAMES
-from eoslog.tools.brokers import KafkaWire
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 2  # flexible, and served by Kafka 2.4+ as by eoslog
@@ -49,13 +49,13 @@ def _check(code: int, what: str, message: str | None = None) -> None:
         raise AclsToolError(f"{what}: {name}" + (f" ({message})" if message else ""))
 
 
-def connect(bootstrap: str, command_config: Path | None) -> KafkaWire:
+def connect(bootstrap: str, command_config: Path | None) -> BrokerConnection:
     """One connection, with the TLS and SASL settings of ``--command-config`` (security/client.py)."""
     from eoslog.security.client import ClientSecurity, ClientSecurityError
 
     try:
         security = ClientSecurity.from_file(command_config) if command_config is not None else None
-        return KafkaWire(bootstrap, client_id=CLIENT_ID, security=security)
+        return BrokerConnection.from_bootstrap(bootstrap, client_id=CLIENT_ID, security=security)
     except ClientSecurityError as exc:
         raise AclsToolError(f"{bootstrap}: {exc}") from exc
     except OSError as exc:
@@ -161,7 +161,7 @@ def add_command(bootstrap_server, command_config, topics, groups, transactional_
                  for rtype, name, op in dict.fromkeys(wanted) for principal, host, permission in entries]
     wire = connect(bootstrap_server, command_config)
     try:
-        response = wire.call(CREATE_ACLS, VERSION, messages.CreateAclsRequest(creations=creations))
+        response = wire.request(CREATE_ACLS, VERSION, messages.CreateAclsRequest(creations=creations))
     finally:
         wire.close()
     for c, result in zip(creations, response.results):
@@ -225,7 +225,7 @@ def list_command(bootstrap_server, command_config, topics, groups, transactional
     wire = connect(bootstrap_server, command_config)
     try:
         for f in _filters(topics, groups, transactional_ids, cluster, principal, resource_pattern_type, operation):
-            response = wire.call(DESCRIBE_ACLS, VERSION, messages.DescribeAclsRequest(**f))
+            response = wire.request(DESCRIBE_ACLS, VERSION, messages.DescribeAclsRequest(**f))
             _check(response.error_code, "DescribeAcls", response.error_message)
             rows += [_rows(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
                            a.permission_type) for r in response.resources for a in r.acls]
@@ -248,7 +248,7 @@ def remove_command(bootstrap_server, command_config, topics, groups, transaction
     filters = _filters(topics, groups, transactional_ids, cluster, principal, resource_pattern_type, operation)
     wire = connect(bootstrap_server, command_config)
     try:
-        response = wire.call(DELETE_ACLS, VERSION, messages.DeleteAclsRequest(
+        response = wire.request(DELETE_ACLS, VERSION, messages.DeleteAclsRequest(
             filters=[messages.DeleteAclsRequest.DeleteAclsFilter(**f) for f in filters]))
     finally:
         wire.close()

@@ -32,7 +32,7 @@ TopicPartition = tuple[str, int]
 def _controller(brokers: Brokers):
     """Kafka accepts topic changes only at its controller; a single eoslog node is its own."""
     controller_id = brokers.metadata(refresh=True).controller_id
-    return brokers.node(controller_id).call if controller_id >= 0 else brokers.call
+    return brokers.node(controller_id).request if controller_id >= 0 else brokers.call
 
 
 # ---- topics -------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def _config_call(brokers: Brokers, resource_type: int, name: str):
     if resource_type == BROKER and name:  # "" (the cluster-wide defaults) goes to any broker
         if not name.isdigit():
             raise click.ClickException(f"a broker is named by its id, got {name!r}")
-        return brokers.node(int(name)).call
+        return brokers.node(int(name)).request
     return brokers.call
 
 
@@ -194,7 +194,7 @@ def delete_records(brokers: Brokers, before: dict[TopicPartition, int]) -> dict[
         request = messages.DeleteRecordsRequest(timeout_ms=TIMEOUT_MS, topics=[
             Topic(name=t, partitions=[Partition(partition_index=p, offset=before[(t, p)]) for p in ps])
             for t, ps in by_topic.items()])
-        for t in brokers.node(leader).call(DELETE_RECORDS, 1, request).topics:
+        for t in brokers.node(leader).request(DELETE_RECORDS, 1, request).topics:
             for p in t.partitions:
                 out[(t.name, p.partition_index)] = (p.low_watermark, error_name(p.error_code) if p.error_code else "")
     return out

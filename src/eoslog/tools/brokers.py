@@ -1,17 +1,17 @@
-"""The admin tools' view of a cluster: one blocking connection per broker, found through Metadata, and
-each request sent where Kafka serves it: a partition's requests to its leader, a transactional id's or
-a group's to its coordinator (FindCoordinator), cluster-wide listings to every broker. A single node is
-the one-broker case of the same thing.
+"""The admin tools' view of a cluster: one blocking connection per broker (client/connection.py), found
+through Metadata, and each request sent where Kafka serves it: a partition's requests to its leader, a
+transactional id's or a group's to its coordinator (FindCoordinator), cluster-wide listings to every
+broker. A single node is the one-broker case of the same thing.
 """
 
 from __future__ import annotations
 
-import socket
-import struct
+from typing import Self
 
 import click
 
-from eoslog.protocol import codec, messages
+from eoslog.client.connection import BrokerConnection
+from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.security.client import ClientSecurity, ClientSecurityError
 
@@ -37,53 +37,6 @@ def security_option(command):
                         help="Client properties for a secured listener (security.protocol, sasl.*, ssl.*).")(command)
 
 
-class KafkaWire:
-    """One blocking connection, one request at a time: enough for admin tools."""
-
-    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = CLIENT_ID,
-                 security: ClientSecurity | None = None) -> None:
-        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-        if security is None:
-            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-        else:
-            self.sock = security.connect(host.strip("[]"), int(port), timeout)
-        self.correlation_id = 0
-        self.client_id = client_id
-        if security is not None:
-            try:
-                security.authenticate(self.call)
-            except BaseException:
-                self.sock.close()
-                raise
-
-    def call(self, api_key: int, api_version: int, request):
-        self.send(api_key, api_version, request)
-        return self.receive(api_key, api_version)
-
-    def send(self, api_key: int, api_version: int, request) -> None:
-        """Write a request without waiting for its answer (for tests that hold it in flight);
-        :meth:`receive` reads the answers in the order the requests were sent."""
-        self.correlation_id += 1
-        header = codec.RequestHeader(api_key, api_version, self.correlation_id, self.client_id)
-        self.sock.sendall(codec.encode_request(header, request))
-
-    def receive(self, api_key: int, api_version: int):
-        size = struct.unpack(">i", self._read(4))[0]
-        return codec.decode_response(api_key, api_version, self._read(size))
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class Brokers:
     """Connections to the brokers of the cluster behind ``bootstrap`` (comma-separated), made lazily."""
 
@@ -91,14 +44,15 @@ class Brokers:
         self.timeout = timeout
         self.security = security  # TLS and SASL for every connection (security/client.py)
         self._bootstrap = self._connect_any([b.strip() for b in bootstrap.split(",") if b.strip()])
-        self._wires: dict[int, KafkaWire] = {}
+        self._wires: dict[int, BrokerConnection] = {}
         self._metadata = None
 
-    def _connect_any(self, addresses: list[str]) -> KafkaWire:
+    def _connect_any(self, addresses: list[str]) -> BrokerConnection:
         errors = []
         for address in addresses:
             try:
-                return KafkaWire(address, self.timeout, security=self.security)
+                return BrokerConnection.from_bootstrap(address, client_id=CLIENT_ID, timeout_s=self.timeout,
+                                                       security=self.security)
             except ClientSecurityError as exc:
                 raise click.ClickException(f"{address}: {exc}") from exc
             except OSError as exc:
@@ -108,7 +62,7 @@ class Brokers:
     def call(self, api_key: int, api_version: int, request):
         """To whichever broker answered first (requests any broker serves)."""
         try:
-            return self._bootstrap.call(api_key, api_version, request)
+            return self._bootstrap.request(api_key, api_version, request)
         except ConnectionError as exc:
             hint = "" if self.security is not None else (
                 " (a TLS or SASL listener? give the client settings with --command-config)")
@@ -128,7 +82,7 @@ class Brokers:
     def node_ids(self) -> list[int]:
         return sorted(b.node_id for b in self.metadata().brokers)
 
-    def node(self, node_id: int) -> KafkaWire:
+    def node(self, node_id: int) -> BrokerConnection:
         wire = self._wires.get(node_id)
         if wire is None:
             broker = next((b for b in self.metadata().brokers if b.node_id == node_id), None)
@@ -136,11 +90,11 @@ class Brokers:
                 broker = next((b for b in self.metadata(refresh=True).brokers if b.node_id == node_id), None)
             if broker is None:
                 raise click.ClickException(f"broker {node_id} is not in the cluster's metadata")
-            wire = self._wires[node_id] = KafkaWire(f"{broker.host}:{broker.port}", self.timeout,
-                                                    security=self.security)
+            wire = self._wires[node_id] = BrokerConnection(broker.host, broker.port, client_id=CLIENT_ID,
+                                                           timeout_s=self.timeout, security=self.security)
         return wire
 
-    def leader(self, topic: str, partition: int) -> KafkaWire:
+    def leader(self, topic: str, partition: int) -> BrokerConnection:
         for entry in self.metadata([topic]).topics:
             if entry.name != topic:
                 continue
@@ -153,7 +107,7 @@ class Brokers:
                     return self.node(p.leader_id)
         raise click.ClickException(f"{topic}-{partition} does not exist")
 
-    def coordinator(self, key: str, key_type: int) -> KafkaWire:
+    def coordinator(self, key: str, key_type: int) -> BrokerConnection:
         response = self.call(FIND_COORDINATOR, 3, messages.FindCoordinatorRequest(key=key, key_type=key_type))
         if response.error_code:
             raise click.ClickException(f"FindCoordinator {key!r}: {ErrorCode(response.error_code).name}")
@@ -170,7 +124,7 @@ class Brokers:
             wire.close()
         self._wires.clear()
 
-    def __enter__(self) -> Brokers:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

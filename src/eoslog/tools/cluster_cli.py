@@ -19,9 +19,11 @@ from pathlib import Path
 
 import click
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.tools.txn_cli import DEFAULT_BOOTSTRAP, KafkaWire
+from eoslog.tools.brokers import CLIENT_ID
+from eoslog.tools.txn_cli import DEFAULT_BOOTSTRAP
 
 METADATA = (3, 9)
 DESCRIBE_CLUSTER = (60, 0)
@@ -70,16 +72,16 @@ def up(brokers: int, zookeeper_nodes: str, directory: Path | None) -> None:
             temporary.cleanup()
 
 
-def _metadata(wire: KafkaWire, topics: list[str] | None):
+def _metadata(wire: BrokerConnection, topics: list[str] | None):
     request = messages.MetadataRequest(
         topics=None if topics is None else [messages.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
         allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False)
-    return wire.call(*METADATA, request)
+    return wire.request(*METADATA, request)
 
 
 def describe_cluster(bootstrap: str, topic: str | None = None) -> dict:
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap, client_id=CLIENT_ID)
     try:
         metadata = _metadata(wire, [topic] if topic else None)
     finally:
@@ -193,9 +195,9 @@ def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
         election_type=1 if election == "unclean" else 0, timeout_ms=30_000,
         topic_partitions=None if topic is None else [
             messages.ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in wanted.items()])
-    wire = KafkaWire(f"{controller['host']}:{controller['port']}")
+    wire = BrokerConnection(controller["host"], controller["port"], client_id=CLIENT_ID)
     try:
-        response = wire.call(*ELECT_LEADERS, request)
+        response = wire.request(*ELECT_LEADERS, request)
     finally:
         wire.close()
     if response.error_code:
@@ -227,9 +229,9 @@ def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: 
         messages.AlterPartitionReassignmentsRequest.ReassignableTopic(name=topic, partitions=[
             messages.AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=p, replicas=target)
             for p in partitions])])
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap, client_id=CLIENT_ID)
     try:
-        response = wire.call(45, 0, request)
+        response = wire.request(45, 0, request)
     finally:
         wire.close()
     if response.error_code:
@@ -245,9 +247,9 @@ def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: 
               show_default=True)
 def reassignments(bootstrap: str) -> None:
     """Reassignments in progress (ListPartitionReassignments)."""
-    wire = KafkaWire(bootstrap)
+    wire = BrokerConnection.from_bootstrap(bootstrap, client_id=CLIENT_ID)
     try:
-        response = wire.call(46, 0, messages.ListPartitionReassignmentsRequest(timeout_ms=30_000, topics=None))
+        response = wire.request(46, 0, messages.ListPartitionReassignmentsRequest(timeout_ms=30_000, topics=None))
     finally:
         wire.close()
     moving = [(t.name, p) for t in response.topics for p in t.partitions]

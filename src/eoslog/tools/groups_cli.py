@@ -11,66 +11,25 @@ on the main CLI.
 
 from __future__ import annotations
 
-import itertools
 import json
-import socket
 import struct
 from dataclasses import asdict, dataclass, field
 
 import click
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import codec, messages
-from eoslog.protocol.codec import RequestHeader
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools.brokers import GROUP, Brokers, security_option
 
-CLIENT_ID = "eoslog-groups"
 LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 2, 9, 15, 16
 CONSUMER_GROUP_DESCRIBE = 69
 LATEST = -1
 READ_COMMITTED = 1
-_SIZE = struct.Struct(">i")
 
 
 class GroupsToolError(click.ClickException):
     pass
-
-
-class BrokerConnection:
-    """One blocking connection, one request at a time (a single node coordinates every group)."""
-
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
-        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-        try:
-            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
-        except OSError as exc:
-            raise GroupsToolError(f"cannot reach {bootstrap}: {exc}") from exc
-        self._ids = itertools.count(1)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> BrokerConnection:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise GroupsToolError("the broker closed the connection")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def request(self, api_key: int, version: int, request):
-        correlation_id = next(self._ids)
-        self.sock.sendall(codec.encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), request))
-        body = self._read_exact(_SIZE.unpack(self._read_exact(4))[0])
-        return codec.decode_response(api_key, version, body)
 
 
 def _check(code: int, what: str) -> None:
@@ -123,7 +82,7 @@ class GroupView:
 def _calls(conn: BrokerConnection | Brokers):
     """The request functions of every broker to ask (one for a plain connection)."""
     if isinstance(conn, Brokers):
-        return [wire.call for _, wire in conn.each()]
+        return [wire.request for _, wire in conn.each()]
     return [conn.request]
 
 
@@ -149,7 +108,7 @@ def _decode_assignment(data: bytes) -> dict[str, list[int]]:
 
 
 def describe_group(conn: BrokerConnection | Brokers, group_id: str) -> GroupView:
-    call = conn.coordinator(group_id, GROUP).call if isinstance(conn, Brokers) else conn.request
+    call = conn.coordinator(group_id, GROUP).request if isinstance(conn, Brokers) else conn.request
     resp = call(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=[group_id]))
     [described] = resp.groups
     if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
@@ -202,7 +161,7 @@ def _last_stable_offsets(conn: BrokerConnection | Brokers, tps: list[tuple[str, 
         elif leaders.get((topic, p), -1) < 0:
             continue  # no leader right now: shown without a last stable offset
         else:
-            call = conn.node(leaders[(topic, p)]).call
+            call = conn.node(leaders[(topic, p)]).request
         by_call.setdefault(call, {}).setdefault(topic, []).append(p)
     out = {}
     for call, by_topic in by_call.items():

@@ -95,7 +95,7 @@ def list_offsets(brokers: Brokers, tps: Iterable[TopicPartition], timestamp: int
                 timestamp[(t, p)] if isinstance(timestamp, dict) else timestamp)) for p in ps])
             for t, ps in by_topic.items()])
         return {(t.name, p.partition_index): (p.error_code, p.offset)
-                for t in brokers.node(leader).call(LIST_OFFSETS, 2, request).topics for p in t.partitions}
+                for t in brokers.node(leader).request(LIST_OFFSETS, 2, request).topics for p in t.partitions}
 
     return _at_leaders(brokers, list(tps), leader_of, ask)
 
@@ -111,6 +111,6 @@ def describe_producers(brokers: Brokers, tps: Iterable[TopicPartition],
         request = messages.DescribeProducersRequest(topics=[TopicRequest(name=t, partition_indexes=ps)
                                                             for t, ps in by_topic.items()])
         return {(t.name, p.partition_index): (p.error_code, p.active_producers)
-                for t in brokers.node(leader).call(DESCRIBE_PRODUCERS, 0, request).topics for p in t.partitions}
+                for t in brokers.node(leader).request(DESCRIBE_PRODUCERS, 0, request).topics for p in t.partitions}
 
     return _at_leaders(brokers, list(tps), leader_of, ask)

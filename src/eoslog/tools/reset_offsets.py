@@ -126,7 +126,7 @@ def reset_offsets(brokers: Brokers, group_id: str, target: Target, topic_specs: 
                   execute: bool, show_progress: bool = True) -> list[Reset]:
     """The new offsets (committed with ``execute``); ``show_progress``: a bar on a terminal's stderr (the
     command's, not the web console's)."""
-    call = brokers.coordinator(group_id, GROUP).call
+    call = brokers.coordinator(group_id, GROUP).request
     state = _group_state(call, group_id)
     if state not in INACTIVE:
         raise click.ClickException(f"group {group_id} is {state}: offsets can be reset only while it has no "

@@ -26,10 +26,10 @@ import click
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools import leader_requests
-from eoslog.tools.brokers import TRANSACTION, Brokers, KafkaWire, security_option
+from eoslog.tools.brokers import TRANSACTION, Brokers, security_option
 from eoslog.tools.hanging import hanging_transactions
 
-__all__ = ["Brokers", "KafkaWire", "producers_group", "transactions_group"]
+__all__ = ["Brokers", "producers_group", "transactions_group"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_MAX_AGE_MS = 900_000  # transaction.max.timeout.ms: no legitimate transaction is older
@@ -56,7 +56,7 @@ def list_transactions(brokers: Brokers, states=(), producer_ids=(), min_duration
                                                duration_filter=min_duration_ms, transactional_id_pattern=pattern)
     rows = {}
     for node_id, wire in brokers.each():
-        response = wire.call(66, 2, request)
+        response = wire.request(66, 2, request)
         _check(response.error_code, f"ListTransactions at broker {node_id}")
         for row in response.transaction_states:
             rows[row.transactional_id] = row
@@ -73,11 +73,11 @@ def check_backs_by_broker(brokers: Brokers) -> dict:
     older eoslog: no check-back transactions there)."""
     by_broker = {}
     for node_id, wire in brokers.each():
-        versions = wire.call(API_VERSIONS, 0, messages.ApiVersionsRequest())
+        versions = wire.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
         if not any(k.api_key == LIST_CHECK_BACKS for k in versions.api_keys):
             by_broker[node_id] = None
             continue
-        response = wire.call(LIST_CHECK_BACKS, 0, messages.ListCheckBacksRequest(check_back_groups=[]))
+        response = wire.request(LIST_CHECK_BACKS, 0, messages.ListCheckBacksRequest(check_back_groups=[]))
         _check(response.error_code, f"ListCheckBacks at broker {node_id}")
         by_broker[node_id] = list(response.transactions)
     return by_broker
@@ -88,7 +88,7 @@ def describe_transactions(brokers: Brokers, transactional_ids):
     out = []
     for transactional_id in transactional_ids:
         request = messages.DescribeTransactionsRequest(transactional_ids=[transactional_id])
-        out += brokers.coordinator(transactional_id, TRANSACTION).call(65, 0, request).transaction_states
+        out += brokers.coordinator(transactional_id, TRANSACTION).request(65, 0, request).transaction_states
     return out
 
 
@@ -140,7 +140,7 @@ def abort_transaction(brokers: Brokers, topic: str, partition: int, start_offset
         producer_id=producer.producer_id, producer_epoch=producer.producer_epoch, transaction_result=False,
         topics=[messages.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
         coordinator_epoch=max(producer.coordinator_epoch, 0))
-    response = brokers.leader(topic, partition).call(27, 1, messages.WriteTxnMarkersRequest(markers=[marker]))
+    response = brokers.leader(topic, partition).request(27, 1, messages.WriteTxnMarkersRequest(markers=[marker]))
     _check(response.markers[0].topics[0].partitions[0].error_code, f"WriteTxnMarkers {topic}-{partition}")
 
 

@@ -24,10 +24,10 @@ import socket
 import struct
 import time
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
-from eoslog.tools.brokers import KafkaWire
 from eoslog.verify.workload import CALL_TIMEOUT_S, Worker, group_id, transactional_id
 
 PRODUCE, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, INIT_PRODUCER_ID = 0, 25, 26, 28, 22
@@ -53,7 +53,7 @@ class V2Worker(Worker):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.wire: KafkaWire | None = None
+        self.wire: BrokerConnection | None = None
         self.producer_id, self.producer_epoch = -1, -1
         self.sequences: dict[int, int] = {}  # partition -> next sequence under the current epoch
 
@@ -63,9 +63,9 @@ class V2Worker(Worker):
         """One request and its answer; a dead or silent connection is dropped and OSError raised."""
         try:
             if self.wire is None:
-                self.wire = KafkaWire(self.bootstrap, timeout=REQUEST_TIMEOUT_S,
-                                      client_id=f"eoslog-verify-tv2-{self.process}")
-            return self.wire.call(api_key, api_version, request)
+                self.wire = BrokerConnection.from_bootstrap(self.bootstrap, timeout_s=REQUEST_TIMEOUT_S,
+                                                            client_id=f"eoslog-verify-tv2-{self.process}")
+            return self.wire.request(api_key, api_version, request)
         except _WIRE_ERRORS as exc:
             self._disconnect()
             raise OSError(f"{type(exc).__name__}: {exc}") from exc

@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from contextlib import closing
 
 import confluent_kafka
 import pytest
@@ -23,12 +22,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.security.client import ClientSecurity
 from eoslog.testing.process import BrokerProcess, free_port
 from eoslog.testing.wait import wait_until
-from eoslog.tools.brokers import KafkaWire
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
 
 pytestmark = pytest.mark.interop
@@ -71,7 +70,8 @@ def login(broker, user: str) -> dict:
 
 
 def wire(broker, user: str):
-    return closing(KafkaWire(broker.bootstrap, security=ClientSecurity.from_properties(login(broker, user))))
+    return BrokerConnection.from_bootstrap(broker.bootstrap,
+                                           security=ClientSecurity.from_properties(login(broker, user)))
 
 
 def consumer(broker, user: str, group: str) -> confluent_kafka.Consumer:
@@ -108,7 +108,7 @@ def test_a_regex_resolves_per_member_to_the_topics_its_principal_may_describe(br
         assert seen_by_alice and all(t == OPEN for t, _ in seen_by_alice), seen_by_alice
         # The coordinator's own view (as the super user): alice's target never names acl-secret.
         with wire(broker, "admin") as w:
-            d = w.call(69, 1, messages.ConsumerGroupDescribeRequest(group_ids=[group],
+            d = w.request(69, 1, messages.ConsumerGroupDescribeRequest(group_ids=[group],
                                                                     include_authorized_operations=False))
         (described,) = d.groups
         assert described.error_code == 0
@@ -130,30 +130,30 @@ def test_named_topics_the_principal_may_not_describe_are_refused(broker):
         request = messages.ConsumerGroupHeartbeatRequest(
             group_id=group, member_id=uuid.uuid4().hex, member_epoch=0, rebalance_timeout_ms=30_000,
             subscribed_topic_names=[OPEN, SECRET], topic_partitions=[])
-        refused = w.call(68, 1, request)
+        refused = w.request(68, 1, request)
         assert refused.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert SECRET in refused.error_message and refused.assignment is None
         # Nothing was created: the same member joins with what it may see.
         request.subscribed_topic_names = [OPEN]
-        joined = w.call(68, 1, request)
+        joined = w.request(68, 1, request)
         assert joined.error_code == 0 and joined.member_epoch == 1
         leave = messages.ConsumerGroupHeartbeatRequest(group_id=group, member_id=request.member_id,
                                                        member_epoch=-1, rebalance_timeout_ms=-1)
-        assert w.call(68, 1, leave).error_code == 0
+        assert w.request(68, 1, leave).error_code == 0
 
 
 def test_describing_a_group_that_holds_a_topic_the_caller_may_not_describe_is_refused(broker):
     group = f"acl-describe-{uuid.uuid4().hex[:6]}"
     with wire(broker, "bob") as w:
         member_id = uuid.uuid4().hex
-        joined = w.call(68, 1, messages.ConsumerGroupHeartbeatRequest(
+        joined = w.request(68, 1, messages.ConsumerGroupHeartbeatRequest(
             group_id=group, member_id=member_id, member_epoch=0, rebalance_timeout_ms=30_000,
             subscribed_topic_names=[SECRET], topic_partitions=[]))
         assert joined.error_code == 0 and len(joined.assignment.topic_partitions) == 1
         request = messages.ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
-        assert w.call(69, 1, request).groups[0].error_code == 0
+        assert w.request(69, 1, request).groups[0].error_code == 0
         with wire(broker, "alice") as other:
-            (refused,) = other.call(69, 1, request).groups
+            (refused,) = other.request(69, 1, request).groups
         assert refused.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and not refused.members
-        w.call(68, 1, messages.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=-1,
+        w.request(68, 1, messages.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=-1,
                                                              rebalance_timeout_ms=-1))

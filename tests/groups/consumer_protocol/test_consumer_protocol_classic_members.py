@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import confluent_kafka
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.testing.embedded import EmbeddedBroker
 from eoslog.testing.request_recorder import RequestRecorder
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import BrokerConnection
 from tests.groups.conftest import create_topic
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
 
@@ -21,7 +21,7 @@ JOIN_GROUP = 11
 
 
 def described(bootstrap: str):
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         return conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
             group_ids=[GROUP], include_authorized_operations=False)).groups[0]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import confluent_kafka
 from confluent_kafka import TopicPartition
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.process import BrokerProcess
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import BrokerConnection
 from tests.groups.conftest import create_topic
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
 
@@ -20,13 +20,13 @@ TOPIC = "expiring"
 
 
 def describe(bootstrap: str, group: str):
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         return conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
             group_ids=[group], include_authorized_operations=False)).groups[0]
 
 
 def committed(bootstrap: str, group: str) -> list[int]:
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         fetched = conn.request(9, 7, messages.OffsetFetchRequest(
             group_id=group, topics=[messages.OffsetFetchRequest.OffsetFetchRequestTopic(
                 name=TOPIC, partition_indexes=[0, 1])], require_stable=False))
@@ -34,7 +34,7 @@ def committed(bootstrap: str, group: str) -> list[int]:
 
 
 def listed(bootstrap: str) -> set[str]:
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         groups = conn.request(16, 5, messages.ListGroupsRequest(states_filter=[], types_filter=[])).groups
     return {g.group_id for g in groups}
 
@@ -67,7 +67,7 @@ def test_an_expired_empty_consumer_group_is_deleted_and_stays_deleted(tmp_path):
         assert committed(bootstrap, "expiry-gone") == [5, 5]
         # An admin's commit into the empty group with a v4 retention of 300 ms: these offsets are due
         # then, where the others count offsets.retention.minutes (7 days) from their commit.
-        with BrokerConnection(bootstrap) as conn:
+        with BrokerConnection.from_bootstrap(bootstrap) as conn:
             commit = messages.OffsetCommitRequest(
                 group_id="expiry-gone", generation_id_or_member_epoch=-1, member_id="", retention_time_ms=300,
                 topics=[messages.OffsetCommitRequest.OffsetCommitRequestTopic(name=TOPIC, partitions=[

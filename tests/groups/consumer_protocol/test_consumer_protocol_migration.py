@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import BrokerConnection, describe_group, list_groups
+from eoslog.tools.groups_cli import describe_group, list_groups
 from tests.groups.conftest import create_topic
 from tests.groups.harness import (
     ConsumerProcess,
@@ -25,7 +26,7 @@ PARTITIONS = 4
 
 
 def group_type_and_state(bootstrap: str, group: str):
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         listed = {g.group_id: (g.group_type, g.state) for g in list_groups(conn)}
     return listed.get(group)
 
@@ -103,7 +104,7 @@ def test_mixed_group_classic_members_then_consumer_protocol_members(consumer_bro
         wait_until(lambda: processed_by("classic") >= 1500, 30, "1,500 messages with classic members")
 
         def stable_with_both():
-            with BrokerConnection(bootstrap) as conn:
+            with BrokerConnection.from_bootstrap(bootstrap) as conn:
                 view = describe_group(conn, group)
             return view.state == "Stable" and len(view.members) == 2
 

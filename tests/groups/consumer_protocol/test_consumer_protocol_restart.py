@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import uuid
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import BrokerConnection
 from tests.groups.conftest import create_topic
 from tests.groups.consumer_protocol.test_consumer_protocol_wire import heartbeat, owned
 
 
 def describe(bootstrap, group):
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         return conn.request(69, 1, messages.ConsumerGroupDescribeRequest(
             group_ids=[group], include_authorized_operations=False)).groups[0]
 
@@ -30,7 +30,7 @@ def test_broker_sigkill_keeps_the_group_and_its_epochs(consumer_broker):
     bootstrap = consumer_broker.bootstrap
     create_topic(bootstrap, "kept", 4)
     a, b = uuid.uuid4().hex, uuid.uuid4().hex
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         first = heartbeat(conn, "kept-group", a, 0, subscribed_topic_names=["kept"])
         second = heartbeat(conn, "kept-group", b, 0, subscribed_topic_names=["kept"])
         # Reconcile to Stable: a revokes, then both are at the group epoch with two partitions each.
@@ -54,7 +54,7 @@ def test_broker_sigkill_keeps_the_group_and_its_epochs(consumer_broker):
 
     after = describe(bootstrap, "kept-group")
     assert view(after) == view(before)
-    with BrokerConnection(bootstrap) as conn:
+    with BrokerConnection.from_bootstrap(bootstrap) as conn:
         # Members go on at their epochs, with what they own: no rejoin, same assignment.
         again = heartbeat(conn, "kept-group", a, a_done.member_epoch, topic_partitions=owned(a_done))
         assert again.error_code == 0 and again.member_epoch == a_done.member_epoch

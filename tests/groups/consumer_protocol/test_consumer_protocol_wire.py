@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 
+from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.process import BrokerProcess
 from eoslog.testing.wait import wait_until
-from eoslog.tools.groups_cli import BrokerConnection
 from tests.groups.conftest import create_topic
 from tests.groups.consumer_protocol.conftest import CONSUMER_GROUP_PROPERTIES
 
@@ -46,7 +46,7 @@ def broker(tmp_path_factory):
 
 @pytest.fixture
 def conn(broker):
-    with BrokerConnection(broker.bootstrap) as c:
+    with BrokerConnection.from_bootstrap(broker.bootstrap) as c:
         yield c
 
 
