@@ -12,7 +12,7 @@ from eoslog.server.listeners import ListenerBindError
 
 
 def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") -> None:
-    from eoslog.logging_setup import configure_logging, parse_levels
+    from eoslog.server.logging_setup import configure_logging, parse_levels
 
     try:
         root, per_logger = parse_levels([levels] if isinstance(levels, str) else levels)
@@ -23,7 +23,7 @@ def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") 
 
 def _complete_log_level(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of ``--log-level``: a level, or the level after ``LOGGER=``."""
-    from eoslog.logging_setup import LEVELS
+    from eoslog.server.logging_setup import LEVELS
 
     logger, sep, level = incomplete.rpartition("=")
     return [f"{logger}{sep}{name}" for name in LEVELS if name.startswith(level.lower())]
