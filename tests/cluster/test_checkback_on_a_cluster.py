@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from cluster_helpers import create_topic
 
-from eoslog.checkback import CheckBackProducer
+from eoslog.client.checkback import CheckBackProducer
 from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
 from eoslog.testing.cluster import embedded_cluster
