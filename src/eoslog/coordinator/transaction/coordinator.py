@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eoslog.cluster.broker_client import BrokerClient, BrokerConnectionError
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from eoslog.coordinator.transaction import decisions as d
 from eoslog.coordinator.transaction.checkback import CheckPolicy
 from eoslog.coordinator.transaction.checkback_service import CheckBackService
@@ -70,6 +70,7 @@ from eoslog.coordinator.transaction.producer_id_block import (
     encode_block_file,
 )
 from eoslog.coordinator.transaction.state import TransactionState
+from eoslog.log.checkpoint import write_atomically
 from eoslog.log.producer_state import ProducerStateError
 from eoslog.protocol.errors import (
     CoordinatorNotAvailableError,
