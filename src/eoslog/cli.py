@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from eoslog.log.errors import DataDirectoryError, LogDirectoryLockedError
-from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, read_properties
+from eoslog.security.properties import read_properties
+from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port
 from eoslog.server.listeners import ListenerBindError
 
 
