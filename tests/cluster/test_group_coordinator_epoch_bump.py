@@ -15,8 +15,8 @@ import time
 import pytest
 from cluster_helpers import create_topic
 
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages as M
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.tools.brokers import KafkaWire

@@ -12,8 +12,8 @@ import pytest
 from cluster_helpers import consume_all, create_topic, wait_replicas_identical
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.tools.txn_cli import KafkaWire

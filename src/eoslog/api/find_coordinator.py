@@ -8,7 +8,7 @@ lookup creates ``__transaction_state`` if it does not exist yet, as in Kafka. v4
 from __future__ import annotations
 
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import FindCoordinatorResponse
 from eoslog.security.acl import AclOperation, ResourceType
