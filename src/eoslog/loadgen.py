@@ -495,7 +495,7 @@ def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")))
         if bootstrap is None:
-            from eoslog.testing.embedded import EmbeddedBroker
+            from eoslog.tools.local.embedded import EmbeddedBroker
 
             progress("starting an embedded eoslog broker")
             broker = stack.enter_context(EmbeddedBroker())
