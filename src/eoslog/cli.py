@@ -35,7 +35,7 @@ class LazyGroup(click.Group):
 
     LAZY = {
         "acls": "eoslog.tools.acls_cli:acls_group",
-        "bench": "eoslog.loadgen:bench_command",
+        "bench": "eoslog.tools.loadgen.bench:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "configs": "eoslog.tools.configs_cli:configs_group",
         "console": "eoslog.console.cli:console_command",

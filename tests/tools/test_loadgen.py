@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from eoslog.loadgen import (
+from eoslog.testing.wait import wait_until
+from eoslog.tools.loadgen.bench import (
     MOCK,
     TANSU,
     BenchError,
@@ -25,8 +26,7 @@ from eoslog.loadgen import (
     render,
     run_bench,
 )
-from eoslog.loadgen_targets import TargetUnavailable, find_tansu
-from eoslog.testing.wait import wait_until
+from eoslog.tools.loadgen.targets import TargetUnavailable, find_tansu
 
 
 def tansu_binary():
