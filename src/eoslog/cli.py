@@ -174,7 +174,7 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
 def demo(messages: int) -> None:
     """Start an embedded broker, send messages through it with a real client, and verify them."""
     _configure_logging("warning")
-    from eoslog.demo import run_demo
+    from eoslog.tools.demo import run_demo
 
     run_demo(messages)
 
