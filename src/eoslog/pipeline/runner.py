@@ -76,7 +76,7 @@ def spark_session(master: str, config: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     import eoslog.spark
-    from eoslog.spark_daemon import SESSION_CONFIG
+    from eoslog.spark.daemon import SESSION_CONFIG
 
     builder = (SparkSession.builder.master(master).appName("eoslog-pipeline")
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
