@@ -56,9 +56,9 @@ def main() -> None:
     if kcat is None:
         raise SystemExit("kcat is not installed (make test installs it)")
 
+    from eoslog.loadgen.bench import _job_delete_topics, _job_prepare_topic
+    from eoslog.loadgen.targets import mock_cluster, tansu_broker
     from eoslog.testing.embedded import EmbeddedBroker
-    from eoslog.tools.loadgen.bench import _job_delete_topics, _job_prepare_topic
-    from eoslog.tools.loadgen.targets import mock_cluster, tansu_broker
 
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="kcat-bench-"))

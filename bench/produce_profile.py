@@ -24,8 +24,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from eoslog.loadgen.bench import BenchSettings, _job_prepare_topic, _job_produce
 from eoslog.testing.process import BrokerProcess
-from eoslog.tools.loadgen.bench import BenchSettings, _job_prepare_topic, _job_produce
 
 TOPIC = "profile"
 

@@ -35,7 +35,7 @@ class LazyGroup(click.Group):
 
     LAZY = {
         "acls": "eoslog.tools.acls_cli:acls_group",
-        "bench": "eoslog.tools.loadgen.bench:bench_command",
+        "bench": "eoslog.loadgen.bench:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "configs": "eoslog.tools.configs_cli:configs_group",
         "console": "eoslog.console.cli:console_command",
@@ -174,7 +174,7 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
 def demo(messages: int) -> None:
     """Start an embedded broker, send messages through it with a real client, and verify them."""
     _configure_logging("warning")
-    from eoslog.tools.demo import run_demo
+    from eoslog.pipeline.demo import run_demo
 
     run_demo(messages)
 

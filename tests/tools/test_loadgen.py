@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from eoslog.testing.wait import wait_until
-from eoslog.tools.loadgen.bench import (
+from eoslog.loadgen.bench import (
     MOCK,
     TANSU,
     BenchError,
@@ -26,7 +25,8 @@ from eoslog.tools.loadgen.bench import (
     render,
     run_bench,
 )
-from eoslog.tools.loadgen.targets import TargetUnavailable, find_tansu
+from eoslog.loadgen.targets import TargetUnavailable, find_tansu
+from eoslog.testing.wait import wait_until
 
 
 def tansu_binary():

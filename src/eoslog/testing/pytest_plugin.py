@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture
 def eoslog_broker(tmp_path):
     """A fresh embedded broker per test: its bootstrap address, e.g. ``"127.0.0.1:40123"``."""
-    from eoslog.tools.local.embedded import EmbeddedBroker
+    from eoslog.server.embedded import EmbeddedBroker
 
     with EmbeddedBroker(data_dir=tmp_path / "eoslog-data") as broker:
         yield broker.bootstrap
@@ -20,7 +20,7 @@ def eoslog_broker(tmp_path):
 @pytest.fixture
 def eoslog_embedded(tmp_path):
     """Like ``eoslog_broker`` but yields the :class:`EmbeddedBroker` itself (bootstrap, call, stop)."""
-    from eoslog.tools.local.embedded import EmbeddedBroker
+    from eoslog.server.embedded import EmbeddedBroker
 
     with EmbeddedBroker(data_dir=tmp_path / "eoslog-data") as broker:
         yield broker

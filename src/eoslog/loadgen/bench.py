@@ -35,7 +35,7 @@ from multiprocessing import get_context
 
 import click
 
-from eoslog.tools.loadgen.report import (
+from eoslog.loadgen.report import (
     MOCK,
     TANSU,
     BenchReport,
@@ -46,7 +46,7 @@ from eoslog.tools.loadgen.report import (
     SizeResult,
     TargetReport,
 )
-from eoslog.tools.loadgen.targets import TargetUnavailable, mock_cluster, tansu_broker
+from eoslog.loadgen.targets import TargetUnavailable, mock_cluster, tansu_broker
 
 __all__ = ["MOCK", "TANSU", "BenchError", "BenchReport", "BenchSettings", "LatencySummary", "bench_command",
            "mock_cluster", "run_bench"]
@@ -323,7 +323,7 @@ def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")))
         if bootstrap is None:
-            from eoslog.tools.local.embedded import EmbeddedBroker
+            from eoslog.server.embedded import EmbeddedBroker
 
             progress("starting an embedded eoslog broker")
             broker = stack.enter_context(EmbeddedBroker())
@@ -494,7 +494,7 @@ def bench_command(bootstrap, compare_mock, compare_tansu, sizes, messages, secon
     else:
         render(report)
     if plot_path:
-        from eoslog.tools.loadgen.plot import plot
+        from eoslog.loadgen.plot import plot
 
         try:
             written = plot(report, plot_path)
