@@ -3,7 +3,7 @@ against an `eoslog serve` process (docs/transactions.md, "Check-back transaction
 
     .venv/bin/python bench/checkback_bench.py [--transactions N] [--rounds R]
 
-Both use eoslog.checkback's protocol code on one connection per broker, requests one at a time, each
+Both use eoslog.client.checkback's protocol code on one connection per broker, requests one at a time, each
 transaction one 1 KiB record on one partition (acks=all), then commit:
 - plain: InitProducerId once; per transaction AddPartitionsToTxn, Produce, EndTxn;
 - check-back: per transaction InitProducerId (its own epoch, so its txn id names one transaction),
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoslog.checkback import CheckBackProducer, _Producer
+from eoslog.client.checkback import CheckBackProducer, _Producer
 from eoslog.records.builder import SimpleRecord
 from eoslog.testing.process import BrokerProcess
 

@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.testing.cluster import EmbeddedCluster
 from eoslog.testing.process import BrokerProcess
 

@@ -1,7 +1,7 @@
 """What showing check-back transactions costs the console's transactions page (issue 20, the console).
 
 A broker process (`eoslog serve`) gets one topic of PARTITIONS partitions and CHECK_BACKS check-back
-transactions (``eoslog.checkback``) that wrote a record each and stalled in their block, so the broker
+transactions (``eoslog.client.checkback``) that wrote a record each and stalled in their block, so the broker
 moved them to Checking (nobody answers: they stay there), plus PLAIN committed transactional ids.
 This process then builds the transactions page's view (``views.transactions``, all its requests, no HTML)
 round after round, alternating two targets over the same connections:
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from eoslog.checkback import CheckBackProducer
+from eoslog.client.checkback import CheckBackProducer
 from eoslog.console import views
 from eoslog.console.check_backs import CheckBacks
 from eoslog.testing.process import BrokerProcess

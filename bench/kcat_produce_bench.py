@@ -56,8 +56,8 @@ def main() -> None:
     if kcat is None:
         raise SystemExit("kcat is not installed (make test installs it)")
 
-    from eoslog.loadgen import _job_delete_topics, _job_prepare_topic
-    from eoslog.loadgen_targets import mock_cluster, tansu_broker
+    from eoslog.loadgen.bench import _job_delete_topics, _job_prepare_topic
+    from eoslog.loadgen.targets import mock_cluster, tansu_broker
     from eoslog.testing.embedded import EmbeddedBroker
 
     with contextlib.ExitStack() as stack:

@@ -414,7 +414,7 @@ class Tansu:
     def __init__(self) -> None:
         import subprocess
 
-        from eoslog.loadgen_targets import _free_loopback_port, _wait_listening, find_tansu
+        from eoslog.loadgen.targets import _free_loopback_port, _wait_listening, find_tansu
 
         port = _free_loopback_port()
         url = f"tcp://127.0.0.1:{port}"

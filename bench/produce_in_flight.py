@@ -99,7 +99,7 @@ def main() -> None:
         with contextlib.ExitStack() as stack:
             bootstrap = args.bootstrap
             if bootstrap is None and args.tansu:
-                from eoslog.loadgen_targets import tansu_broker
+                from eoslog.loadgen.targets import tansu_broker
 
                 bootstrap = stack.enter_context(tansu_broker())
             elif bootstrap is None:

@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from eoslog.loadgen import BenchSettings, _job_prepare_topic, _job_produce
+from eoslog.loadgen.bench import BenchSettings, _job_prepare_topic, _job_produce
 from eoslog.testing.process import BrokerProcess
 
 TOPIC = "profile"

@@ -34,7 +34,7 @@ import time
 
 import psycopg
 
-from eoslog.checkback import CheckBackProducer
+from eoslog.client.checkback import CheckBackProducer
 
 GROUP = "orders-example"
 TOPIC = "orders"

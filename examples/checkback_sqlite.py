@@ -25,7 +25,7 @@ import signal
 import sqlite3
 import time
 
-from eoslog.checkback import CheckBackProducer
+from eoslog.client.checkback import CheckBackProducer
 
 GROUP = "orders-example"
 TOPIC = "orders"

@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from eoslog.log.errors import DataDirectoryError, LogDirectoryLockedError
-from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port, read_properties
+from eoslog.security.properties import read_properties
+from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port
 from eoslog.server.listeners import ListenerBindError
 
 
 def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") -> None:
-    from eoslog.logging_setup import configure_logging, parse_levels
+    from eoslog.server.logging_setup import configure_logging, parse_levels
 
     try:
         root, per_logger = parse_levels([levels] if isinstance(levels, str) else levels)
@@ -23,7 +24,7 @@ def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") 
 
 def _complete_log_level(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of ``--log-level``: a level, or the level after ``LOGGER=``."""
-    from eoslog.logging_setup import LEVELS
+    from eoslog.server.logging_setup import LEVELS
 
     logger, sep, level = incomplete.rpartition("=")
     return [f"{logger}{sep}{name}" for name in LEVELS if name.startswith(level.lower())]
@@ -34,7 +35,7 @@ class LazyGroup(click.Group):
 
     LAZY = {
         "acls": "eoslog.tools.acls_cli:acls_group",
-        "bench": "eoslog.loadgen:bench_command",
+        "bench": "eoslog.loadgen.bench:bench_command",
         "cluster": "eoslog.tools.cluster_cli:cluster_group",
         "configs": "eoslog.tools.configs_cli:configs_group",
         "console": "eoslog.console.cli:console_command",
@@ -173,7 +174,7 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
 def demo(messages: int) -> None:
     """Start an embedded broker, send messages through it with a real client, and verify them."""
     _configure_logging("warning")
-    from eoslog.demo import run_demo
+    from eoslog.pipeline.demo import run_demo
 
     run_demo(messages)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from cluster_helpers import create_topic
 
-from eoslog.checkback import CheckBackProducer
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.client.checkback import CheckBackProducer
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.testing.wait import wait_until
 from eoslog.tools.brokers import TRANSACTION, Brokers

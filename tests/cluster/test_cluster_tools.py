@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from cluster_helpers import consume_all
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.tools.groups_cli import groups_group
 from eoslog.tools.txn_cli import producers_group, transactions_group

@@ -11,8 +11,8 @@ import pytest
 from cluster_helpers import create_topic
 
 from eoslog.client.connection import BrokerConnection
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
 

@@ -24,7 +24,7 @@ import confluent_kafka
 import pytest
 from cluster_helpers import consume_all, create_topic, wait_replicas_identical
 
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
 from tests.transactions.copier_run import check_copied, commit_start_offsets
 

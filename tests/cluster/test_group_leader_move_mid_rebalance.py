@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from eoslog.client.connection import BrokerConnection
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster
 from eoslog.testing.wait import wait_until

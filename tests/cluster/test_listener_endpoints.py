@@ -20,8 +20,8 @@ from eoslog.cluster.zk.layout import (
     PartitionState,
     TopicAssignment,
 )
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 
 

@@ -14,7 +14,7 @@ import pytest
 from cluster_helpers import consume_all, create_topic
 
 from eoslog.client.txn_groups import TxnGroupClient, TxnGroupError, TxnMember
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.spark.task_writer import colocated_transactional_id
 from eoslog.testing.cluster import EmbeddedCluster, embedded_cluster

@@ -11,8 +11,8 @@ from cluster_helpers import consume_all
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.client.connection import BrokerConnection
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.testing.cluster import embedded_cluster

@@ -13,8 +13,8 @@ from cluster_helpers import consume_all, create_topic, wait_replicas_identical
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.client.connection import BrokerConnection
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.testing.cluster import embedded_cluster
 

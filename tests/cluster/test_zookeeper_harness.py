@@ -1,4 +1,4 @@
-"""The ZooKeeper harness (eoslog/testing/zookeeper.py) against Debian's real server, driven by kazoo:
+"""The ZooKeeper harness (eoslog/tools/local/zookeeper.py) against Debian's real server, driven by kazoo:
 what the cluster tests rely on when they kill, pause and restart ZooKeeper."""
 
 from __future__ import annotations

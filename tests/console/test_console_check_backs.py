@@ -1,7 +1,7 @@
 """Check-back transactions on the console's transactions page, in headless Chromium against a real broker
 (docs/transactions.md, "Check-back transactions"; docs/console.md, "Transactions").
 
-Two producers of ``eoslog.checkback`` open a local transaction each, write a record and stall inside the
+Two producers of ``eoslog.client.checkback`` open a local transaction each, write a record and stall inside the
 block, as one that died there would: after their 1 s timeout the broker moves both to Checking and asks
 the group, whose resolver (a third instance) answers unknown. The page shows them as Checking with the
 group and a count that rises, never as hanging and without an abort; then one is answered commit and shows
@@ -31,7 +31,7 @@ from test_console_browser import _get, browser, cells, shot  # noqa: F401 - brow
 from test_console_principal import USERS, properties_file
 
 from eoslog import api
-from eoslog.checkback import CheckBackProducer, LocalTransaction
+from eoslog.client.checkback import CheckBackProducer, LocalTransaction
 from eoslog.console.app import create_app
 from eoslog.console.server import ConsoleServer
 from eoslog.console.views import Session

@@ -19,7 +19,7 @@ from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.results import OffsetCommitResponse
 from eoslog.coordinator.group.shard import GroupShard, read_entries
 from eoslog.coordinator.runtime import CoordinatorRuntime
-from eoslog.eager_future import EagerFuture
+from eoslog.log.eager_future import EagerFuture
 from eoslog.protocol.errors import KafkaStorageError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from eoslog.records.header import read_header
 from eoslog.server.config import BrokerConfig

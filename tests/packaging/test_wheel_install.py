@@ -77,6 +77,7 @@ def test_the_wheel_carries_the_runtime_package_data(wheel):
     specs = {p.name for p in (ROOT / "src/eoslog/protocol/extensions").glob("*.json")}
     assert specs and {f"eoslog/protocol/extensions/{n}" for n in specs} <= names
     assert "eoslog/cli.py" in names and "eoslog/server/run.py" in names
+    assert "eoslog/spark/site/sitecustomize.py" in names  # on Spark workers' PYTHONPATH (eoslog/spark/daemon.py)
 
 
 def test_a_fresh_venv_from_the_wheel_serves_and_round_trips(wheel, tmp_path):

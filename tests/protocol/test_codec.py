@@ -277,7 +277,7 @@ def test_a_frozen_array_encodes_to_the_same_bytes_as_a_list_every_time(version):
 
 
 def test_message_classes_are_built_once_when_threads_race(monkeypatch):
-    """Threads asking at once for a not-yet-built message class all get the same class (eoslog.checkback's
+    """Threads asking at once for a not-yet-built message class all get the same class (eoslog.client.checkback's
     poll thread met a second FindCoordinatorRequest class that the codec then refused)."""
     import functools
     import threading

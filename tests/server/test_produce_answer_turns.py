@@ -4,7 +4,7 @@ Before, the answer crossed four loop turns after the round's syncfs (or fsync) r
 commit's future, the Produce answer future, the encoded response future, the write; on a loop serving
 many clients each turn is tens of milliseconds (docs/benchmarks.md, "Issue 16 on a quiet machine"). Now
 the partitions' callbacks, the Produce answer and the encoded response run inside the round's completion
-(eoslog/eager_future.py). The write used to wait for the loop's next turn; it now follows when the
+(eoslog/log/eager_future.py). The write used to wait for the loop's next turn; it now follows when the
 round's delivery ends (``batched``), still one write per connection for what a round made ready.
 Real broker, real producer; the tests watch what is ready, and what is written, while a round completes."""
 

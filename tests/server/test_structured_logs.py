@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from eoslog.logging_setup import parse_levels
+from eoslog.server.logging_setup import parse_levels
 from eoslog.testing.process import free_port
 from eoslog.testing.wait import wait_until
 
@@ -90,7 +90,7 @@ def test_metrics_listen_property():
 def test_json_lines_carry_extra_fields_and_tracebacks():
     import logging
 
-    from eoslog.logging_setup import JsonFormatter
+    from eoslog.server.logging_setup import JsonFormatter
 
     record = logging.LogRecord("eoslog.x", logging.WARNING, __file__, 1, "moved %s", ("t-0",), None)
     record.topic = "t"

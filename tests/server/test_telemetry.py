@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from eoslog.log.telemetry import Histogram
 from eoslog.server.request_metrics import RequestMetrics, request_name
-from eoslog.telemetry import Histogram
 
 
 def test_histogram_buckets_are_cumulative_and_end_with_inf():

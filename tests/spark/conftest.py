@@ -25,7 +25,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     import eoslog.spark
-    from eoslog.spark_daemon import SESSION_CONFIG
+    from eoslog.spark.daemon import SESSION_CONFIG
 
     # local[2,3]: two cores, and up to 3 attempts per task so retry tests can fail a first attempt.
     builder = (SparkSession.builder.master("local[2,3]").appName("eoslog-tests")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyspark
 
-from eoslog.spark_daemon import SESSION_CONFIG, SITE_DIR, installed_package_root
+from eoslog.spark.daemon import SESSION_CONFIG, SITE_DIR, installed_package_root
 
 PACKAGE = Path(pyspark.__file__).parent
 LIB = PACKAGE / "python" / "lib"
@@ -62,7 +62,7 @@ def test_a_worker_started_with_the_site_dir_imports_the_installed_package():
 
 def test_the_worker_daemon_starts_without_a_warning():
     """Spark runs ``python -m <spark.python.daemon.module>`` with the site dir on PYTHONPATH, whose hook
-    imports eoslog.spark_daemon first. Were that the daemon module, Python would warn on every start (it
+    imports eoslog.spark.daemon first. Were that the daemon module, Python would warn on every start (it
     is already imported), and the warning lands in the user's console. With stdin at EOF the daemon
     exits at once, as it does when its JVM goes away."""
     module = SESSION_CONFIG["spark.python.daemon.module"]
@@ -74,11 +74,13 @@ def test_the_worker_daemon_starts_without_a_warning():
     assert "RuntimeWarning" not in stderr and "found in sys.modules" not in stderr, stderr
 
 
-def test_the_daemon_module_of_earlier_releases_still_starts_the_daemon():
-    """A session configured by hand with the old ``spark.python.daemon.module=eoslog.spark_daemon`` must
-    still get a daemon: Spark waits for the port it writes, and would hang without one."""
+def test_the_worker_daemon_starts_without_the_site_dir():
+    """A session that sets its own spark.executorEnv.PYTHONPATH without SESSION_CONFIG's entry must still
+    get a daemon, with pyspark from pyspark.zip: Spark waits for the port it writes, and would hang
+    without one."""
+    module = SESSION_CONFIG["spark.python.daemon.module"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*ZIPS, SRC])}
-    done = subprocess.run([sys.executable, "-m", "eoslog.spark_daemon"], env=env, stdin=subprocess.DEVNULL,
+    done = subprocess.run([sys.executable, "-m", module], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=120, check=False)
     stderr = done.stderr.decode(errors="replace")
     assert len(done.stdout) == 4 and "Traceback" not in stderr, stderr  # the port, as a 4-byte int

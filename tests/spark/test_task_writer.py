@@ -46,7 +46,7 @@ def test_every_row_is_queued_once_in_order_despite_full_queues(shape):
 
 
 def test_member_ids_are_colocated_with_their_group_deterministically():
-    from eoslog.coordinator.partitioning import partition_for
+    from eoslog.protocol.coordinator_partition import partition_for
     from eoslog.spark.task_writer import colocated_transactional_id
 
     group = "eoslog-sink-s-q"

@@ -1,5 +1,5 @@
 """free_port(): ports for servers that bind later must not be taken by a client connection or by another
-pytest-xdist worker in between (eoslog/testing/process.py)."""
+pytest-xdist worker in between (eoslog/tools/local/process.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from eoslog.testing import process
+from eoslog.tools.local import process
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/sys/net/ipv4/ip_local_port_range"),
                                 reason="the port slices read Linux's ephemeral range")

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from eoslog.loadgen import (
+from eoslog.loadgen.bench import (
     MOCK,
     TANSU,
     BenchError,
@@ -25,7 +25,7 @@ from eoslog.loadgen import (
     render,
     run_bench,
 )
-from eoslog.loadgen_targets import TargetUnavailable, find_tansu
+from eoslog.loadgen.targets import TargetUnavailable, find_tansu
 from eoslog.testing.wait import wait_until
 
 

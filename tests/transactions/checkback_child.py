@@ -22,7 +22,7 @@ import signal
 import sqlite3
 import sys
 
-from eoslog.checkback import CheckBackProducer
+from eoslog.client.checkback import CheckBackProducer
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orders (order_id INTEGER PRIMARY KEY, txn_id TEXT NOT NULL);

@@ -20,7 +20,7 @@ import confluent_kafka
 import pytest
 from click.testing import CliRunner
 
-from eoslog.checkback import CheckBackProducer
+from eoslog.client.checkback import CheckBackProducer
 from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.transaction.log_format import decode_key, decode_value, key_version, partition_for
 from eoslog.protocol import messages
@@ -337,7 +337,7 @@ def test_postgres_decides_each_transaction_once_when_producer_and_resolver_race(
 def test_the_broker_and_the_client_do_not_load_psycopg(broker):
     """psycopg belongs to the test extra and the Postgres example: neither `eoslog serve` nor the check-back
     client may load it (psycopg[binary] maps its C extension, so a running broker would show it)."""
-    code = ("import sys, eoslog.cli, eoslog.server.run, eoslog.checkback; "
+    code = ("import sys, eoslog.cli, eoslog.server.run, eoslog.client.checkback; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_binary')))")
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]"
@@ -347,8 +347,8 @@ def test_the_broker_and_the_client_do_not_load_psycopg(broker):
 
 
 def test_the_client_needs_no_spark_extra():
-    """eoslog.checkback reuses the Spark sink's protocol code but must not need its extra (numpy, pyarrow)."""
-    code = "import sys, eoslog.checkback; print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))"
+    """eoslog.client.checkback reuses the Spark sink's protocol code but must not need its extra (numpy, pyarrow)."""
+    code = "import sys, eoslog.client.checkback; print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]"
 

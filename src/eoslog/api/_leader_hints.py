@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-from eoslog.eager_future import mapped
+from eoslog.log.eager_future import mapped
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import FetchResponse, ProduceResponse
 

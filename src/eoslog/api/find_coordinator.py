@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import CoordinatorNotAvailableError, ErrorCode
 from eoslog.protocol.messages import FindCoordinatorResponse
 from eoslog.security.acl import AclOperation, ResourceType

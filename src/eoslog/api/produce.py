@@ -34,7 +34,7 @@ from eoslog.api import _leader_hints as leader_hints
 from eoslog.api._deadlines import deadlines_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.coordinator.runtime import Ownership
-from eoslog.eager_future import EagerFuture
+from eoslog.log.eager_future import EagerFuture
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import (
     ErrorCode,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from eoslog.telemetry import COUNTER, GAUGE, Family
+from eoslog.log.telemetry import COUNTER, GAUGE, Family
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition

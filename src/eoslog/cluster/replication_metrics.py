@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eoslog.telemetry import COUNTER, GAUGE, Family
+from eoslog.log.telemetry import COUNTER, GAUGE, Family
 
 if TYPE_CHECKING:
     from eoslog.cluster.service import ClusterService

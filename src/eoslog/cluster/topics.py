@@ -10,12 +10,12 @@ Contract
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eoslog.log.checkpoint import write_atomically
 from eoslog.protocol.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
@@ -53,23 +53,6 @@ class TopicInfo:
     @property
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename, fsync the directory: the file is either old or new after a crash."""
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 class TopicRegistry:

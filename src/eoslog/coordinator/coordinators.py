@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
-from eoslog.coordinator.partitioning import partition_for
 from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership
+from eoslog.protocol.coordinator_partition import partition_for
 
 if TYPE_CHECKING:
     from eoslog.coordinator.check_back.extension import CheckBacks

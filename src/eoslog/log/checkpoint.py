@@ -11,6 +11,9 @@ offset. Text format (docs/storage-format.md, "Checkpoint files")::
 Writes are atomic: a temp file is written and fsync'ed, renamed over the old file, and the directory is
 fsync'ed, so a crash leaves either the old or the new file, never a mix. Contract: an instance owns its
 path; ``write`` blocks on fsync (run it in a worker thread from asyncio); format/parse are pure.
+``write_atomically`` is that write for every small file the broker replaces whole (topics.json,
+meta.properties, ACLs, SCRAM credentials, the producer-id block), so those layers need not climb to
+each other for it.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def parse_checkpoint(data: bytes, name: str = "checkpoint") -> dict[TopicPartiti
     return offsets
 
 
-def write_file_atomically(path: str | os.PathLike, data: bytes) -> None:
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """``<path>.tmp`` written and fsync'ed, renamed over ``path``, the directory fsync'ed: after a crash
     the file is the old one or the new one (plus perhaps a stray ``.tmp`` the reader removes)."""
     path = os.fspath(path)
@@ -94,7 +97,7 @@ def write_file_atomically(path: str | os.PathLike, data: bytes) -> None:
 
 
 def replace_file(path: str | os.PathLike, data: bytes) -> None:
-    """``write_file_atomically`` without its fsyncs: ``<path>.tmp`` written and renamed over ``path``.
+    """``write_atomically`` without its fsyncs: ``<path>.tmp`` written and renamed over ``path``.
     Not durable until ``make_durable`` covers it; a crash before may leave the old file or a damaged one,
     so only for files whose readers treat damage as "nothing known" and whose callers wait for
     ``make_durable`` before relying on the new content."""
@@ -139,7 +142,7 @@ class OffsetCheckpointFile:
         self.path = path
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        write_file_atomically(self.path, format_checkpoint(offsets))
+        write_atomically(self.path, format_checkpoint(offsets))
 
     def read(self) -> dict[TopicPartition, int]:
         """The offsets, or {} when the file does not exist. A leftover temp file is a write that never

@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from eoslog.telemetry import Histogram
+from eoslog.log.telemetry import Histogram
 
 # Kafka's LogFlushStats (kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs): every fsync round of
 # every log, observed by Log.complete_flush on the event loop (never from the worker thread, so the

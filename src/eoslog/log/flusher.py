@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
-from eoslog.eager_future import EagerFuture, batched
 from eoslog.log import syncfs as syncfs_call
+from eoslog.log.eager_future import EagerFuture, batched
 from eoslog.log.errors import LogError
 from eoslog.log.flush_task import FlushTask
 from eoslog.log.log import Log

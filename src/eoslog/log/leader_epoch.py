@@ -17,7 +17,7 @@ import os
 import threading
 from pathlib import Path
 
-from eoslog.log.checkpoint import TEMP_SUFFIX, replace_file, write_file_atomically
+from eoslog.log.checkpoint import TEMP_SUFFIX, replace_file, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class LeaderEpochCache:
         if durable:
             with self._file_lock:
                 version, data = self._version, self._encode()
-                write_file_atomically(self.path, data)
+                write_atomically(self.path, data)
                 self._written = version
 
     def write_pending(self) -> None:

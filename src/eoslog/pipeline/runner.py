@@ -76,7 +76,7 @@ def spark_session(master: str, config: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     import eoslog.spark
-    from eoslog.spark_daemon import SESSION_CONFIG
+    from eoslog.spark.daemon import SESSION_CONFIG
 
     builder = (SparkSession.builder.master(master).appName("eoslog-pipeline")
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
@@ -100,13 +100,13 @@ def _brokers(settings: RunSettings, workdir: Path):
         yield settings.bootstrap, None
         return
     if settings.cluster:
-        from eoslog.testing.cluster import embedded_cluster
+        from eoslog.tools.local.cluster import embedded_cluster
 
         with embedded_cluster(settings.cluster, workdir / "cluster",
                               properties={"min.insync.replicas": str(min(2, settings.cluster))}) as cluster:
             yield cluster.bootstrap, cluster
         return
-    from eoslog.testing.process import BrokerProcess
+    from eoslog.tools.local.process import BrokerProcess
 
     with BrokerProcess(data_dir=workdir / "broker") as broker:
         yield broker.bootstrap, None
@@ -118,7 +118,7 @@ def _spark_master(settings: RunSettings, workdir: Path):
     if not settings.spark_workers:
         yield settings.master, {}
         return
-    from eoslog.testing.spark_standalone import SparkStandalone
+    from eoslog.tools.local.spark_standalone import SparkStandalone
 
     with SparkStandalone(workdir / "spark", workers=settings.spark_workers) as standalone:
         yield standalone.master_url, standalone.session_config()

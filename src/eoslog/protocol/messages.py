@@ -109,7 +109,7 @@ def _struct_order(spec: MessageSpec) -> list[tuple[str, tuple[FieldSpec, ...]]]:
 
 # functools.cache may run its function twice when two threads miss at once, and each caller keeps the class
 # it built: a request built from one copy is then refused by the codec, which holds the other ("needs a
-# FindCoordinatorRequest, not FindCoordinatorRequest"; seen with eoslog.checkback's poll thread). One lock
+# FindCoordinatorRequest, not FindCoordinatorRequest"; seen with eoslog.client.checkback's poll thread). One lock
 # makes every spec's class exactly one object.
 _build_lock = threading.Lock()
 

@@ -1,5 +1,5 @@
 """Kafka's default partitioner hash (Java's ``Utils.murmur2``), one key at a time, without numpy: for clients
-that pick a partition per record (eoslog.checkback). The Spark sink's vectorised version lives in
+that pick a partition per record (eoslog.client.checkback). The Spark sink's vectorised version lives in
 spark/record_encoder.py and is checked against this one."""
 
 from __future__ import annotations

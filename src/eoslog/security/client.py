@@ -47,7 +47,7 @@ class ClientSecurity:
 
     @classmethod
     def from_file(cls, path: Path) -> ClientSecurity:
-        from eoslog.server.config import read_properties
+        from eoslog.security.properties import read_properties
 
         return cls.from_properties(read_properties(Path(path)))
 

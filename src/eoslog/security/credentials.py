@@ -84,7 +84,7 @@ class CredentialStore:
     def save(self) -> None:
         if self.path is None:
             return
-        from eoslog.cluster.topics import write_atomically
+        from eoslog.log.checkpoint import write_atomically
 
         write_atomically(self.path, encode(self._users))
         os.chmod(self.path, 0o600)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eoslog.cluster.topics import write_atomically
+from eoslog.log.checkpoint import write_atomically
 from eoslog.security.acl import AclBinding
 from eoslog.security.acl_format import decode_file, encode_file
 

@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 from eoslog.cluster.registry import PartitionRegistry
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, write_atomically
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from eoslog.log.checkpoint import write_atomically
 from eoslog.log.config import LogConfig
 from eoslog.log.data_dir_format import check_or_record
 from eoslog.server.config import BrokerConfig, ConfigError
@@ -308,7 +309,7 @@ class Broker:
                          self._transaction_shard)
 
         def coordinator_of(transactional_id: str) -> int | None:
-            from eoslog.coordinator.partitioning import partition_for
+            from eoslog.protocol.coordinator_partition import partition_for
 
             index = partition_for(transactional_id, runtime.partition_count(TRANSACTION_STATE))
             leader = replicas.leader_of(TRANSACTION_STATE, index)

@@ -13,11 +13,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eoslog.security.properties import ConfigError
+
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing, unknown or out of range; the message names the property."""
 
 
 # broker property -> topic property it provides the default for (Kafka's mapping)
@@ -224,22 +222,6 @@ def _is_jaas_config(base: str) -> bool:
 
     mechanism, sep, rest = base.partition(".")
     return bool(sep) and rest == "sasl.jaas.config" and mechanism.upper() in SUPPORTED_MECHANISMS
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    properties: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        for separator in ("=", ":"):
-            if separator in line:
-                key, value = line.split(separator, 1)
-                break
-        else:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
-        properties[key.strip()] = value.strip()
-    return properties
 
 
 @dataclass

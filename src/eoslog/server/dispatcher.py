@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoslog import api
 from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection
-from eoslog.eager_future import mapped
+from eoslog.log.eager_future import mapped
 from eoslog.protocol import codec
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion

@@ -80,7 +80,7 @@ class DynamicBrokerConfigs:
             raise ConfigError(f"{path}: {exc}") from None
 
         async def write(entity: str, change: Change) -> None:
-            from eoslog.cluster.topics import write_atomically
+            from eoslog.log.checkpoint import write_atomically
 
             brokers = _read_file(path)  # other ids' entries are kept: a directory moved between ids loses nothing
             brokers[entity] = change(brokers.get(entity, {}))

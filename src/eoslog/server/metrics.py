@@ -38,9 +38,9 @@ from prometheus_client.utils import floatToGoString
 
 from eoslog.cluster.partition_metrics import partition_families
 from eoslog.log.flush_task import LOG_FLUSH_TIME
+from eoslog.log.telemetry import COUNTER, GAUGE, HISTOGRAM, Family
 from eoslog.server import gc_policy
 from eoslog.server.request_metrics import RequestMetrics
-from eoslog.telemetry import COUNTER, GAUGE, HISTOGRAM, Family
 
 if TYPE_CHECKING:
     from eoslog.server.broker import Broker

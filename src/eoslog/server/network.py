@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog.api.errors import CloseConnection
-from eoslog.eager_future import EagerFuture, after_batch, batched
+from eoslog.log.eager_future import EagerFuture, after_batch, batched
 from eoslog.log.region import FileRegion
 from eoslog.server.framing import FrameReader, FrameTooLarge, NeedMemory
 from eoslog.server.limits import ConnectionQuotas, MemoryPool

@@ -9,7 +9,7 @@ counted too, since "produce errors by code" is what an operator looks for.
 
 from __future__ import annotations
 
-from eoslog.telemetry import COUNTER, HISTOGRAM, Family, Histogram
+from eoslog.log.telemetry import COUNTER, HISTOGRAM, Family, Histogram
 
 PRODUCE_KEY = 0
 FETCH_KEY = 1

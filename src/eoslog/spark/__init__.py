@@ -24,54 +24,27 @@ def _require_spark_extra() -> None:
 
 try:
     _require_spark_extra()
-    from pyspark.sql.datasource import DataSource
 except ImportError as exc:
     raise ImportError(SPARK_EXTRA_HINT) from exc
 
 FORMAT = "eoslog"
 
 
-class EoslogDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
+def __getattr__(name: str):
+    # EoslogDataSource subclasses pyspark's DataSource, so it is imported on first use only: Spark's Python
+    # processes import eoslog.spark.daemon (hence this package) before pyspark, to choose where pyspark
+    # is imported from (daemon.py).
+    if name == "EoslogDataSource":
+        from eoslog.spark.data_source import EoslogDataSource
 
-    def schema(self):
-        from eoslog.spark.options import _bool, _lower
-        from eoslog.spark.schema import source_schema
-
-        return source_schema(_bool(_lower(self.options), "includeHeaders", False))
-
-    def reader(self, schema):
-        from eoslog.spark.options import SourceOptions
-        from eoslog.spark.source import EoslogBatchReader
-
-        return EoslogBatchReader(SourceOptions.parse_batch(self.options))
-
-    def streamReader(self, schema):
-        from eoslog.spark.options import SourceOptions
-        from eoslog.spark.source import EoslogStreamReader
-
-        return EoslogStreamReader(SourceOptions.parse(self.options))
-
-    def writer(self, schema, overwrite: bool):
-        from eoslog.spark.options import OptionError, SinkOptions
-        from eoslog.spark.sink import EoslogBatchWriter
-
-        if overwrite:
-            raise OptionError("the eoslog sink only appends (mode 'append'), as Spark's Kafka sink")
-        return EoslogBatchWriter(SinkOptions.parse(self.options), schema)
-
-    def streamWriter(self, schema, overwrite: bool):
-        from eoslog.spark.options import SinkOptions, _lower
-        from eoslog.spark.sink import EoslogStreamWriter
-
-        return EoslogStreamWriter(SinkOptions.parse(self.options), schema,
-                                  checkpoint_location=_lower(self.options).get("checkpointlocation"))
+        return EoslogDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(spark) -> None:
     """Makes ``format("eoslog")`` available in ``spark`` (a SparkSession)."""
+    from eoslog.spark.data_source import EoslogDataSource
+
     spark.dataSource.register(EoslogDataSource)
 
 

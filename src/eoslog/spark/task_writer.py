@@ -69,7 +69,7 @@ def colocated_transactional_id(base: str, group: str, partitions: int | None) ->
     that matters. Deterministic, so a retried task finds the same id."""
     if not partitions:
         return base
-    from eoslog.coordinator.partitioning import partition_for
+    from eoslog.protocol.coordinator_partition import partition_for
 
     target = partition_for(group, partitions)
     candidate, k = base, 0

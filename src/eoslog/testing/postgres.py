@@ -30,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Self
 
-from eoslog.testing.process import free_port
+from eoslog.tools.local.process import free_port
 
 SUPERUSER = "postgres"
 SYSTEM_USER = "postgres"  # Debian's package creates it; used only when we run as root

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture
 def eoslog_broker(tmp_path):
     """A fresh embedded broker per test: its bootstrap address, e.g. ``"127.0.0.1:40123"``."""
-    from eoslog.testing.embedded import EmbeddedBroker
+    from eoslog.server.embedded import EmbeddedBroker
 
     with EmbeddedBroker(data_dir=tmp_path / "eoslog-data") as broker:
         yield broker.bootstrap
@@ -20,7 +20,7 @@ def eoslog_broker(tmp_path):
 @pytest.fixture
 def eoslog_embedded(tmp_path):
     """Like ``eoslog_broker`` but yields the :class:`EmbeddedBroker` itself (bootstrap, call, stop)."""
-    from eoslog.testing.embedded import EmbeddedBroker
+    from eoslog.server.embedded import EmbeddedBroker
 
     with EmbeddedBroker(data_dir=tmp_path / "eoslog-data") as broker:
         yield broker
@@ -31,7 +31,7 @@ def eoslog_cluster(tmp_path):
     """A fresh 3-broker cluster with a real ZooKeeper (Debian's ``zookeeper`` package and Java needed):
     an :class:`eoslog.testing.cluster.EmbeddedCluster` with ``.bootstrap``, ``.broker(id)`` handles to
     kill/pause/resume/restart, ``.zookeeper.nodes``, and ``.state()`` / ``.wait_for()`` reading ZooKeeper."""
-    from eoslog.testing.cluster import EmbeddedCluster
+    from eoslog.tools.local.cluster import EmbeddedCluster
 
     with EmbeddedCluster(tmp_path / "eoslog-cluster", brokers=3) as cluster:
         yield cluster
@@ -41,7 +41,7 @@ def eoslog_cluster(tmp_path):
 def eoslog_cluster_factory(tmp_path):
     """``make(brokers=3, zookeeper_nodes=1, properties=None, session_timeout_ms=4000)`` -> a started
     cluster; every cluster made is stopped after the test."""
-    from eoslog.testing.cluster import EmbeddedCluster
+    from eoslog.tools.local.cluster import EmbeddedCluster
 
     made: list[EmbeddedCluster] = []
 
@@ -60,7 +60,7 @@ def zookeeper(tmp_path):
     """A started standalone ZooKeeper (Debian's ``zookeeper`` package and Java needed): an
     :class:`eoslog.testing.zookeeper.ZooKeeperEnsemble` with ``.connect_string`` and ``.nodes[0]`` to
     kill/pause/resume/restart; stopped after the test."""
-    from eoslog.testing.zookeeper import ZooKeeperEnsemble
+    from eoslog.tools.local.zookeeper import ZooKeeperEnsemble
 
     with ZooKeeperEnsemble(tmp_path / "zookeeper", nodes=1) as ensemble:
         yield ensemble
@@ -70,7 +70,7 @@ def zookeeper(tmp_path):
 def zookeeper_ensemble(tmp_path):
     """``make(nodes=1|3)`` -> a started ZooKeeper (standalone or a quorum of three); every one made is
     stopped after the test."""
-    from eoslog.testing.zookeeper import ZooKeeperEnsemble
+    from eoslog.tools.local.zookeeper import ZooKeeperEnsemble
 
     made: list[ZooKeeperEnsemble] = []
 

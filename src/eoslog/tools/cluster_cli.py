@@ -42,7 +42,7 @@ def cluster_group() -> None:
               help="Where ZooKeeper and broker data go (default: a temporary directory, removed at exit).")
 def up(brokers: int, zookeeper_nodes: str, directory: Path | None) -> None:
     """Start ZooKeeper and BROKERS brokers on loopback; print the bootstrap string; Ctrl-C stops them all."""
-    from eoslog.testing.cluster import EmbeddedCluster
+    from eoslog.tools.local.cluster import EmbeddedCluster
 
     temporary = None
     if directory is None:

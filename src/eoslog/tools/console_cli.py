@@ -56,7 +56,7 @@ def client_config(bootstrap: str, command_config: str | None, consumer: bool = F
 
     from eoslog.security.client import ClientSecurity, ClientSecurityError
     from eoslog.security.jaas import jaas_option
-    from eoslog.server.config import read_properties
+    from eoslog.security.properties import read_properties
 
     properties = read_properties(Path(command_config))
     try:

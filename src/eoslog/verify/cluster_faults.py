@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from eoslog.coordinator.partitioning import partition_for
+from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.verify.faults import CUT_RATE, DELAY_RATE, FaultWindow, Nemesis, NemesisError
 
 CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition",

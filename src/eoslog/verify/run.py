@@ -309,7 +309,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     broker = proxy = cluster = None
     replication_factor, topic_config = 1, None
     if options.cluster:
-        from eoslog.testing.cluster import EmbeddedCluster
+        from eoslog.tools.local.cluster import EmbeddedCluster
         from eoslog.verify.cluster_faults import CLUSTER_KINDS
 
         cluster = EmbeddedCluster(out / "cluster", options.cluster, proxied=True,
@@ -319,8 +319,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         replication_factor = min(3, options.cluster)
         topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
     elif options.bootstrap is None:
-        from eoslog.testing.faultproxy import FaultProxy
-        from eoslog.testing.process import BrokerProcess, free_port
+        from eoslog.tools.local.faultproxy import FaultProxy
+        from eoslog.tools.local.process import BrokerProcess, free_port
 
         broker_port, proxy_port = free_port(), free_port()
         proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))

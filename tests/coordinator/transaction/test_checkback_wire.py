@@ -1,6 +1,6 @@
 """The check-back APIs on the wire (docs/transactions.md, "Check-back transactions"): our specs
 (protocol/extensions/*CheckBack*.json) load beside Kafka's at their private keys, and the generated codec --
-used by the broker and by eoslog.checkback alike -- round-trips every message, with the bytes of a
+used by the broker and by eoslog.client.checkback alike -- round-trips every message, with the bytes of a
 BeginCheckBack request laid out as the spec says."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eoslog.telemetry import COUNTER, Family
+from eoslog.log.telemetry import COUNTER, Family
 
 if TYPE_CHECKING:
     from eoslog.coordinator.check_back.extension import CheckBacks

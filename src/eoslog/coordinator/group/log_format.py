@@ -28,7 +28,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from eoslog.coordinator.group.errors import CorruptGroupRecordError
-from eoslog.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401 (re-exported)
+from eoslog.protocol.coordinator_partition import java_string_hash, partition_for  # noqa: F401 (re-exported)
 
 OFFSET_COMMIT_KEY_VERSION = 1  # 0 and 1 share a layout; Kafka writes 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from eoslog.coordinator.group.state import GroupState
-from eoslog.telemetry import GAUGE, Family
+from eoslog.log.telemetry import GAUGE, Family
 
 if TYPE_CHECKING:
     from eoslog.coordinator.group.coordinator import GroupCoordinator

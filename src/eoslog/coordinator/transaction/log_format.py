@@ -28,7 +28,6 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from eoslog.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401 (re-exported)
 from eoslog.coordinator.transaction.metadata import (
     MAX_PRODUCER_EPOCH,
     NO_CHECK,
@@ -43,6 +42,7 @@ from eoslog.coordinator.transaction.metadata import (
     result_of,
 )
 from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
+from eoslog.protocol.coordinator_partition import java_string_hash, partition_for  # noqa: F401 (re-exported)
 from eoslog.protocol.wire import Malformed, read_uvarint, uvarint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eoslog.coordinator.transaction.state import TransactionState
-from eoslog.telemetry import GAUGE, Family
+from eoslog.log.telemetry import GAUGE, Family
 
 if TYPE_CHECKING:
     from eoslog.coordinator.transaction.shard import TransactionShard

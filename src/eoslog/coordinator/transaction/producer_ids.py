@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from eoslog.cluster.topics import write_atomically
 from eoslog.coordinator.transaction.producer_id_block import (
     BLOCK_FILE_NAME,
     DEFAULT_BLOCK_SIZE,
@@ -22,6 +21,7 @@ from eoslog.coordinator.transaction.producer_id_block import (
     decode_block_file,
     encode_block_file,
 )
+from eoslog.log.checkpoint import write_atomically
 from eoslog.protocol.errors import CoordinatorNotAvailableError
 
 # (broker id, block size) -> [start, end) of a block no other broker will hand out (ZooKeeper's claim).

@@ -16,7 +16,7 @@ def run_demo(messages: int = 100_000) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from eoslog.testing.embedded import EmbeddedBroker
+    from eoslog.server.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap

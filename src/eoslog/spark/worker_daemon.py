@@ -1,12 +1,12 @@
-"""Spark's UDF worker daemon (``spark.python.daemon.module``, set by ``eoslog.spark_daemon.SESSION_CONFIG``):
+"""Spark's UDF worker daemon (``spark.python.daemon.module``, set by ``eoslog.spark.daemon.SESSION_CONFIG``):
 pyspark's own daemon, started after pyspark's modules were made to come from the installed package and
-the pure-Python ones every forked worker needs were imported (see eoslog/spark_daemon.py)."""
+the pure-Python ones every forked worker needs were imported (see eoslog/spark/daemon.py)."""
 
 from __future__ import annotations
 
 import importlib
 
-from eoslog.spark_daemon import PRELOAD, prefer_installed_pyspark
+from eoslog.spark.daemon import PRELOAD, prefer_installed_pyspark
 
 
 def main() -> None:

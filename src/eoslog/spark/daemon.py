@@ -11,14 +11,16 @@ and py4j find them there; nothing else changes order on sys.path. A Spark distri
 SPARK_HOME) may be another version and is left alone.
 
 Two ways in, both set by ``SESSION_CONFIG``:
-- ``eoslog/spark_site/sitecustomize.py``, on the workers' PYTHONPATH, runs it at every interpreter start;
-- ``eoslog.spark_worker_daemon`` is ``spark.python.daemon.module``: the UDF worker daemon pre-imports the
+- ``eoslog/spark/site/sitecustomize.py``, on the workers' PYTHONPATH, runs it at every interpreter start;
+- ``eoslog.spark.worker_daemon`` is ``spark.python.daemon.module``: the UDF worker daemon pre-imports the
   pure-Python modules its forked workers need, so they start with them loaded. It is a module of its
   own because the site hook above has already imported this one, and running a module with ``-m`` that
   is already imported makes Python warn on every daemon's start. Modules that start threads when
   imported (numpy, pyarrow) are not pre-imported: a forked child keeps only the thread that forked.
 
-It lives outside ``eoslog.spark`` because that package imports pyspark as it is imported.
+Importing it imports ``eoslog.spark`` first, which looks up the spark extra but does not import pyspark
+(its ``EoslogDataSource`` comes from data_source.py on first use), so the finder is in place before
+pyspark is.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ import importlib.machinery
 import os
 import sys
 
-SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_site")
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 
 # What a SparkSession builder needs, as .config(key, value) pairs (static: read when the context starts).
 # The executor environment's PYTHONPATH reaches every Python process Spark starts, after pyspark.zip. It
 # also replaces the PYTHONPATH a standalone Worker's executors would inherit, so the driver's own follows.
-SESSION_CONFIG = {"spark.python.daemon.module": "eoslog.spark_worker_daemon",
+SESSION_CONFIG = {"spark.python.daemon.module": "eoslog.spark.worker_daemon",
                   "spark.executorEnv.PYTHONPATH": os.pathsep.join(filter(None, [SITE_DIR,
                                                                                 os.environ.get("PYTHONPATH")]))}
 
@@ -80,9 +82,3 @@ def prefer_installed_pyspark() -> bool:
         return False
     sys.meta_path.insert(0, InstalledPysparkFinder(root))
     return True
-
-
-if __name__ == "__main__":  # the daemon module a session configured by an earlier release still names
-    from eoslog.spark_worker_daemon import main
-
-    main()

@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-from eoslog.eager_future import EagerFuture, after_batch, batched, mapped
+from eoslog.log.eager_future import EagerFuture, after_batch, batched, mapped
 
 
 def test_on_settled_runs_inside_set_result_and_done_callbacks_a_turn_later():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from eoslog.loadgen import BenchReport, SizeResult
+from eoslog.loadgen.report import BenchReport, SizeResult
 
 _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 

@@ -1,6 +1,6 @@
 """Run by Python at start-up in the processes Spark starts, because eoslog puts this directory on their
-PYTHONPATH (``eoslog.spark_daemon.SESSION_CONFIG``): makes pyspark import from the installed package's
-cached bytecode instead of compiling it from pyspark.zip (see eoslog/spark_daemon.py). Then runs the
+PYTHONPATH (``eoslog.spark.daemon.SESSION_CONFIG``): makes pyspark import from the installed package's
+cached bytecode instead of compiling it from pyspark.zip (see eoslog/spark/daemon.py). Then runs the
 ``sitecustomize`` this one shadows, if there is one."""
 
 import importlib
@@ -8,7 +8,7 @@ import os
 import sys
 
 try:
-    from eoslog.spark_daemon import prefer_installed_pyspark
+    from eoslog.spark.daemon import prefer_installed_pyspark
 
     prefer_installed_pyspark()
 except ImportError:  # eoslog not importable here: nothing to speed up, and start-up must not fail

@@ -1,0 +1,72 @@
+"""The rooms of src/eoslog (top-level packages) and the import arrows between them (issue 36): every module
+has a room, no new circle, and the lower rooms never reach up into the server. The graph comes from the
+source (rooms.py, which `python tests/packaging/rooms.py` prints), so no module is imported."""
+
+from __future__ import annotations
+
+import pytest
+from rooms import SOURCE, arrows, circles, describe, imports, room, rooms
+
+# What stays at the package root; everything else belongs to a room.
+ROOT_MODULES = {"__init__", "__main__", "cli"}
+
+# The circles still left, each from its alphabetically first room. Only to shrink: a new circle fails
+# test_no_new_circle, and one broken and not taken out of here fails test_every_allowed_circle_still_exists.
+ALLOWED_CIRCLES = {
+    ("api", "server"),                 # handlers get the broker as their context
+}
+
+# Rooms below the server: none may import from server/, not even under TYPE_CHECKING.
+BELOW_THE_SERVER = ("records", "log", "protocol", "security", "client", "coordinator", "cluster")
+
+
+def test_no_loose_module_at_the_package_root():
+    loose = sorted(set(rooms()) - ROOT_MODULES - {p.name for p in SOURCE.iterdir() if (p / "__init__.py").exists()})
+    assert loose == [], f"modules or folders at the root of src/eoslog that belong in a room: {loose}"
+
+
+@pytest.fixture(scope="module")
+def found():
+    return imports()  # every file parsed once for the module's tests
+
+
+def test_no_new_circle(found):
+    made = arrows(found)
+    new = [describe(c, made) for c in circles(made) if c not in ALLOWED_CIRCLES]
+    assert not new, "new circle(s) between rooms:\n" + "\n".join(new)
+
+
+def test_every_allowed_circle_still_exists(found):
+    gone = ALLOWED_CIRCLES - set(circles(arrows(found)))
+    assert not gone, f"no longer circles, take them out of ALLOWED_CIRCLES: {sorted(gone)}"
+
+
+def test_rooms_below_the_server_do_not_import_it(found):
+    climbs = [str(i) for i in found if room(i.source) in BELOW_THE_SERVER and room(i.target) == "server"]
+    assert not climbs, "imports of server/ from below it:\n" + "\n".join(climbs)
+
+
+def test_no_room_imports_the_test_harness(found):
+    """eoslog.testing is for tests; what commands start (brokers, ZooKeeper, Spark) is in tools/local/ and
+    server/embedded.py, and testing/ re-exports it."""
+    uses = [str(i) for i in found if room(i.target) == "testing" and room(i.source) != "testing"]
+    assert not uses, "imports of the test harness outside it:\n" + "\n".join(uses)
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """The rules above can fail only if the graph sees each way a module can name another."""
+    package = tmp_path / "eoslog"
+    for folder in ("a", "b", "c", "d", "e", "f"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "a" / "m.py").write_text("import eoslog.b.x\n")
+    (package / "b" / "m.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from eoslog.c.x import Y\n")
+    (package / "c" / "m.py").write_text("def f():\n    from ..d import x\n")
+    (package / "d" / "m.py").write_text("from eoslog import e\nfrom . import sibling\n")
+    (package / "e" / "m.py").write_text("from eoslog.a.z import w\n")
+    made = arrows(imports(package))
+    assert set(made) == {("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "a")}
+    assert circles(made) == [("a", "b", "c", "d", "e")]
+    assert "tools" not in rooms(package) and "f" in rooms(package)
