@@ -11,8 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from eoslog.api import describe_cluster, find_coordinator, metadata
+from eoslog.api.context import BrokerServices, RequestContext
+from eoslog.cluster.cluster_topics import ClusterTopics
 from eoslog.cluster.metadata_cache import ZkMetadataCache
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TopicInfo
+from eoslog.cluster.topics import CONSUMER_OFFSETS
 from eoslog.cluster.zk.layout import (
     BrokerRegistration,
     ClusterView,
@@ -23,6 +25,7 @@ from eoslog.cluster.zk.layout import (
 from eoslog.protocol import messages
 from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import ErrorCode
+from eoslog.security.authorizer import AllowAll
 
 
 def registration(broker_id: int, *listeners: str) -> BrokerRegistration:
@@ -30,24 +33,19 @@ def registration(broker_id: int, *listeners: str) -> BrokerRegistration:
                                                for i, name in enumerate(listeners)))
 
 
-class FakeBroker:
-    """The parts of server/broker.py the three handlers read on a cluster."""
-
-    def __init__(self, view: ClusterView, topics: dict[str, TopicInfo]) -> None:
-        self.cluster = SimpleNamespace(view=view)
-        self.metadata = ZkMetadataCache(self.cluster, lambda name: None)
-        self.cluster_id = "c"
-        self.config = SimpleNamespace(node_id=1, auto_create_topics_enable=False)
-        self.authorizer = None  # no authorizer: every request allowed
-        self.registry = SimpleNamespace(topics=SimpleNamespace(topics=topics, get=topics.get, by_id={}))
-
-    @staticmethod
-    def listener_name_of(connection) -> str:
-        return connection.listener.name
+def services_over(view: ClusterView) -> BrokerServices:
+    """The services the three handlers read on a cluster, over a given view: the real metadata cache and
+    topic registry reading it, no authorizer (every request allowed)."""
+    cluster = SimpleNamespace(view=view)
+    return BrokerServices(
+        node_id=1, cluster_id="c", registry=SimpleNamespace(topics=ClusterTopics(cluster), auto_creates_topics=False),
+        replicas=None, metadata=ZkMetadataCache(cluster, lambda name: None), coordinators=None,
+        transaction_verification=None, authorizer=AllowAll(), credentials=None, broker_configs=None,
+        primary_listener="EXTERNAL")
 
 
 @pytest.fixture
-def broker() -> FakeBroker:
+def broker() -> BrokerServices:
     # Broker 2 serves only EXTERNAL; it leads partition 1 of "t" and every __consumer_offsets partition.
     view = ClusterView(brokers={1: registration(1, "EXTERNAL", "CLIENT"), 2: registration(2, "EXTERNAL"),
                                 3: registration(3, "EXTERNAL", "CLIENT")}, controller_id=1)
@@ -57,14 +55,10 @@ def broker() -> FakeBroker:
     view.topics[CONSUMER_OFFSETS] = TopicAssignment(CONSUMER_OFFSETS, uuid.uuid4(), {0: (2,), 1: (2,)})
     for index in range(2):
         view.states[(CONSUMER_OFFSETS, index)] = PartitionState(2, 0, (2,), 1)
-    topics = {"t": TopicInfo("t", view.topics["t"].topic_id, 2),
-              CONSUMER_OFFSETS: TopicInfo(CONSUMER_OFFSETS, view.topics[CONSUMER_OFFSETS].topic_id, 2)}
-    return FakeBroker(view, topics)
+    return services_over(view)
 
 
 def context(broker, listener: str, version: int):
-    from eoslog.server.dispatcher import RequestContext
-
     connection = SimpleNamespace(listener=SimpleNamespace(name=listener), principal="User:ANONYMOUS",
                                  peer="127.0.0.1:1")
     return RequestContext(broker, connection, SimpleNamespace(api_version=version, client_id="test"))

@@ -68,7 +68,7 @@ def test_logged_decision_is_finished_after_restart(tmp_path):
     data_dir = tmp_path / "data"
     with EmbeddedBroker(data_dir=data_dir) as broker:
         create_topics(broker.bootstrap, {"prepared": 2})
-        coordinator = broker.broker.transaction_coordinator
+        coordinator = broker.broker.coordinators.transactions
 
         async def never(*args, **kwargs):
             await asyncio.Future()
@@ -84,7 +84,7 @@ def test_logged_decision_is_finished_after_restart(tmp_path):
         assert READERS["kafka-python"](broker.bootstrap, tps, "read_committed") == {tps[0]: [], tps[1]: []}
         producer.flush(1)
     with EmbeddedBroker(data_dir=data_dir) as broker:
-        coordinator = broker.broker.transaction_coordinator
+        coordinator = broker.broker.coordinators.transactions
         wait_for(lambda: broker.call(lambda: coordinator.describe("prepared-id").state)
                  is TransactionState.COMPLETE_COMMIT, what="CompleteCommit after restart")
         for reader in READERS.values():
@@ -97,7 +97,7 @@ def test_timed_out_transaction_is_aborted_and_producer_recovers(txn_broker):
 
     bootstrap = txn_broker.bootstrap
     create_topics(bootstrap, {"timeout": 1})
-    coordinator = txn_broker.broker.transaction_coordinator
+    coordinator = txn_broker.broker.coordinators.transactions
     slow = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="slow", transaction_timeout_ms=3000)
     slow.init_transactions()
     slow.begin_transaction()

@@ -231,7 +231,7 @@ def test_members_are_pinned_until_their_commit_completes(txn_broker, wire):
     nothing may move them (InitProducerId, the transaction timeout, an abort by prefix)."""
     bootstrap = txn_broker.bootstrap
     create_topics(bootstrap, {"gp-out": 1})
-    groups = txn_broker.broker.transaction_groups
+    groups = txn_broker.broker.coordinators.transaction_groups
     original = groups._commit_member
     loop = txn_broker._loop
     gate = txn_broker.call(lambda: asyncio.get_running_loop().create_future())
@@ -251,7 +251,7 @@ def test_members_are_pinned_until_their_commit_completes(txn_broker, wire):
     try:
         committer.start()
         wait_for(lambda: txn_broker.call(lambda: groups.is_pinned("gp-query-0-0")), what="the pin")
-        coordinator = txn_broker.broker.transaction_coordinator
+        coordinator = txn_broker.broker.coordinators.transactions
         code, _, _ = txn_broker.call(lambda: coordinator.init_producer_id("gp-query-0-0", 60_000, -1, -1, 4))
         assert code == ErrorCode.CONCURRENT_TRANSACTIONS
         assert txn_broker.call(lambda: coordinator.end_txn("gp-query-0-0", member[1], member[2], False, 3)) \

@@ -212,7 +212,7 @@ def test_epoch_overflow_moves_the_producer_to_a_new_producer_id(txn_broker, topi
     # Reaching epoch 32766 through 32766 InitProducerId calls would take minutes; the coordinator's
     # cache is set there instead, between transactions (the partitions only ever see epochs go up).
     def near_the_end():
-        txn_broker.broker.transaction_coordinator.get(producer.transactional_id).producer_epoch = 32766
+        txn_broker.broker.coordinators.transactions.get(producer.transactional_id).producer_epoch = 32766
 
     txn_broker.call(near_the_end)
     producer.producer_epoch = 32766

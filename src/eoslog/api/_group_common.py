@@ -7,14 +7,12 @@ import inspect
 from typing import Any
 
 from eoslog.coordinator.group.errors import Errors
-from eoslog.protocol.errors import CoordinatorNotAvailableError, ErrorCode
+from eoslog.protocol.errors import ErrorCode
 
 
 def service(context: Any):
-    group_service = getattr(context.broker, "group_service", None)
-    if group_service is None:
-        raise CoordinatorNotAvailableError("the group coordinator is not running")
-    return group_service
+    """The group coordinator (coordinator/group/shard.py), built on its first request."""
+    return context.services.coordinators.groups
 
 
 def code(error: Errors) -> int:

@@ -58,8 +58,8 @@ def _apply(context, response, topics_of, codes, leader_cls, endpoint_cls):
     refused = [(key, p) for key, p in topics_of(response) if p.error_code in codes]
     if not refused:
         return response
-    broker = context.broker
-    leaders, endpoints = hints(broker.metadata.view, broker.listener_name_of(context.connection),
+    services = context.services
+    leaders, endpoints = hints(services.metadata.view, context.listener_name,
                                [key for key, _ in refused])
     for key, p in refused:
         leader, epoch = leaders[key]

@@ -19,7 +19,7 @@ async def _handle(context, request):
     if validate_abort_prefix(request.prefix) is not TxnError.NONE:
         return AbortTransactionsByPrefixResponse(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST),
                                                  aborted=[])
-    aborted = await context.broker.transaction_groups.abort_by_prefix(request.prefix)
+    aborted = await context.services.coordinators.transaction_groups.abort_by_prefix(request.prefix)
     return AbortTransactionsByPrefixResponse(throttle_time_ms=0, error_code=0, aborted=aborted)
 
 

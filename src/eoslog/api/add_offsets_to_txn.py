@@ -12,7 +12,7 @@ MAX_VERSION = 3
 
 
 async def _handle(context, request):
-    code = await context.broker.transaction_coordinator.add_offsets_to_txn(
+    code = await context.services.coordinators.transactions.add_offsets_to_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
         context.api_version)
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(code))

@@ -46,7 +46,7 @@ def _transaction_partitions(transaction) -> list[TopicPartition]:
 
 
 async def _handle(context, request):
-    coordinator = context.broker.transaction_coordinator
+    coordinator = context.services.coordinators.transactions
     codes = await coordinator.add_partitions_to_txn(
         request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch, _requested(request), context.api_version)
@@ -54,7 +54,7 @@ async def _handle(context, request):
 
 
 async def _handle_brokers(context, request):
-    coordinator = context.broker.transaction_coordinator
+    coordinator = context.services.coordinators.transactions
     results = []
     for transaction in request.transactions:
         codes = await coordinator.add_partitions_for_broker(

@@ -32,15 +32,12 @@ async def _alter(context, request):
 
     async def alter_one(resource) -> None:
         if resource.resource_type == BROKER:
-            from eoslog.server.broker_configs import check_alterable, check_broker_resource
-
-            broker = context.broker
+            broker_configs = context.services.broker_configs
             context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
-            own = check_broker_resource(broker.config, resource.resource_name)
+            own = broker_configs.is_own(resource.resource_name)
             configs = _configs(resource)
-            check_alterable(broker.config, configs, broker.dynamic_configs)
-            await broker.dynamic_configs.alter(not own, lambda _current, wanted=configs: dict(wanted),
-                                               request.validate_only)
+            broker_configs.check_alterable(configs)
+            await broker_configs.alter(not own, lambda _current, wanted=configs: dict(wanted), request.validate_only)
         elif resource.resource_type != TOPIC:
             raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
         else:

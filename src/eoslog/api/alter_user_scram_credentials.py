@@ -35,7 +35,7 @@ class _Refused(Exception):
 
 async def handle(context, request):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)  # every user gets CLUSTER_AUTHORIZATION_FAILED
-    store = context.broker.credentials
+    store = context.services.credentials
     changes = [("delete", d) for d in request.deletions] + [("upsert", u) for u in request.upsertions]
     # A user may have several changes (one per mechanism), but not two for the same mechanism.
     counts = Counter((change.name, change.mechanism) for _, change in changes)

@@ -14,7 +14,7 @@ MAX_VERSION = 0
 
 
 async def _handle(context, request):
-    code = await context.broker.check_backs.answer(
+    code = await context.services.coordinators.check_backs.answer(
         request.transactional_id, request.producer_id, request.producer_epoch, request.check_number,
         request.answer)
     return AnswerCheckBackResponse(throttle_time_ms=0, error_code=int(code))

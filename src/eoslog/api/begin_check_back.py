@@ -13,7 +13,7 @@ MAX_VERSION = 0
 
 
 async def _handle(context, request):
-    code = await context.broker.check_backs.begin(
+    code = await context.services.coordinators.check_backs.begin(
         request.transactional_id, request.producer_id, request.producer_epoch, request.check_back_group)
     return BeginCheckBackResponse(throttle_time_ms=0, error_code=int(code))
 

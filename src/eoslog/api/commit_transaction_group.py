@@ -16,7 +16,7 @@ MemberResult = CommitTransactionGroupResponse.MemberResult
 
 async def _handle(context, request):
     members = [(m.transactional_id, m.producer_id, m.producer_epoch) for m in request.transactions]
-    result = await context.broker.transaction_groups.commit(
+    result = await context.services.coordinators.transaction_groups.commit(
         request.group_name, request.sequence, request.abort_prefix, members)
     return CommitTransactionGroupResponse(
         throttle_time_ms=0, error_code=int(result.error), already_committed=result.already_committed,

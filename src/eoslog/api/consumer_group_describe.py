@@ -28,7 +28,7 @@ def _assignment(partitions, ids) -> Assignment:
 
 def handle(context, request):
     coordinator = service(context).core
-    ids = {info.name: info.topic_id for info in context.broker.registry.topics.topics.values()}
+    ids = {info.name: info.topic_id for info in context.services.registry.topics.topics.values()}
     groups = []
     for group_id in request.group_ids:
         if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):

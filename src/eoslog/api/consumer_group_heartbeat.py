@@ -50,7 +50,7 @@ def handle(context, request):
                                               error_message=problem, member_id=request.member_id or None,
                                               member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
     may_describe = None
-    if context.broker.authorizer is not None:
+    if context.services.authorizer.keeps_acls:
         denied = _denied_topics(context, request.subscribed_topic_names or ())
         if denied:
             # Kafka 4.x (KAFKA-18813): a subscription naming a topic the principal may not describe is
@@ -62,7 +62,7 @@ def handle(context, request):
 
         def may_describe(topic: str) -> bool:
             return context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
-    infos = [info for info in context.broker.registry.topics.topics.values() if not info.is_internal]
+    infos = [info for info in context.services.registry.topics.topics.values() if not info.is_internal]
     names = {info.topic_id: info.name for info in infos}
     owned = None
     if request.topic_partitions is not None:

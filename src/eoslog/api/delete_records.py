@@ -15,7 +15,7 @@ PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     topics = []
     for topic in request.topics:
         partitions = []
@@ -23,7 +23,7 @@ def handle(context, request):
         for wanted in topic.partitions:
             try:
                 context.require(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
-                low_watermark = broker.replicas.leader_partition(topic.name, wanted.partition_index).delete_records_before(wanted.offset)
+                low_watermark = services.replicas.leader_partition(topic.name, wanted.partition_index).delete_records_before(wanted.offset)
                 partitions.append(PartitionResult(partition_index=wanted.partition_index,
                                                   low_watermark=low_watermark, error_code=0))
             except Exception as exc:  # noqa: BLE001

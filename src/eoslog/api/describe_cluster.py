@@ -16,19 +16,19 @@ UNKNOWN_OPERATIONS = -(2**31)
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     if context.api_version >= 1 and request.endpoint_type not in (BROKERS_ENDPOINT,):
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE), error_message="only the brokers endpoint exists",
-            endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1,
+            endpoint_type=request.endpoint_type, cluster_id=services.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=UNKNOWN_OPERATIONS)
-    listener = broker.listener_name_of(context.connection)  # each broker's endpoint of the client's listener
+    listener = context.listener_name  # each broker's endpoint of the client's listener
     brokers = [DescribeClusterResponse.DescribeClusterBroker(
         broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-        for b in broker.metadata.brokers(listener)]
+        for b in services.metadata.brokers(listener)]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
-        cluster_id=broker.cluster_id, controller_id=broker.metadata.controller_id(),
+        cluster_id=services.cluster_id, controller_id=services.metadata.controller_id(),
         brokers=brokers,
         cluster_authorized_operations=context.authorized_operations(ResourceType.CLUSTER)
         if request.include_cluster_authorized_operations else UNKNOWN_OPERATIONS,

@@ -24,19 +24,9 @@ Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 
-def _broker_entries(broker, resource, request) -> list:
-    from eoslog.server.broker_configs import (
-        check_broker_resource,
-        describe_broker_configs,
-        describe_default_configs,
-    )
-
-    config = broker.config
-    if check_broker_resource(config, resource.resource_name):
-        described = describe_broker_configs(config, resource.configuration_keys, request.include_synonyms,
-                                            broker.cluster_id, broker.dynamic_configs)
-    else:  # "": the dynamic defaults set, as in Kafka
-        described = describe_default_configs(broker.dynamic_configs, resource.configuration_keys)
+def _broker_entries(services, resource, request) -> list:
+    described = services.broker_configs.describe(resource.resource_name, resource.configuration_keys,
+                                                 request.include_synonyms)
     Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
     return [
         Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
@@ -48,24 +38,24 @@ def _broker_entries(broker, resource, request) -> list:
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     results = []
     for resource in request.resources:
         try:
             if resource.resource_type == TOPIC:
                 context.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name)
-                info = broker.registry.topics.require(resource.resource_name)
+                info = services.registry.topics.require(resource.resource_name)
                 wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
                 configs = [
                     Entry(name=name, value=value, read_only=False, config_source=source,
                           is_default=source != 1, is_sensitive=False, synonyms=[],
                           config_type=TOPIC_CONFIGS[name][1], documentation=None)
-                    for name, value, source in describe_topic_configs(broker.registry, info)
+                    for name, value, source in describe_topic_configs(services.registry, info)
                     if wanted is None or name in wanted
                 ]
             elif resource.resource_type == BROKER:
                 context.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
-                configs = _broker_entries(broker, resource, request)
+                configs = _broker_entries(services, resource, request)
             else:
                 raise InvalidRequestError(f"resource type {resource.resource_type} is not supported")
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,

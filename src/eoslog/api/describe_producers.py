@@ -31,7 +31,7 @@ def handle(context, request):
         for index in topic.partition_indexes:
             try:
                 context.require(AclOperation.READ, ResourceType.TOPIC, topic.name)
-                producers = describe_partition(context.broker.replicas.leader_partition(topic.name, index))
+                producers = describe_partition(context.services.replicas.leader_partition(topic.name, index))
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
                 partitions.append(PartitionResponse(partition_index=index, error_code=int(error_code_for(exc)),
                                                     error_message=str(exc), active_producers=[]))

@@ -65,29 +65,28 @@ def page(topics: list[tuple[str, int | None]], first_partition: dict[str, int], 
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     every_topic = not request.topics
     cursor = request.cursor
     cursor_name = cursor.topic_name if cursor is not None else ""
     if every_topic:
-        names = {name for name in broker.registry.topics.topics if name >= cursor_name}
+        names = {name for name in services.registry.topics.topics if name >= cursor_name}
     else:
         names = {t.name for t in request.topics if t.name >= cursor_name}
         if cursor is not None and cursor.topic_name not in names:
             raise InvalidRequestError(f"the topics asked for do not include the cursor's topic {cursor.topic_name}")
     refused = []
-    if broker.authorizer is not None:
-        allowed = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
-        if not every_topic:
-            refused = [Topic(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name, topic_id=ZERO_UUID,
-                             is_internal=False, partitions=[]) for name in sorted(names - allowed)]
-        names &= allowed
+    allowed = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if not every_topic:
+        refused = [Topic(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name, topic_id=ZERO_UUID,
+                         is_internal=False, partitions=[]) for name in sorted(names - allowed)]
+    names &= allowed
     first_partition = {cursor_name: cursor.partition_index} if cursor is not None and cursor_name in names else {}
-    infos = {name: broker.registry.topics.get(name) for name in names}
+    infos = {name: services.registry.topics.get(name) for name in names}
     order = [(name, infos[name].partitions if infos[name] is not None else None) for name in sorted(names)]
     limit = min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit)
     answered, next_cursor = page(order, first_partition, limit, skip_missing=every_topic)
-    listener = broker.listener_name_of(context.connection)
+    listener = context.listener_name
     topics = []
     for name, indexes in answered:
         info = infos[name]
@@ -95,7 +94,7 @@ def handle(context, request):
             topics.append(Topic(error_code=int(_missing_code(name)), name=name, topic_id=ZERO_UUID,
                                 is_internal=False, partitions=[]))
             continue
-        entry = metadata.topic_entry(broker, info, listener)
+        entry = metadata.topic_entry(services, info, listener)
         partitions = [_partition(p) for p in entry.partitions if p.partition_index in indexes]
         topics.append(Topic(error_code=0, name=name, topic_id=info.topic_id, is_internal=info.is_internal,
                             partitions=partitions,

@@ -17,7 +17,7 @@ DescribedGroup = DescribeTransactionGroupsResponse.DescribedGroup
 
 def handle(context, request):
     visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.group_names)
-    described = {g.group_name: g for g in context.broker.transaction_groups.describe(
+    described = {g.group_name: g for g in context.services.coordinators.transaction_groups.describe(
         [name for name in request.group_names if name in visible])}
     refused = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     return DescribeTransactionGroupsResponse(throttle_time_ms=0, groups=[

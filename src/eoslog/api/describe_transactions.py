@@ -22,7 +22,7 @@ def _error(transactional_id: str, code: int) -> Entry:
 
 
 def handle(context, request):
-    coordinator = context.broker.transaction_coordinator
+    coordinator = context.services.coordinators.transactions
     entries = []
     # Brokers verifying a transaction for KIP-890 ask here too: CLUSTER_ACTION covers every id.
     for_cluster = context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
@@ -42,7 +42,7 @@ def handle(context, request):
         topics: dict[str, list[int]] = {}
         for tp in found.topic_partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        if not for_cluster and context.broker.authorizer is not None:
+        if not for_cluster:
             # The partitions of topics the principal may not Describe are left out, as Kafka does.
             visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
             topics = {name: parts for name, parts in topics.items() if name in visible}

@@ -21,7 +21,7 @@ Info = DescribeUserScramCredentialsResponse.CredentialInfo
 
 def handle(context, request):
     context.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)  # as Kafka: who may see the users
-    store = context.broker.credentials
+    store = context.services.credentials
     if request.users:
         names = [user.name for user in request.users]
     else:

@@ -14,7 +14,7 @@ MAX_VERSION = 5
 
 
 async def _handle(context, request):
-    code, producer_id, producer_epoch = await context.broker.transaction_coordinator.end_txn_and_identity(
+    code, producer_id, producer_epoch = await context.services.coordinators.transactions.end_txn_and_identity(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
         context.api_version)
     return EndTxnResponse(throttle_time_ms=0, error_code=int(code), producer_id=producer_id,

@@ -54,11 +54,11 @@ def _error_partition(index: int, code: int) -> PartitionData:
                          **_UNUSED_TAGGED)
 
 
-def _read_all(broker, request, denied=frozenset()):
+def _read_all(services, request, denied=frozenset()):
     """One pass over every requested partition; returns (responses, bytes read, any error, and the
     (partition, bytes) read, which :func:`_count_out` counts once this pass is the one answered)."""
     isolation = request.isolation_level
-    replicas = broker.replicas
+    replicas = services.replicas
     follower = request.replica_id >= 0
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
@@ -89,8 +89,8 @@ def _read_all(broker, request, denied=frozenset()):
                 code = error_code_for(exc)
                 errors = True
                 entry = _error_partition(wanted.partition, int(code))
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE and (topic.topic, wanted.partition) in broker.registry.partitions:
-                    p = broker.registry.partitions[(topic.topic, wanted.partition)]
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE and (topic.topic, wanted.partition) in services.registry.partitions:
+                    p = services.registry.partitions[(topic.topic, wanted.partition)]
                     entry.high_watermark = p.high_watermark
                     entry.last_stable_offset = p.last_stable_offset
                     entry.log_start_offset = p.log_start_offset
@@ -127,38 +127,38 @@ def _count_out(request, reads) -> None:
             partition.bytes_out += size
 
 
-def _resolve_topic_ids(broker, request) -> None:
+def _resolve_topic_ids(services, request) -> None:
     """v13+: the name of each topic id asked for, into the request (None for an unknown id)."""
-    by_id = broker.registry.topics.by_id
+    by_id = services.registry.topics.by_id
     for topic in request.topics:
         info = by_id.get(topic.topic_id)
         topic.topic = info.name if info is not None else None
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     if context.api_version >= 13:
-        _resolve_topic_ids(broker, request)
+        _resolve_topic_ids(services, request)
     if context.api_version >= 15:
         request.replica_id = request.replica_state.replica_id  # KIP-903 moved it into ReplicaState
     if request.replica_id != CONSUMER_REPLICA_ID:
-        broker.replicas.check_follower(request.replica_id)  # a single node has none: NOT_LEADER_OR_FOLLOWER
+        services.replicas.check_follower(request.replica_id)  # a single node has none: NOT_LEADER_OR_FOLLOWER
     denied = frozenset()
     respond = functools.partial(_respond, context)
     if request.replica_id >= 0:
         # A follower's fetch is the cluster's own traffic (docs/security.md: brokers are super users).
         context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
-    elif broker.authorizer is not None:
+    else:
         names = {t.topic for t in request.topics if t.topic is not None}
         denied = frozenset(names - context.authorized_names(AclOperation.READ, ResourceType.TOPIC, names))
-    responses, total, errors, reads = _read_all(broker, request, denied)
+    responses, total, errors, reads = _read_all(services, request, denied)
     if errors or total >= max(request.min_bytes, 1) or request.max_wait_ms <= 0:
         _count_out(request, reads)
         return respond(responses)
-    return _long_poll(broker, request, denied, respond)
+    return _long_poll(services, request, denied, respond)
 
 
-async def _long_poll(broker, request, denied, respond):
+async def _long_poll(services, request, denied, respond):
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + request.max_wait_ms / 1000
     while True:
@@ -168,7 +168,7 @@ async def _long_poll(broker, request, denied, respond):
         follower = request.replica_id >= 0
         for topic in request.topics:
             for wanted in topic.partitions:
-                partition = broker.registry.partitions.get((topic.topic, wanted.partition))
+                partition = services.registry.partitions.get((topic.topic, wanted.partition))
                 if partition is not None:
                     if follower:
                         partition.add_replica_fetch_waiter(waiter)
@@ -183,7 +183,7 @@ async def _long_poll(broker, request, denied, respond):
             for partition in partitions:
                 partition.remove_fetch_waiter(waiter)
                 partition.remove_replica_fetch_waiter(waiter)
-        responses, total, errors, reads = _read_all(broker, request, denied)
+        responses, total, errors, reads = _read_all(services, request, denied)
         if errors or total >= max(request.min_bytes, 1) or time.monotonic() >= deadline:
             _count_out(request, reads)
             return respond(responses)

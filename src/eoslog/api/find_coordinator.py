@@ -26,13 +26,13 @@ Coordinator = FindCoordinatorResponse.Coordinator
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     key_type = request.key_type if context.api_version >= 1 else GROUP
     code = 0 if key_type in (GROUP, TRANSACTION) else int(ErrorCode.INVALID_REQUEST)
     ok = code == 0
     keys = request.coordinator_keys if context.api_version >= 4 else [request.key]
     refused = set()
-    if ok and broker.authorizer is not None:
+    if ok:
         resource_type, refusal = _KEY_RESOURCES[key_type]
         refused = set(keys) - context.authorized_names(AclOperation.DESCRIBE, resource_type, keys)
     if ok:
@@ -42,12 +42,12 @@ def handle(context, request):
             # partitions next (the Spark sink colocates its transactional ids with them) finds them. A
             # cluster asks the controller, and answers COORDINATOR_NOT_AVAILABLE until it has leaders.
             try:
-                broker.coordinators.ensure_topic(TRANSACTION_STATE)
+                services.coordinators.ensure_topic(TRANSACTION_STATE)
             except CoordinatorNotAvailableError:
                 pass
         # The leader of the key's internal partition, at its endpoint of the listener the client came in on.
-        listener = broker.listener_name_of(context.connection)
-        answers = [broker.metadata.coordinator(topic, functools.partial(partition_for, key), listener) for key in keys]
+        listener = context.listener_name
+        answers = [services.metadata.coordinator(topic, functools.partial(partition_for, key), listener) for key in keys]
     else:
         answers = [(code, -1, "", -1) for _ in keys]
     if refused:

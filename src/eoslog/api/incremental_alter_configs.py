@@ -48,12 +48,10 @@ def apply_operations(current: dict[str, str], operations) -> dict[str, str]:
 async def _alter_broker(context, resource, validate_only: bool) -> None:
     """Kafka's order: authorization, the broker id ("" is the cluster-wide default), the names (unknown,
     then static ones), then the values; only dynamic configs change (server/dynamic_broker_configs.py)."""
-    from eoslog.server.broker_configs import check_alterable, check_broker_resource
-
-    broker = context.broker
+    broker_configs = context.services.broker_configs
     context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
-    own = check_broker_resource(broker.config, resource.resource_name)
-    check_alterable(broker.config, [op.name for op in resource.configs], broker.dynamic_configs)
+    own = broker_configs.is_own(resource.resource_name)
+    broker_configs.check_alterable([op.name for op in resource.configs])
     if not resource.configs:
         return
     for op in resource.configs:
@@ -72,7 +70,7 @@ async def _alter_broker(context, resource, validate_only: bool) -> None:
                 configs.pop(op.name, None)
         return configs
 
-    await broker.dynamic_configs.alter(not own, change, validate_only)
+    await broker_configs.alter(not own, change, validate_only)
 
 
 async def alter_each(resources, result_type, alter_one) -> list:

@@ -15,7 +15,7 @@ MAX_VERSION = 4
 
 
 async def _handle(context, request):
-    coordinator = context.broker.transaction_coordinator
+    coordinator = context.services.coordinators.transactions
     producer_id = request.producer_id if context.api_version >= 3 else -1
     producer_epoch = request.producer_epoch if context.api_version >= 3 else -1
     code, producer_id, producer_epoch = await coordinator.init_producer_id(

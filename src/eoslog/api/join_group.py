@@ -35,7 +35,7 @@ def handle(context, request):
 def _topics(context) -> dict[str, int]:
     """Non-internal topics and their partition counts: a classic member joining a consumer group (KIP-848)
     is assigned by the coordinator."""
-    return {info.name: info.partitions for info in context.broker.registry.topics.topics.values()
+    return {info.name: info.partitions for info in context.services.registry.topics.topics.values()
             if not info.is_internal}
 
 

@@ -17,7 +17,7 @@ Row = ListCheckBacksResponse.CheckBackTransaction
 
 def handle(context, request):
     groups = set(request.check_back_groups)
-    found = [m for m in context.broker.transaction_coordinator.all_metadata()
+    found = [m for m in context.services.coordinators.transactions.all_metadata()
              if m.check_back_group is not None and (not groups or m.check_back_group in groups)]
     visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                        {m.transactional_id for m in found})

@@ -67,20 +67,18 @@ def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     isolation = request.isolation_level if context.api_version >= 2 else 0
     topics = []
-    described = None
-    if broker.authorizer is not None:
-        described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in request.topics})
+    described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in request.topics})
     for topic in request.topics:
         partitions = []
         topics.append(TopicResponse(name=topic.name, partitions=partitions))
         for wanted in topic.partitions:
             try:
-                if described is not None and topic.name not in described:
+                if topic.name not in described:
                     raise TopicAuthorizationFailedError(f"may not DESCRIBE {topic.name}")
-                partition = broker.replicas.leader_partition(topic.name, wanted.partition_index)
+                partition = services.replicas.leader_partition(topic.name, wanted.partition_index)
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0
                 epoch = partition.leader_epoch if partition.leader_epoch is not None else 0

@@ -24,7 +24,7 @@ def handle(context, request):
     unknown = [s for s in request.states_filter if s not in STATE_NAMES.values()]
     wanted = set(request.states_filter) - set(unknown)
     listed = [] if unknown and not wanted else [
-        (record, busy) for record, busy in context.broker.transaction_groups.listing()
+        (record, busy) for record, busy in context.services.coordinators.transaction_groups.listing()
         if not wanted or STATE_NAMES[record.state] in wanted]
     names = {r.group_name for r, _ in listed} | {m.transactional_id for r, _ in listed for m in r.members}
     visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, names)

@@ -36,12 +36,11 @@ def handle(context, request):
     if unknown and not states:
         found = []  # only unknown states asked for: nothing can match
     else:
-        found = context.broker.transaction_coordinator.list_transactions(
+        found = context.services.coordinators.transactions.list_transactions(
             states, request.producer_id_filters, duration, pattern or None)
-    if context.broker.authorizer is not None:
-        visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
-                                           {t.transactional_id for t in found})
-        found = [t for t in found if t.transactional_id in visible]
+    visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                       {t.transactional_id for t in found})
+    found = [t for t in found if t.transactional_id in visible]
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
         transaction_states=[Entry(transactional_id=t.transactional_id, producer_id=t.producer_id,

@@ -19,11 +19,11 @@ MAX_VERSION = 9
 
 
 
-def known_partition(broker, topic: str, index: int) -> bool:
-    return broker.registry.exists(topic, index)
+def known_partition(services, topic: str, index: int) -> bool:
+    return services.registry.exists(topic, index)
 
 
-def split_known(broker, topics, epoch_of, readable=None):
+def split_known(services, topics, epoch_of, readable=None):
     """(commits of existing partitions, {(topic, partition): error code} of the others). Topics outside
     ``readable`` (when given) are refused with TOPIC_AUTHORIZATION_FAILED."""
     commits, errors = [], {}
@@ -31,7 +31,7 @@ def split_known(broker, topics, epoch_of, readable=None):
         for p in topic.partitions:
             if readable is not None and topic.name not in readable:
                 errors[(topic.name, p.partition_index)] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif known_partition(broker, topic.name, p.partition_index):
+            elif known_partition(services, topic.name, p.partition_index):
                 commits.append(PartitionCommit(topic.name, p.partition_index, p.committed_offset, epoch_of(p),
                                                p.committed_metadata))
             else:
@@ -43,7 +43,7 @@ def handle(context, request):
     version = context.api_version
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
-    commits, errors = split_known(context.broker, request.topics,
+    commits, errors = split_known(context.services, request.topics,
                                   lambda p: p.committed_leader_epoch if version >= 6 else -1, readable)
     answer = None
     if commits:

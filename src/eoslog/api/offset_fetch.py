@@ -39,7 +39,7 @@ def _fetch(context, group_service, group_id, topics, require_stable, member_id=N
                                     for p in t.partition_indexes)
         return int(ErrorCode.GROUP_AUTHORIZATION_FAILED), by_topic
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    if wanted is not None and context.broker.authorizer is not None:
+    if wanted is not None:
         described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in topics})
         for name, index in wanted:
             if name not in described:
@@ -52,7 +52,7 @@ def _fetch(context, group_service, group_id, topics, require_stable, member_id=N
             by_topic[name].append((index, -1, -1, "", code(resp.error)))
         return code(resp.error), by_topic
     hidden = set()
-    if topics is None and context.broker.authorizer is not None:
+    if topics is None:
         names = {f.topic for f in resp.partitions}
         hidden = names - context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for f in resp.partitions:

@@ -21,9 +21,9 @@ EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 UNDEFINED = -1
 
 
-def _answer(broker, topic: str, wanted) -> EpochEndOffset:
+def _answer(services, topic: str, wanted) -> EpochEndOffset:
     try:
-        epoch, end = broker.replicas.offset_for_leader_epoch(
+        epoch, end = services.replicas.offset_for_leader_epoch(
             topic, wanted.partition, wanted.current_leader_epoch, wanted.leader_epoch)
     except Exception as exc:  # noqa: BLE001 - mapped in one place
         return EpochEndOffset(error_code=int(error_code_for(exc)), partition=wanted.partition,
@@ -32,7 +32,7 @@ def _answer(broker, topic: str, wanted) -> EpochEndOffset:
 
 
 def handle(context, request):
-    broker = context.broker
+    services = context.services
     if request.replica_id >= 0:
         # A follower truncating after a leader change: the cluster's own traffic, as a replica fetch.
         context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
@@ -41,7 +41,7 @@ def handle(context, request):
         described = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.topic for t in request.topics})
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
         TopicResult(topic=t.topic, partitions=[
-            _answer(broker, t.topic, p) if t.topic in described else
+            _answer(services, t.topic, p) if t.topic in described else
             EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=p.partition,
                            leader_epoch=UNDEFINED, end_offset=UNDEFINED) for p in t.partitions])
         for t in request.topics])

@@ -16,7 +16,7 @@ Check = PollCheckBackResponse.Check
 
 
 async def _handle(context, request):
-    due = await context.broker.check_backs.poll(
+    due = await context.services.coordinators.check_backs.poll(
         request.check_back_group, request.member_id, request.max_wait_ms, request.max_checks)
     return PollCheckBackResponse(throttle_time_ms=0, error_code=0, checks=[
         Check(transactional_id=c.transactional_id, producer_id=c.producer_id, producer_epoch=c.producer_epoch,

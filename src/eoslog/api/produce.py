@@ -58,6 +58,7 @@ IMPLICIT_ADD_SINCE = 12
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 NO_TIMESTAMP = -1
+NOTHING_REFUSED: dict = {}  # never written to
 REMOTE_VERIFY_TIMEOUT_S = 10.0
 # A coordinator that cannot answer yet is put to the producer as NOT_ENOUGH_REPLICAS, the retriable
 # error every client retries a Produce on (as for a local coordinator; see the transaction coordinator).
@@ -77,10 +78,10 @@ def handle(context, request):
     return leader_hints.add_to_produce(context, _handle(context, request))
 
 
-def _resolve_topic_ids(broker, request) -> None:
+def _resolve_topic_ids(services, request) -> None:
     """v13+: the name of each topic id, into the request (None for an unknown id, answered
     UNKNOWN_TOPIC_ID per partition); the response names topics by the ids asked for."""
-    by_id = broker.registry.topics.by_id
+    by_id = services.registry.topics.by_id
     for topic_data in request.topic_data:
         info = by_id.get(topic_data.topic_id)
         topic_data.name = info.name if info is not None else None
@@ -88,29 +89,29 @@ def _resolve_topic_ids(broker, request) -> None:
 
 def _handle(context, request):
     if context.api_version >= TOPIC_IDS_SINCE:
-        _resolve_topic_ids(context.broker, request)
+        _resolve_topic_ids(context.services, request)
     if request.acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
     # Kafka's order: the transactional id first (the whole request), then WRITE per topic.
     if request.transactional_id is not None:
         context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     refused = _unauthorized(context, request)
-    broker = context.broker
+    services = context.services
     transactional_id = request.transactional_id
     if transactional_id is None:
         return _append(context, request, refused=refused)
-    ownership = broker.coordinators.transaction_ownership(transactional_id)
+    ownership = services.coordinators.transaction_ownership(transactional_id)
     if context.api_version >= IMPLICIT_ADD_SINCE and ownership is Ownership.OWNED:
-        to_add, _ = _needing_verification(broker, request, refused)
+        to_add, _ = _needing_verification(services, request, refused)
         if to_add:
             release = context.connection.hold()
             return _add_then_append(context, request, to_add, release, refused)
         return _append(context, request, refused=refused)
     if ownership is Ownership.NOT_COORDINATOR:  # another broker coordinates it: ask there
-        to_verify, verified = _needing_verification(broker, request, refused)
+        to_verify, verified = _needing_verification(services, request, refused)
         if to_verify:
             release = context.connection.hold()
-            verification = broker.transaction_verification
+            verification = services.transaction_verification
             # Transaction version 2 asks the coordinator to add the partitions, version 1 to verify them.
             ask = (verification.add_remotely if context.api_version >= IMPLICIT_ADD_SINCE
                    else verification.verify_remotely)
@@ -121,15 +122,15 @@ def _handle(context, request):
 
 def _unauthorized(context, request):
     """{(topic, index): refusal} for the partitions of topics the principal may not WRITE to."""
-    if context.broker.authorizer is None:
-        return {}  # the hot path without an authorizer: nothing to build
     names = {t.name for t in request.topic_data if t.name is not None}
     denied = names - context.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, names)
+    if not denied:
+        return NOTHING_REFUSED  # the hot path: nothing to build
     return {(t.name, p.index): (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
             for t in request.topic_data if t.name in denied for p in t.partition_data}
 
 
-def _needing_verification(broker, request, refused):
+def _needing_verification(services, request, refused):
     """Partitions of a transactional request whose first batch of this transaction must be verified
     with the remote coordinator: {(topic, index): (producer id, epoch, guard)}; and those already open
     in this producer's transaction here (verified when that transaction's first batch was)."""
@@ -137,7 +138,7 @@ def _needing_verification(broker, request, refused):
     for topic_data in request.topic_data:
         for data in topic_data.partition_data:
             key = (topic_data.name, data.index)
-            partition = broker.registry.partitions.get(key)
+            partition = services.registry.partitions.get(key)
             if partition is None or not data.records or key in refused:
                 continue  # the append answers for it
             try:
@@ -178,7 +179,7 @@ async def _verify_then_append(context, request, to_verify, verified, release, re
                 if isinstance(error, asyncio.CancelledError):
                     raise error
                 if error is None:
-                    partition = context.broker.registry.partitions.get(key)
+                    partition = context.services.registry.partitions.get(key)
                     if partition is not None and _guard(partition, to_verify[key][0]) == to_verify[key][2]:
                         verified.add(key)
                         continue
@@ -204,7 +205,7 @@ async def _add_then_append(context, request, to_add, release, refused):
         by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
         for key, (producer_id, producer_epoch, _) in to_add.items():
             by_producer.setdefault((producer_id, producer_epoch), []).append(key)
-        coordinator = context.broker.coordinators.transactions
+        coordinator = context.services.coordinators.transactions
         for (producer_id, producer_epoch), keys in by_producer.items():
             try:
                 await coordinator.add_partitions_for_produce(request.transactional_id, producer_id, producer_epoch,
@@ -220,8 +221,8 @@ async def _add_then_append(context, request, to_add, release, refused):
 
 
 def _append(context, request, verified=frozenset(), refused=None):
-    broker = context.broker
-    replicas = broker.replicas
+    services = context.services
+    replicas = services.replicas
     acks = request.acks
     responses = []
     waits: list[_Wait] = []

@@ -26,7 +26,7 @@ def handle(context, request):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     group_service = service(context)
-    txn = context.broker.transaction_coordinator
+    txn = context.services.coordinators.transactions
     if txn is not None and not txn.owns(request.transactional_id):
         return _verify_remotely_then_commit(context, request)
     if txn is not None:
@@ -40,7 +40,7 @@ def handle(context, request):
 
 async def _verify_remotely_then_commit(context, request):
     """Cluster mode, the transaction coordinated by another broker: the same check, asked over the wire."""
-    await context.broker.transaction_verification.verify_one_remotely(
+    await context.services.transaction_verification.verify_one_remotely(
         request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
         service(context).core.partition_for(request.group_id))
     result = _commit(context, request)
@@ -51,7 +51,7 @@ def _commit(context, request):
     version = context.api_version
     group_service = service(context)
     readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
-    commits, errors = split_known(context.broker, request.topics,
+    commits, errors = split_known(context.services, request.topics,
                                   lambda p: p.committed_leader_epoch if version >= 2 else -1, readable)
     answer = None
     if commits:

@@ -28,7 +28,7 @@ def _result(marker, codes) -> MarkerResult:
 
 
 async def _handle(context, request):
-    markers = context.broker.transaction_markers
+    markers = context.services.coordinators.markers
     results = []
     for marker in request.markers:
         tps = [TopicPartition(t.name, i) for t in marker.topics for i in t.partition_indexes]

@@ -281,6 +281,11 @@ class PartitionRegistry:
             return
         self._create_in_background(name, count, factor, configs)
 
+    @property
+    def auto_creates_topics(self) -> bool:
+        """auto.create.topics.enable: Metadata creates a topic it is asked about (when the client allows)."""
+        return self.config.auto_create_topics_enable
+
     def auto_create_topic(self, name: str) -> TopicInfo | None:
         """Metadata's auto-creation (auto.create.topics.enable): made at once on a single node; on a
         cluster asked of the controller in the background, None meanwhile (the client sees

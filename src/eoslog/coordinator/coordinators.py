@@ -8,6 +8,7 @@ A new coordinator is its package (pure core + shard) and a ``register`` with the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -17,13 +18,18 @@ from eoslog.protocol.coordinator_partition import partition_for
 if TYPE_CHECKING:
     from eoslog.coordinator.check_back.extension import CheckBacks
     from eoslog.coordinator.group.shard import GroupShard
+    from eoslog.coordinator.transaction.markers import TransactionMarkerChannel
     from eoslog.coordinator.transaction.shard import TransactionShard
     from eoslog.coordinator.transaction_groups.extension import TransactionGroups
 
 
 class Coordinators:
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: CoordinatorRuntime, markers: Callable[[], TransactionMarkerChannel]) -> None:
+        """``markers()``: the broker's transaction marker channel (the transaction coordinator's markers
+        and the WriteTxnMarkers API's), built on first use."""
         self.runtime = runtime
+        self._markers_factory = markers
+        self._markers: TransactionMarkerChannel | None = None
 
     def shard(self, topic: str) -> Any:
         """The shard coordinating keys of internal topic ``topic``."""
@@ -48,6 +54,12 @@ class Coordinators:
         from eoslog.coordinator.check_back.extension import CheckBacks
 
         return self.transactions.extension(CheckBacks)
+
+    @property
+    def markers(self) -> TransactionMarkerChannel:
+        if self._markers is None:
+            self._markers = self._markers_factory()
+        return self._markers
 
     # ---- internal topics, without building a shard -------------------------------------------------
 

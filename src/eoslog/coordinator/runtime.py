@@ -250,17 +250,16 @@ class CoordinatorRuntime:
         raises CoordinatorNotAvailableError until the topic exists and its leaders load it."""
         registration = self._registrations[topic]
         if registration.partition_count is not None:
-            return None  # known to exist (internal topics are never deleted)
+            return  # known to exist (internal topics are never deleted)
         info = self._partitions.topics.get(topic)
         if info is not None:
             registration.partition_count = info.partitions
-            return None
+            return
         info = self._partitions.ensure_internal_topic(topic)
         registration.partition_count = info.partitions
         for index in range(info.partitions):
             registration.states[index] = _State.OWNED
             registration.pending.discard(index)
-        return None
 
     def partition(self, topic: str, index: int) -> Partition:
         """The local partition of an internal topic, the topic created on first use."""

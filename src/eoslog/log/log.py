@@ -36,21 +36,12 @@ from eoslog.log.flush_task import LOG_FLUSH_TIME, FlushTask
 from eoslog.log.loader import RecoveryReport, load_segments
 from eoslog.log.region import FileRegion
 from eoslog.log.segment import LogSegment
-from eoslog.records import BatchHeader, iter_headers, set_base_offset
-from eoslog.records.checksum import crc32c
+from eoslog.records import BatchHeader, iter_headers
 from eoslog.records.header import (
-    ATTRIBUTES,
-    ATTRIBUTES_OFFSET,
     BASE_OFFSET,
-    CRC,
-    CRC_OFFSET,
-    CRC_START,
-    HEADER_SIZE,
     LOG_OVERHEAD,
-    MAX_TIMESTAMP,
-    MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
-    TIMESTAMP_TYPE_BIT,
+    log_append_time_header,
     read_header,
 )
 
@@ -301,7 +292,7 @@ class Log:
             if assign_offsets:
                 base = next_offset
                 if log_append_time:
-                    header_bytes, rest = _log_append_time_header(view, position, end, base, now)
+                    header_bytes, rest = log_append_time_header(view, position, end, base, now)
                     if leader_epoch is not None:
                         PARTITION_LEADER_EPOCH.pack_into(header_bytes, 12, leader_epoch)
                     pieces += (header_bytes, rest)
@@ -691,19 +682,3 @@ class Log:
 # base_offset, batch_length, partition_leader_epoch: the first 16 bytes of a batch, none under the CRC.
 BASE_LENGTH_EPOCH = struct.Struct(">qii")
 PARTITION_LEADER_EPOCH = struct.Struct(">i")
-
-
-def _log_append_time_header(
-    view: memoryview, position: int, end: int, base_offset: int, now_ms: int
-) -> tuple[bytearray, memoryview]:
-    """The batch as (rewritten header, untouched records): base offset assigned, LogAppendTime bit set,
-    max_timestamp = now, and the CRC recomputed since attributes and max_timestamp are under it (as Kafka
-    does for LogAppendTime topics). The records are read by the CRC, never copied."""
-    header = bytearray(view[position : position + HEADER_SIZE])
-    set_base_offset(header, 0, base_offset)
-    attributes = ATTRIBUTES.unpack_from(header, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_BIT
-    ATTRIBUTES.pack_into(header, ATTRIBUTES_OFFSET, attributes)
-    MAX_TIMESTAMP.pack_into(header, MAX_TIMESTAMP_OFFSET, now_ms)
-    records = view[position + HEADER_SIZE : end]
-    CRC.pack_into(header, CRC_OFFSET, crc32c(records, crc32c(memoryview(header)[CRC_START:])))
-    return header, records

@@ -213,3 +213,19 @@ def set_log_append_time(buf: bytearray | memoryview, position: int, timestamp: i
     ATTRIBUTES.pack_into(view, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_BIT)
     MAX_TIMESTAMP.pack_into(view, position + MAX_TIMESTAMP_OFFSET, timestamp)
     CRC.pack_into(view, position + CRC_OFFSET, crc32c(view[position + CRC_START : end]))
+
+
+def log_append_time_header(
+    view: memoryview, position: int, end: int, base_offset: int, now_ms: int
+) -> tuple[bytearray, memoryview]:
+    """The batch as (rewritten header, untouched records): base offset assigned, LogAppendTime bit set,
+    max_timestamp = now, and the CRC recomputed since attributes and max_timestamp are under it (as Kafka
+    does for LogAppendTime topics). The records are read by the CRC, never copied."""
+    header = bytearray(view[position : position + HEADER_SIZE])
+    set_base_offset(header, 0, base_offset)
+    attributes = ATTRIBUTES.unpack_from(header, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_BIT
+    ATTRIBUTES.pack_into(header, ATTRIBUTES_OFFSET, attributes)
+    MAX_TIMESTAMP.pack_into(header, MAX_TIMESTAMP_OFFSET, now_ms)
+    records = view[position + HEADER_SIZE : end]
+    CRC.pack_into(header, CRC_OFFSET, crc32c(records, crc32c(memoryview(header)[CRC_START:])))
+    return header, records

@@ -1,8 +1,8 @@
 """The broker's authorizer: the decision core (security/acl.py) plus where the ACLs are kept.
 
 Contract
-- Made only when ``authorizer.class.name`` is set; without it the broker has no authorizer and every
-  request is allowed (the request context checks one attribute, nothing more).
+- :class:`Authorizer` when ``authorizer.class.name`` is set; without it :class:`AllowAll`, which allows
+  every request and keeps no ACLs (the ACL APIs answer SECURITY_DISABLED, as Kafka does).
 - Decisions are synchronous and read memory only. Changes (CreateAcls, DeleteAcls) go through the store
   first and are applied in memory only once durable: the file on a single node, the ``/kafka-acl`` znodes
   on a cluster (where every broker, this one included, reloads on the change notification).
@@ -15,7 +15,15 @@ import asyncio
 import logging
 from pathlib import Path
 
-from eoslog.security.acl import AclAuthorizer, AclBinding, AclBindingFilter, AclOperation, ResourceType
+from eoslog.protocol.errors import SecurityDisabledError
+from eoslog.security.acl import (
+    SUPPORTED_OPERATIONS,
+    AclAuthorizer,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    ResourceType,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +37,17 @@ AUTHORIZER_CLASS_NAMES = frozenset({
 
 
 class Authorizer:
+    keeps_acls = True
+
     def __init__(self, super_users: frozenset[str], allow_everyone_if_no_acl_found: bool) -> None:
         self.core = AclAuthorizer((), super_users, allow_everyone_if_no_acl_found)
         self.store = None  # FileAclStore or ZooKeeperAclStore, chosen in start()
         self._lock = asyncio.Lock()
 
     @classmethod
-    def from_config(cls, config) -> Authorizer | None:
+    def from_config(cls, config) -> Authorizer | AllowAll:
         if not config.authorizer_class_name:
-            return None
+            return AllowAll()
         return cls(config.super_users, config.allow_everyone_if_no_acl_found)
 
     async def start(self, data_dir: Path, cluster) -> None:
@@ -70,6 +80,10 @@ class Authorizer:
     def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
         return self.core.authorize_any(principal, host, operation, resource_type)
 
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field of the operations allowed on the resource."""
+        return self.core.authorized_operations(principal, host, resource_type, name)
+
     # ---- changes -----------------------------------------------------------------------------------
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         return self.core.matching(acl_filter)
@@ -91,3 +105,35 @@ class Authorizer:
                 await asyncio.to_thread(self.store.remove, self.core.bindings, doomed)
                 self.core.replace(self.core.bindings - doomed)
             return matched
+
+
+class AllowAll:
+    """The authorizer of a broker without ``authorizer.class.name``: every request is allowed, and there
+    is nowhere to keep ACLs."""
+
+    keeps_acls = False
+
+    async def start(self, data_dir: Path, cluster) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        return True
+
+    def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
+        return True
+
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+
+    def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")
+
+    async def create(self, bindings: list[AclBinding]) -> None:
+        raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")
+
+    async def delete(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")

@@ -35,7 +35,7 @@ META_PROPERTIES = "meta.properties"
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.dispatcher = Dispatcher(self)
+        self.dispatcher = Dispatcher()
         # What no client may exceed (server/limits.py); the pool's wake-ups are scheduled in start().
         self.request_memory = MemoryPool(config.request_memory_capacity)
         self.connection_quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
@@ -93,12 +93,12 @@ class Broker:
         self.replicas = None  # cluster/replica_manager.py: the cluster's, or a sole broker's own
         self.broker_clients = None  # cluster/broker_clients.py: connections to the other brokers
         self.producer_ids = None  # coordinator/transaction/producer_ids.py, opened in start()
-        self._transaction_markers = None
+        self.services = None  # api/context.py: what every request handler gets, built before serving
         self.log_cleaner = None  # log/cleaner.py, set in start() unless log.cleaner.enable=false
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
         self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
         self.console = None  # server/console.py ConsoleEndpoint when eoslog.console.listen is set
-        # security/authorizer.py when authorizer.class.name is set; None: every request is allowed.
+        # security/authorizer.py: the ACL authorizer when authorizer.class.name is set, else AllowAll.
         from eoslog.security.authorizer import Authorizer
 
         self.authorizer = Authorizer.from_config(config)
@@ -166,14 +166,14 @@ class Broker:
             raise
         self._open_credentials(data_dir)
         self.registry.remove_orphan_logs()
-        if self.authorizer is not None:
-            # Before any request is served: a broker that cannot read its ACLs must not start open.
-            from eoslog.security.acl_format import AclFormatError
+        # Before any request is served: a broker that cannot read its ACLs must not start open.
+        from eoslog.security.acl_format import AclFormatError
 
-            try:
-                await self.authorizer.start(data_dir, self.cluster)
-            except AclFormatError as exc:
-                raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
+        try:
+            await self.authorizer.start(data_dir, self.cluster)
+        except AclFormatError as exc:
+            raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
+        self._build_services()
         for server in [self._server, *self._extra_servers]:
             await server.start_serving()
         self.started_at_ms = int(time.time() * 1000)
@@ -205,8 +205,7 @@ class Broker:
             server.close()
         for connection in list(self.dispatcher.connections):
             connection.close()
-        if self.authorizer is not None:
-            await self.authorizer.stop()
+        await self.authorizer.stop()
         if self._zk_broker_configs is not None:
             await self._zk_broker_configs.stop()
         if self.cluster is not None:
@@ -303,7 +302,7 @@ class Broker:
         from eoslog.coordinator.coordinators import Coordinators
 
         runtime = self.coordinator_runtime = CoordinatorRuntime(self.registry, replicas)
-        self.coordinators = Coordinators(runtime)
+        self.coordinators = Coordinators(runtime, self._transaction_markers_channel)
         runtime.register(CONSUMER_OFFSETS, self.config.offsets_topic_num_partitions, self._group_shard)
         runtime.register(TRANSACTION_STATE, self.config.transaction_state_log_num_partitions,
                          self._transaction_shard)
@@ -368,46 +367,40 @@ class Broker:
             abort_timed_out_transaction_cleanup_interval_ms=(
                 config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
             test_faults=config.test_faults,
-        ), self.producer_ids, self.transaction_markers, self.registry.exists)
+        ), self.producer_ids, self.coordinators.markers, self.registry.exists)
         shard.register(TransactionGroups(shard))
         shard.register(CheckBacks(shard))
         return shard
 
-    @property
-    def transaction_markers(self):
+    def _transaction_markers_channel(self):
         """coordinator/transaction/markers.py: the coordinator's markers and the WriteTxnMarkers API's."""
-        if self._transaction_markers is None:
-            from eoslog.coordinator.transaction.markers import TransactionMarkerChannel
+        from eoslog.coordinator.transaction.markers import TransactionMarkerChannel
 
-            self._transaction_markers = markers = TransactionMarkerChannel(
-                self.config.node_id, self.registry, self.replicas, self.broker_clients,
-                lambda: self.coordinator_runtime.ensure_topic(CONSUMER_OFFSETS))
+        markers = TransactionMarkerChannel(self.config.node_id, self.registry, self.replicas, self.broker_clients,
+                                           lambda: self.coordinator_runtime.ensure_topic(CONSUMER_OFFSETS))
 
-            def offsets_marker(partition: int, producer_id: int, committed: bool) -> None:
-                # A marker on a __consumer_offsets partition whose groups are not loaded yet is read
-                # with the rest of that partition's log when it loads.
-                groups = self.coordinator_runtime.built(CONSUMER_OFFSETS)
-                if groups is not None:
-                    groups.on_txn_marker(partition, producer_id, committed)
+        def offsets_marker(partition: int, producer_id: int, committed: bool) -> None:
+            # A marker on a __consumer_offsets partition whose groups are not loaded yet is read with the
+            # rest of that partition's log when it loads.
+            groups = self.coordinator_runtime.built(CONSUMER_OFFSETS)
+            if groups is not None:
+                groups.on_txn_marker(partition, producer_id, committed)
 
-            markers.offsets_marker_listeners.append(offsets_marker)
-        return self._transaction_markers
+        markers.offsets_marker_listeners.append(offsets_marker)
+        return markers
 
-    @property
-    def transaction_groups(self):
-        return self.coordinators.transaction_groups
+    def _build_services(self) -> None:
+        """The frozen services every request handler gets (api/context.py): built once, before serving."""
+        from eoslog.api.context import BrokerServices
+        from eoslog.server.broker_configs import BrokerConfigResource
 
-    @property
-    def check_backs(self):
-        return self.coordinators.check_backs
-
-    @property
-    def transaction_coordinator(self):
-        return self.coordinators.transactions
-
-    @property
-    def group_service(self):
-        return self.coordinators.groups
+        self.services = self.dispatcher.services = BrokerServices(
+            node_id=self.config.node_id, cluster_id=self.cluster_id, registry=self.registry,
+            replicas=self.replicas, metadata=self.metadata, coordinators=self.coordinators,
+            transaction_verification=self.transaction_verification, authorizer=self.authorizer,
+            credentials=self.credentials,
+            broker_configs=BrokerConfigResource(self.config, self.dynamic_configs, self.cluster_id),
+            primary_listener=self.listeners[0].name)
 
     async def _bind_listeners(self, start_serving: bool) -> None:
         """Binds every listener, the primary first; a port of 0 becomes the one the system picked. An
@@ -481,11 +474,6 @@ class Broker:
         if listener is self.listeners[0]:
             return self.config.advertised
         return listener.advertised(self.bound_ports.get(listener.name))
-
-    def advertised_for(self, connection) -> tuple[str, int]:
-        """The address a client is told on a single node: its listener's advertised one."""
-        listener = getattr(connection, "listener", None)
-        return self.advertised_address(listener if listener is not None else self.listeners[0])
 
     def listener_name_of(self, connection) -> str:
         """The listener a client came in on; a cluster answers with every broker's endpoint of that name."""

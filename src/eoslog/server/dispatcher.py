@@ -11,21 +11,18 @@ import asyncio
 import inspect
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoslog import api
-from eoslog.api.errors import AUTHORIZATION_ERRORS, CloseConnection
+from eoslog.api.context import BrokerServices, RequestContext
+from eoslog.api.errors import CloseConnection
 from eoslog.log.eager_future import mapped
 from eoslog.protocol import codec
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
 from eoslog.protocol.messages import Struct
-from eoslog.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from eoslog.cluster.registry import PartitionRegistry
-    from eoslog.server.broker import Broker
     from eoslog.server.network import KafkaConnection
     from eoslog.server.request_metrics import RequestMetrics
 
@@ -35,71 +32,10 @@ API_VERSIONS_KEY = 18
 SASL_KEYS = (17, 36)  # SaslHandshake, SaslAuthenticate
 
 
-@dataclass(slots=True)
-class RequestContext:
-    broker: Broker
-    connection: KafkaConnection
-    header: Any
-
-    @property
-    def registry(self) -> PartitionRegistry:
-        """Topics and partitions: what most handlers need (cluster/registry.py)."""
-        return self.broker.registry
-
-    @property
-    def api_version(self) -> int:
-        return self.header.api_version
-
-    @property
-    def client_id(self) -> str | None:
-        return self.header.client_id
-
-    # ---- authorization (security/, docs/security.md): everything is allowed when the broker has no
-    # authorizer, at the cost of one attribute check.
-    @property
-    def host(self) -> str:
-        """The client's address as ACLs name hosts (no port)."""
-        return self.connection.peer.rsplit(":", 1)[0]
-
-    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
-        authorizer = self.broker.authorizer
-        if authorizer is None:
-            return True
-        allowed = authorizer.authorize(self.connection.principal, self.host, operation, resource_type, name)
-        if not allowed:
-            log.debug("%s from %s may not %s %s %r", self.connection.principal, self.host, operation.name,
-                      resource_type.name, name)
-        return allowed
-
-    def require(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
-        """Raises the resource type's *_AUTHORIZATION_FAILED error unless allowed."""
-        if not self.authorize(operation, resource_type, name):
-            raise AUTHORIZATION_ERRORS[resource_type](f"{self.connection.principal} may not {operation.name} "
-                                                      f"{resource_type.name} {name}")
-
-    def authorized_names(self, operation: AclOperation, resource_type: ResourceType, names) -> set[str]:
-        """The names among ``names`` the principal may perform ``operation`` on."""
-        if self.broker.authorizer is None:
-            return set(names)
-        return {name for name in set(names) if self.authorize(operation, resource_type, name)}
-
-    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
-        """KIP-430's bit field of the operations allowed (every supported one without an authorizer)."""
-        authorizer = self.broker.authorizer
-        if authorizer is None:
-            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
-        return authorizer.core.authorized_operations(self.connection.principal, self.host, resource_type, name)
-
-    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        """Allowed on at least one resource of the type (idempotent produce's WRITE on any topic)."""
-        authorizer = self.broker.authorizer
-        return authorizer is None or authorizer.authorize_any(self.connection.principal, self.host, operation,
-                                                              resource_type)
-
-
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self) -> None:
+        # What every request's context carries (api/context.py), set once by the broker before it serves.
+        self.services: BrokerServices | None = None
         self.handlers = api.HANDLERS
         self.connections: set[KafkaConnection] = set()
         # server/request_metrics.py when the metrics endpoint is on (server/metrics.py); None costs the
@@ -145,7 +81,7 @@ class Dispatcher:
             )
             raise CloseConnection()
 
-        context = RequestContext(self.broker, connection, header)
+        context = RequestContext(self.services, connection, header)
         metrics = self.request_metrics
         started = time.perf_counter() if metrics is not None else 0.0
         try:

@@ -110,20 +110,20 @@ class MetricsEndpoint:
         partitions = list(registry.partitions.values())
         families += partition_families(partitions, now_ms, broker.config.transaction_max_timeout_ms,
                                        self._coordinator_knows(), self._being_checked())
-        if broker.group_service is not None:
+        if broker.coordinators is not None:
             from eoslog.coordinator.group.metrics import group_families
 
             def ends(topic: str, index: int) -> tuple[int, int] | None:
                 partition = registry.partitions.get((topic, index))
                 return None if partition is None else (partition.high_watermark, partition.last_stable_offset)
 
-            families += group_families(broker.group_service.core, ends)
-        if broker.transaction_coordinator is not None:
+            families += group_families(broker.coordinators.groups.core, ends)
+        if broker.coordinators is not None:
             from eoslog.coordinator.check_back.metrics import check_back_families
             from eoslog.coordinator.transaction.metrics import transaction_families
 
-            families += transaction_families(broker.transaction_coordinator, now_ms)
-            families += check_back_families(broker.check_backs)
+            families += transaction_families(broker.coordinators.transactions, now_ms)
+            families += check_back_families(broker.coordinators.check_backs)
         if broker.log_cleaner is not None:
             from eoslog.log.cleaner_metrics import cleaner_families
 
@@ -137,7 +137,7 @@ class MetricsEndpoint:
     def _coordinator_knows(self):
         """For hanging transactions: whether this broker's coordinator has a producer's transaction open
         over a partition; on a cluster a producer it does not know may belong to another coordinator."""
-        coordinator = self.broker.transaction_coordinator
+        coordinator = self.broker.coordinators.transactions if self.broker.coordinators is not None else None
         if coordinator is None:
             return lambda producer_id, topic, index: None
         from eoslog.coordinator.transaction.metrics import open_over
@@ -154,7 +154,7 @@ class MetricsEndpoint:
     def _being_checked(self):
         """For hanging transactions: producer ids whose check-back transaction this broker's coordinator is
         checking (another coordinator's are not known here)."""
-        coordinator = self.broker.transaction_coordinator
+        coordinator = self.broker.coordinators.transactions if self.broker.coordinators is not None else None
         if coordinator is None:
             return lambda producer_id: False
         from eoslog.coordinator.transaction.metrics import being_checked
