@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from eoslog.cluster.topics import InternalTopic
 from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership
 
 TOPIC, OTHER = "__consumer_offsets", "__transaction_state"
@@ -44,6 +45,10 @@ class Partitions:
         self.partitions: dict = {}
         self.infos: dict = {}
         self.topics = SimpleNamespace(get=self.infos.get)
+        self.specs: dict = {}
+
+    def register_internal_topic(self, spec) -> None:
+        self.specs[spec.name] = spec
 
     def ensure_internal_topic(self, name):
         self.infos[name] = SimpleNamespace(partitions=3)
@@ -90,8 +95,8 @@ def make(sole_broker: bool = False):
             return shards[topic]
         return build
 
-    runtime.register(TOPIC, 3, factory(TOPIC))
-    runtime.register(OTHER, 3, factory(OTHER))
+    runtime.register(InternalTopic(TOPIC, 3), factory(TOPIC))
+    runtime.register(InternalTopic(OTHER, 3), factory(OTHER))
     return runtime, leadership, partitions, log, shards
 
 

@@ -12,7 +12,7 @@ import pytest
 from eoslog.api._group_common import resolve
 from eoslog.cluster.registry import PartitionRegistry
 from eoslog.cluster.replica_manager import ReplicaManager, ReplicationConfig
-from eoslog.cluster.topics import CONSUMER_OFFSETS
+from eoslog.cluster.topics import CONSUMER_OFFSETS, InternalTopic
 from eoslog.coordinator.group import PartitionCommit
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.errors import Errors
@@ -67,7 +67,8 @@ class SoleBroker:
         self.runtime = CoordinatorRuntime(self.registry, replicas)
         group_config = GroupConfig(offsets_topic_num_partitions=NUM_PARTITIONS, initial_rebalance_delay_ms=0,
                                    **group_config)
-        self.runtime.register(CONSUMER_OFFSETS, NUM_PARTITIONS, lambda: GroupShard(self.runtime, group_config))
+        self.runtime.register(InternalTopic(CONSUMER_OFFSETS, NUM_PARTITIONS),
+                              lambda: GroupShard(self.runtime, group_config))
         self.registry.open_single_node(data_dir)
         self.held = self.registry.log_directory.group_commit = HeldGroupCommit()
         self.runtime.start()

@@ -1,4 +1,4 @@
-"""Helpers shared by the group API modules (JoinGroup ... OffsetDelete): the group service, the wire
+"""Helpers shared by the group API modules (JoinGroup ... OffsetDelete): the group coordinator, the wire
 code of a group error, the client host as Kafka reports it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from eoslog.coordinator.group.errors import Errors
 from eoslog.protocol.errors import ErrorCode
 
 
-def service(context: Any):
+def group_coordinator(context: Any):
     """The group coordinator (coordinator/group/shard.py), built on its first request."""
     return context.services.coordinators.groups
 

@@ -4,7 +4,7 @@ each with its current and target assignment. A classic group, or no group, answe
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, service
+from eoslog.api._group_common import code, group_coordinator
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ConsumerGroupDescribeResponse
 from eoslog.security.acl import AclOperation, ResourceType
@@ -27,7 +27,7 @@ def _assignment(partitions, ids) -> Assignment:
 
 
 def handle(context, request):
-    coordinator = service(context).core
+    coordinator = group_coordinator(context).core
     ids = {info.name: info.topic_id for info in context.services.registry.topics.topics.values()}
     groups = []
     for group_id in request.group_ids:

@@ -9,7 +9,7 @@ and left out of what its regex matches (Kafka 4.x, KAFKA-18813)."""
 
 from __future__ import annotations
 
-from eoslog.api._group_common import client_host, code, resolve, service
+from eoslog.api._group_common import client_host, code, group_coordinator, resolve
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ConsumerGroupHeartbeatResponse
@@ -75,7 +75,7 @@ def handle(context, request):
         subscribed_topic_regex=request.subscribed_topic_regex if version >= 1 else None,
         server_assignor=request.server_assignor, owned=owned, client_id=context.client_id or "",
         client_host=client_host(context), may_describe=may_describe)
-    answer = service(context).call("consumer_group_heartbeat", request.group_id, heartbeat,
+    answer = group_coordinator(context).call("consumer_group_heartbeat", request.group_id, heartbeat,
                                    topics={info.name: info.partitions for info in infos})
     ids = {info.name: info.topic_id for info in infos}
     return _respond(answer, ids)

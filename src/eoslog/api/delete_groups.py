@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, resolve, service
+from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DeleteGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
@@ -19,7 +19,7 @@ def handle(context, request):
     refused = [Result(group_id=g, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
                for g in request.groups_names if g not in allowed]
     wanted = [g for g in request.groups_names if g in allowed]
-    return _respond(service(context).call("delete_groups", wanted) if wanted else None, refused)
+    return _respond(group_coordinator(context).call("delete_groups", wanted) if wanted else None, refused)
 
 
 async def _respond(answer, refused):

@@ -3,7 +3,7 @@ Stable). Before v6 an unknown group is described as Dead; v6 answers GROUP_ID_NO
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, service
+from eoslog.api._group_common import code, group_coordinator
 from eoslog.coordinator.group.errors import Errors
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeGroupsResponse
@@ -19,7 +19,7 @@ UNKNOWN_OPERATIONS = -(2**31)
 
 
 def handle(context, request):
-    coordinator = service(context).core
+    coordinator = group_coordinator(context).core
     groups = []
     for group_id in request.groups:
         if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):

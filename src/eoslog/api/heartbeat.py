@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, service
+from eoslog.api._group_common import code, group_coordinator
 from eoslog.protocol.messages import HeartbeatResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -13,7 +13,7 @@ MAX_VERSION = 4
 
 def handle(context, request):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
-    resp = service(context).call(
+    resp = group_coordinator(context).call(
         "heartbeat", request.group_id, request.member_id, request.generation_id,
         group_instance_id=request.group_instance_id if context.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=code(resp.error))

@@ -5,7 +5,7 @@ protocol type in the answer, v9 ``skip_assignment`` for a static leader that rej
 
 from __future__ import annotations
 
-from eoslog.api._group_common import client_host, code, resolve, service
+from eoslog.api._group_common import client_host, code, group_coordinator, resolve
 from eoslog.protocol.messages import JoinGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -19,7 +19,7 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 def handle(context, request):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
-    answer = service(context).call(
+    answer = group_coordinator(context).call(
         "join_group", request.group_id, request.member_id,
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
@@ -28,7 +28,7 @@ def handle(context, request):
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=context.client_id or "", client_host=client_host(context),
         require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
-        topics=_topics(context) if request.group_id in service(context).core.consumer.groups else None)
+        topics=_topics(context) if request.group_id in group_coordinator(context).core.consumer.groups else None)
     return _respond(context, answer)
 
 

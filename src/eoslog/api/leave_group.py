@@ -3,7 +3,7 @@ v0-2 name one member and report its outcome as the top-level error; v3+ batch me
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, resolve, service
+from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.messages import LeaveGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -20,7 +20,7 @@ def handle(context, request):
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    return _respond(context, service(context).call("leave_group", request.group_id, members))
+    return _respond(context, group_coordinator(context).call("leave_group", request.group_id, members))
 
 
 async def _respond(context, answer):

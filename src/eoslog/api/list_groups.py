@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from eoslog.api._group_common import service
+from eoslog.api._group_common import group_coordinator
 from eoslog.protocol.messages import ListGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -16,7 +16,7 @@ ListedGroup = ListGroupsResponse.ListedGroup
 
 def handle(context, request):
     version = context.api_version
-    listings = service(context).core.list_groups(
+    listings = group_coordinator(context).core.list_groups(
         states=request.states_filter if version >= 4 else None,
         types=request.types_filter if version >= 5 else None)
     if not context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):

@@ -7,7 +7,7 @@ topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
 
 from __future__ import annotations
 
-from eoslog.api._group_common import commit_response, respond_to_commit, service
+from eoslog.api._group_common import commit_response, group_coordinator, respond_to_commit
 from eoslog.coordinator.group import PartitionCommit
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetCommitResponse
@@ -47,7 +47,7 @@ def handle(context, request):
                                   lambda p: p.committed_leader_epoch if version >= 6 else -1, readable)
     answer = None
     if commits:
-        answer = service(context).call(
+        answer = group_coordinator(context).call(
             "commit_offsets", request.group_id, commits, member_id=request.member_id,
             generation_id=request.generation_id_or_member_epoch,
             group_instance_id=request.group_instance_id if version >= 7 else None,

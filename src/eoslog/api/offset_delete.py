@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, resolve, service
+from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetDeleteResponse
 from eoslog.security.acl import AclOperation, ResourceType
@@ -21,7 +21,7 @@ def handle(context, request):
     wanted = [(t.name, p.partition_index) for t in request.topics if t.name in readable for p in t.partitions]
     refused = {(t.name, p.partition_index): int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                for t in request.topics if t.name not in readable for p in t.partitions}
-    return _respond(request, service(context).call("delete_offsets", request.group_id, wanted), refused)
+    return _respond(request, group_coordinator(context).call("delete_offsets", request.group_id, wanted), refused)
 
 
 async def _respond(request, answer, refused):

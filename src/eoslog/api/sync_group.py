@@ -3,7 +3,7 @@ durable in ``__consumer_offsets``. v3+ static members, v5 protocol type/name che
 
 from __future__ import annotations
 
-from eoslog.api._group_common import code, resolve, service
+from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.messages import SyncGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -15,7 +15,7 @@ MAX_VERSION = 5
 def handle(context, request):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
-    answer = service(context).call(
+    answer = group_coordinator(context).call(
         "sync_group", request.group_id, request.member_id, request.generation_id,
         [(a.member_id, bytes(a.assignment)) for a in request.assignments],
         group_instance_id=request.group_instance_id if version >= 3 else None,

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import inspect
 
-from eoslog.api._group_common import commit_response, respond_to_commit, service
+from eoslog.api._group_common import commit_response, group_coordinator, respond_to_commit
 from eoslog.api.offset_commit import split_known
 from eoslog.cluster.topics import CONSUMER_OFFSETS
+from eoslog.coordinator.runtime import Ownership
+from eoslog.protocol.errors import CoordinatorLoadInProgressError
 from eoslog.protocol.messages import TxnOffsetCommitResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
@@ -25,16 +27,18 @@ MAX_VERSION = 3
 def handle(context, request):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
-    group_service = service(context)
-    txn = context.services.coordinators.transactions
-    if txn is not None and not txn.owns(request.transactional_id):
+    coordinators = context.services.coordinators
+    ownership = coordinators.transaction_ownership(request.transactional_id)
+    if ownership is Ownership.NOT_COORDINATOR:
         return _verify_remotely_then_commit(context, request)
-    if txn is not None:
-        # Raises (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...) unless AddOffsetsToTxn put the group's
-        # partition into this producer's ongoing transaction; error_response answers every partition.
-        txn.verify_partition_in_transaction(
-            request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
-            group_service.core.partition_for(request.group_id))
+    if ownership is Ownership.LOAD_IN_PROGRESS:
+        raise CoordinatorLoadInProgressError(f"the transaction coordinator of {request.transactional_id!r} "
+                                             "is loading here")
+    # Raises (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...) unless AddOffsetsToTxn put the group's
+    # partition into this producer's ongoing transaction; error_response answers every partition.
+    coordinators.transactions.verify_partition_in_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
+        group_coordinator(context).core.partition_for(request.group_id))
     return _commit(context, request)
 
 
@@ -42,20 +46,20 @@ async def _verify_remotely_then_commit(context, request):
     """Cluster mode, the transaction coordinated by another broker: the same check, asked over the wire."""
     await context.services.transaction_verification.verify_one_remotely(
         request.transactional_id, request.producer_id, request.producer_epoch, CONSUMER_OFFSETS,
-        service(context).core.partition_for(request.group_id))
+        group_coordinator(context).core.partition_for(request.group_id))
     result = _commit(context, request)
     return await result if inspect.isawaitable(result) else result
 
 
 def _commit(context, request):
     version = context.api_version
-    group_service = service(context)
+    groups = group_coordinator(context)
     readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
     commits, errors = split_known(context.services, request.topics,
                                   lambda p: p.committed_leader_epoch if version >= 2 else -1, readable)
     answer = None
     if commits:
-        answer = group_service.call(
+        answer = groups.call(
             "txn_commit_offsets", request.group_id, request.producer_id, request.producer_epoch, commits,
             member_id=request.member_id if version >= 3 else "",
             generation_id=request.generation_id if version >= 3 else -1,

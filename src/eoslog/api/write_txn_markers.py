@@ -1,8 +1,9 @@
 """WriteTxnMarkers (key 27), v1: write COMMIT/ABORT markers on this broker's partitions.
 
-The coordinator writes its own markers in-process; this API serves admin tools, e.g. aborting a hanging
-transaction (KIP-664: `eoslog transactions abort`), with the producer id, epoch and coordinator epoch
-that DescribeProducers reports."""
+A transaction coordinator writes its markers in-process where it leads the partition, and sends them
+here where another broker leads it (coordinator/transaction/markers.py). Admin tools use it too, e.g. to
+abort a hanging transaction (KIP-664: `eoslog transactions abort`) with the producer id, epoch and
+coordinator epoch that DescribeProducers reports."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""One topic partition on this (single) node: the leader's view of its log.
+"""One local replica of a topic partition: its log, high watermark and last stable offset, and its role
+(leader from birth on a sole broker; leader or follower on a cluster, as the replica manager decides).
 
 Contract
 - Owns its :class:`eoslog.log.Log`; only the broker's event-loop thread calls it (fsyncs run in a worker

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 from eoslog.cluster.partition import Partition
 from eoslog.cluster.topic_configs import INTERNAL_TOPIC_CONFIGS, check_names
 from eoslog.cluster.topics import (
-    CONSUMER_OFFSETS,
-    TRANSACTION_STATE,
+    InternalTopic,
     TopicInfo,
     TopicRegistry,
     validate_topic_name,
@@ -67,6 +66,8 @@ class PartitionRegistry:
         self.log_directory: LogDirectory | None = None
         self.cluster: ClusterService | None = None
         # Called with every partition opened (a sole broker's replica manager makes it leader).
+        # Internal topics by name (cluster/topics.py InternalTopic), created on first use.
+        self.internal_topics: dict[str, InternalTopic] = {}
         self.partition_listeners: list[Callable[[Partition], None]] = []
         self._creating: set[str] = set()
         # Single node: CreateTopics, DeleteTopics and CreatePartitions one at a time (each awaits a worker
@@ -249,37 +250,34 @@ class PartitionRegistry:
             self.log_directory.adopt(partition_log)
             self._opened(self._partition(info.name, index, partition_log))
 
+    def register_internal_topic(self, spec: InternalTopic) -> None:
+        """An internal topic a coordinator keeps its state in (the coordinator runtime registers its own)."""
+        self.internal_topics[spec.name] = spec
+
     def ensure_internal_topic(self, name: str) -> TopicInfo:
         info = self.topics.get(name)
         if info is not None:
             return info
-        count = (self.config.offsets_topic_num_partitions if name == CONSUMER_OFFSETS
-                 else self.config.transaction_state_log_num_partitions)
-        assert name in (CONSUMER_OFFSETS, TRANSACTION_STATE)
+        spec = self.internal_topics[name]
         if self.cluster is not None:
             self.request_internal_topic(name)
             raise CoordinatorNotAvailableError(f"{name} is being created")
-        return self.create_topic(name, count)
+        return self.create_topic(name, spec.partitions)
 
     def request_internal_topic(self, name: str) -> None:
         """Cluster mode: creates an internal topic in the background (Kafka's replication factor rule: as
-        many live brokers as offsets.topic.replication.factor / transaction.state.log.replication.factor,
-        or the topic waits)."""
+        many live brokers as its replication factor, e.g. offsets.topic.replication.factor, or the topic
+        waits)."""
         if name in self._creating:
             return
-        if name == CONSUMER_OFFSETS:
-            count, factor = self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor
-            configs = dict(INTERNAL_TOPIC_CONFIGS)
-        else:
-            count = self.config.transaction_state_log_num_partitions
-            factor = self.config.transaction_state_log_replication_factor
-            configs = {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(self.config.transaction_state_log_min_isr)}
+        spec = self.internal_topics[name]
         live = len(self.cluster.view.brokers)
-        if live < factor:
+        if live < spec.replication_factor:
             log.warning("cannot create %s yet: replication factor %d needs %d live brokers, %d are registered",
-                        name, factor, factor, live)
+                        name, spec.replication_factor, spec.replication_factor, live)
             return
-        self._create_in_background(name, count, factor, configs)
+        self._create_in_background(name, spec.partitions, spec.replication_factor,
+                                   {**INTERNAL_TOPIC_CONFIGS, **spec.configs})
 
     @property
     def auto_creates_topics(self) -> bool:
@@ -441,8 +439,8 @@ class PartitionRegistry:
     def min_insync_replicas(self, topic: str) -> int:
         info = self.topics.get(topic)
         value = info.configs.get("min.insync.replicas") if info is not None else None
-        if value is None and topic == TRANSACTION_STATE:
-            return self.config.transaction_state_log_min_isr
+        if value is None and topic in self.internal_topics:
+            value = self.internal_topics[topic].configs.get("min.insync.replicas")
         return int(value) if value is not None else self.config.min_insync_replicas
 
     async def expire_producers(self, interval_ms: int, producer_id_expiration_ms: int) -> None:

@@ -435,7 +435,8 @@ class ReplicaManager:
         return (partition.topic, partition.index) in self.leaders
 
     def check_follower(self, replica_id: int) -> None:
-        """A replica's Fetch or OffsetForLeaderEpoch is possible only on a broker with followers."""
+        """A replica's Fetch is possible only on a broker with followers (a sole broker still answers a
+        replica's OffsetForLeaderEpoch, as it always did: from its log end)."""
         if self.sole_broker:
             raise NotLeaderOrFollowerError("this single-node broker has no followers")
 

@@ -43,6 +43,18 @@ def validate_topic_name(name: str | None) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class InternalTopic:
+    """An internal topic a coordinator keeps its state in (its name among INTERNAL_TOPICS), created on
+    first use: how many partitions, how many replicas on a cluster, and the configs it gets there on top
+    of the compaction every internal topic has (cluster/topic_configs.py)."""
+
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class TopicInfo:
     name: str

@@ -46,6 +46,7 @@ from eoslog.protocol.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition, PartitionAppend
+    from eoslog.cluster.topics import InternalTopic
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ class Partitions(Protocol):
 
     partitions: dict[tuple[str, int], Partition]
     topics: Any
+
+    def register_internal_topic(self, spec: InternalTopic) -> None: ...
 
     def ensure_internal_topic(self, name: str) -> Any: ...
 
@@ -163,10 +166,12 @@ class CoordinatorRuntime:
 
     # ---- registration and lifecycle -----------------------------------------------------------------
 
-    def register(self, topic: str, default_partitions: int, factory: Callable[[], Any]) -> None:
-        """A coordinator over ``topic`` (``default_partitions`` until the topic exists); ``factory()``
-        builds its shard on first need."""
-        self._registrations[topic] = _Registration(topic, default_partitions, factory)
+    def register(self, internal_topic: InternalTopic, factory: Callable[[], Any]) -> None:
+        """A coordinator keeping its state in ``internal_topic`` (created on first use; its configured
+        partition count holds until it exists); ``factory()`` builds its shard on first need."""
+        topic = internal_topic.name
+        self._partitions.register_internal_topic(internal_topic)
+        self._registrations[topic] = _Registration(topic, internal_topic.partitions, factory)
         self._leadership.add_leadership_listener(
             topic, lambda index: self._became_leader(topic, index), lambda index: self._resigned(topic, index))
 
@@ -179,7 +184,8 @@ class CoordinatorRuntime:
         return registration.shard
 
     def built(self, topic: str) -> Any:
-        """The shard of ``topic`` if it was built, else None (metrics and shutdown never build one)."""
+        """The shard of ``topic`` if it was built, else None (whoever only has news for a coordinator that
+        exists: a marker for the group coordinator's cache)."""
         return self._registrations[topic].shard
 
     def start(self) -> None:
@@ -409,7 +415,11 @@ class CoordinatorRuntime:
         shard = registration.shard
         if shard is None or self._loop is None or self._stopping or registration.timed_work is not None:
             return
-        if asyncio._get_running_loop() is not self._loop:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self._loop:
             # A shard built from another thread (a test reaching into an embedded broker): arm it on the loop.
             self._loop.call_soon_threadsafe(self.schedule, topic)
             return

@@ -238,7 +238,7 @@ class Log:
     def append_as_is(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
     ) -> AppendInfo:
-        """Appends batches that already carry their offsets (markers, cleaner output, replication).
+        """Appends batches that already carry their offsets (a follower's, fetched from its leader).
 
         Offsets must start at or after log_end_offset and increase; gaps are allowed.
         """

@@ -3,7 +3,7 @@
 Both coordinators use it: ``__consumer_offsets`` is partitioned by group id and ``__transaction_state``
 by transactional id, with ``Utils.abs(key.hashCode()) % partitions``, where hashCode is Java's String hash.
 
-It is part of what brokers and clients agree on, so it sits in protocol/ (pure, no I/O, the lowest layer)
+It is part of what brokers and clients agree on, so it sits in protocol/ (pure, no I/O, below every room that needs it)
 rather than in coordinator/: the Spark sink computes it too, to give its transactional ids the
 ``__transaction_state`` partition of their transaction group (spark/task_writer.py), and so do the
 verifier and the tests, which find a key's coordinator with it.

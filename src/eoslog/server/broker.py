@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 from eoslog.cluster.registry import PartitionRegistry
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, InternalTopic
 from eoslog.log.checkpoint import write_atomically
 from eoslog.log.config import LogConfig
 from eoslog.log.data_dir_format import check_or_record
@@ -303,8 +303,12 @@ class Broker:
 
         runtime = self.coordinator_runtime = CoordinatorRuntime(self.registry, replicas)
         self.coordinators = Coordinators(runtime, self._transaction_markers_channel)
-        runtime.register(CONSUMER_OFFSETS, self.config.offsets_topic_num_partitions, self._group_shard)
-        runtime.register(TRANSACTION_STATE, self.config.transaction_state_log_num_partitions,
+        config = self.config
+        runtime.register(InternalTopic(CONSUMER_OFFSETS, config.offsets_topic_num_partitions,
+                                       config.offsets_topic_replication_factor), self._group_shard)
+        runtime.register(InternalTopic(TRANSACTION_STATE, config.transaction_state_log_num_partitions,
+                                       config.transaction_state_log_replication_factor,
+                                       {"min.insync.replicas": str(config.transaction_state_log_min_isr)}),
                          self._transaction_shard)
 
         def coordinator_of(transactional_id: str) -> int | None:

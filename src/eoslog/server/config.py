@@ -54,7 +54,7 @@ TEST_FAULT_PROPERTIES = {
 # Test-only crash points, read from config.test_faults by their owner (same guard as above).
 TEST_CRASH_PROPERTIES = frozenset({
     # SIGKILL right after a transaction group's commit point is durable, before any member moves
-    # (coordinator/transaction/groups.py; tests/transactions/test_transaction_groups.py)
+    # (coordinator/transaction_groups/extension.py; tests/transactions/test_transaction_groups.py)
     "eoslog.test.crash.after.group.commit.record",
     # a broker that becomes leader of a __transaction_state partition serves it without loading it:
     # the transactions the previous coordinator left are forgotten (coordinator/transaction/shard.py;

@@ -1,7 +1,6 @@
 """A ``__consumer_offsets`` partition led elsewhere now (cluster mode): unloading it answers every call
 still waiting in its groups NOT_COORDINATOR, once, so clients move to the new coordinator at once."""
 
-from eoslog.coordinator.group.coordinator import GroupCoordinator
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.state import GroupState
 

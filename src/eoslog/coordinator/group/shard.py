@@ -9,9 +9,10 @@ Contract
   order returned) and reported back with ``complete_write`` only when the partition's high watermark
   has passed it, i.e. after the group-commit fsync; the runtime reports a partition's writes in append
   order, because the core applies them in that order.
-- The transaction coordinator calls :meth:`on_txn_marker` once a COMMIT/ABORT marker on a
-  ``__consumer_offsets`` partition is durable; the producer's pending offsets there are then published
-  or dropped. A marker on a partition not loaded yet is read with the rest of its log when it loads.
+- The transaction marker channel (coordinator/transaction/markers.py, wired by server/broker.py) calls
+  :meth:`on_txn_marker` once a COMMIT/ABORT marker on a ``__consumer_offsets`` partition is durable;
+  the producer's pending offsets there are then published or dropped. A marker on a partition not
+  loaded yet is read with the rest of its log when it loads.
 - API handlers call :meth:`call`; it returns the response, or an awaitable of it when the core answers
   later (a JoinGroup waiting for the barrier, a commit waiting for its fsync).
 """
