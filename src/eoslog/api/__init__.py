@@ -1,4 +1,5 @@
-"""One module per Kafka API, plus errors.py (the one place where exceptions become wire error codes).
+"""One module per Kafka API, plus context.py (what every handler is given) and errors.py (the handlers'
+shared refusals); which wire error code an exception becomes is protocol/error_mapping.py's one table.
 Each handler module defines API_KEY, MIN_VERSION, MAX_VERSION and ``handle(context, request)`` returning a response object, an awaitable of one, or None (no response);
 optionally ``error_response(context, request, error_code)`` for whole-request failures.
 

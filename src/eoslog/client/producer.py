@@ -1,6 +1,6 @@
 """eoslog's own producer, spoken straight in the Kafka protocol: the Spark sink's native writer
 (spark/native_producer.py feeds it whole Arrow batches; docs/spark.md, "The native writer") and the
-check-back client (eoslog/checkback.py) are built on it.
+check-back client (client/checkback.py) are built on it.
 
 What it does, in the order a Java transactional producer does it:
 
