@@ -87,6 +87,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--messages", type=int, default=50_000, help="records per produce workload")
     parser.add_argument("--commits", type=int, default=2_000, help="OffsetCommits in the group workload")
+    parser.add_argument("--only", default=None, metavar="NAME,...",
+                        help="print only these workloads (all still run: each round's broker sees the same work)")
     args = parser.parse_args()
     import eoslog
 
@@ -102,7 +104,10 @@ def main() -> None:
             print(f"round {r + 1} {name:8s} " + "  ".join(f"{k} {v:,.0f}" for k, v in results[name][-1].items()),
                   flush=True)
     print(f"\n{'workload':16s} {'this (median)':>14s} {'baseline':>14s} {'ratio':>7s}   per-round ratios")
+    wanted = None if args.only is None else set(args.only.split(","))
     for workload in results["this"][0]:
+        if wanted is not None and workload not in wanted:
+            continue
         now = [r[workload] for r in results["this"]]
         before = [r[workload] for r in results["baseline"]]
         ratios = sorted(a / b for a, b in zip(now, before))

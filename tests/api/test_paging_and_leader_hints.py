@@ -93,7 +93,7 @@ def test_add_to_produce_cancelled_before_the_handler_starts_closes_the_handlers_
 
     async def scenario():
         coroutine = answer_later()
-        context = SimpleNamespace(api_version=PRODUCE_MIN_VERSION, broker=SimpleNamespace(cluster=object()))
+        context = SimpleNamespace(api_version=PRODUCE_MIN_VERSION)
         task = asyncio.ensure_future(add_to_produce(context, coroutine))  # what the dispatcher does with it
         task.cancel()
         await asyncio.sleep(0)

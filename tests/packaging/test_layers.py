@@ -102,3 +102,18 @@ def test_extensions_use_no_private_member_of_the_coordinator():
                         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                     reaching.append(f"{path.relative_to(SOURCE)}:{node.lineno}: .{node.attr}")
     assert not reaching, "private members used by an extension:\n" + "\n".join(reaching)
+
+
+def test_every_handler_is_annotated():
+    """Each API module's ``handle`` (and ``error_response``) says what it is given: the typed context of
+    api/context.py and its API's request message."""
+    bare = []
+    for path in sorted((SOURCE / "api").glob("*.py")):
+        if path.name.startswith("_") or path.stem in ("context", "errors"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("handle", "error_response"):
+                context, request = node.args.args[:2]
+                if getattr(context.annotation, "id", None) != "RequestContext" or request.annotation is None:
+                    bare.append(f"api/{path.name}: {node.name}")
+    assert not bare, "handlers without their context and request types:\n" + "\n".join(bare)

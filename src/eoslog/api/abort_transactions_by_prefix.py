@@ -4,11 +4,17 @@ except those a group commit holds (docs/spark.md, "Broker extension: transaction
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.coordinator.transaction.decisions import TxnError
 from eoslog.coordinator.transaction_groups.decisions import validate_abort_prefix
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AbortTransactionsByPrefixResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import AbortTransactionsByPrefixRequest
 
 API_KEY = 0x7E02
 MIN_VERSION = 0
@@ -23,10 +29,10 @@ async def _handle(context, request):
     return AbortTransactionsByPrefixResponse(throttle_time_ms=0, error_code=0, aborted=aborted)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: AbortTransactionsByPrefixRequest):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.prefix)  # as a transaction group's
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: AbortTransactionsByPrefixRequest, code: ErrorCode):
     return AbortTransactionsByPrefixResponse(throttle_time_ms=0, error_code=int(code), aborted=[])

@@ -9,10 +9,16 @@ CLUSTER_ACTION, as in Kafka; v5 only allows the TRANSACTION_ABORTABLE error, nev
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.coordinator.transaction.metadata import TopicPartition
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AddPartitionsToTxnResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import AddPartitionsToTxnRequest
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -65,7 +71,7 @@ async def _handle_brokers(context, request):
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: AddPartitionsToTxnRequest):
     if context.api_version >= BROKER_VERSIONS_SINCE:
         context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)  # brokers' own traffic
         return _handle_brokers(context, request)
@@ -79,7 +85,7 @@ def handle(context, request):
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: AddPartitionsToTxnRequest, code: ErrorCode):
     if context.api_version >= BROKER_VERSIONS_SINCE:
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=int(code), results_by_transaction=[])
     return _response({tp: code for tp in _requested(request)})

@@ -4,11 +4,17 @@ out returns to its default, as in Kafka); a broker resource is refused as Increm
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api.incremental_alter_configs import alter_each
 from eoslog.cluster.topic_configs import check_names
 from eoslog.protocol.errors import InvalidRequestError
 from eoslog.protocol.messages import AlterConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import AlterConfigsRequest
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -53,5 +59,5 @@ async def _alter(context, request):
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: AlterConfigsRequest):
     return _alter(context, request)

@@ -6,9 +6,16 @@ replicas catch up as followers, and the controller finishes the move once they a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import AlterPartitionReassignmentsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import AlterPartitionReassignmentsRequest
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -35,13 +42,13 @@ async def _alter(context, request):
                                                error_code=0, error_message=None, responses=responses)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: AlterPartitionReassignmentsRequest):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)
     context.registry.admin.check_reassignments()  # a single node: INVALID_REPLICA_ASSIGNMENT for the whole request
     return _alter(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: AlterPartitionReassignmentsRequest, code: ErrorCode):
     return AlterPartitionReassignmentsResponse(
         throttle_time_ms=0, allow_replication_factor_change=True, error_code=int(code), error_message=None,
         responses=[TopicResponse(name=t.name, partitions=[

@@ -13,12 +13,17 @@ still apply. Needs ALTER on the cluster when an authorizer is configured.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import AlterUserScramCredentialsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.security.credentials import check_user
 from eoslog.security.scram import MECHANISM_BY_TYPE, CredentialError, ScramCredential
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import AlterUserScramCredentialsRequest
 
 API_KEY = 51
 MIN_VERSION = 0
@@ -33,7 +38,7 @@ class _Refused(Exception):
         self.code = code
 
 
-async def handle(context, request):
+async def handle(context: RequestContext, request: AlterUserScramCredentialsRequest):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)  # every user gets CLUSTER_AUTHORIZATION_FAILED
     store = context.services.credentials
     changes = [("delete", d) for d in request.deletions] + [("upsert", u) for u in request.upsertions]
@@ -79,7 +84,7 @@ def _prepare(kind, change, counts, store):
     return kind, mechanism, credential
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: AlterUserScramCredentialsRequest, code: ErrorCode):
     names = dict.fromkeys(c.name for c in [*request.deletions, *request.upsertions])
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0, results=[Result(user=name, error_code=int(code), error_message=code.name) for name in names])

@@ -5,8 +5,15 @@ once the markers are written when the answer decided it (at most 5 s, as EndTxn)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import AnswerCheckBackResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import AnswerCheckBackRequest
 
 API_KEY = 0x7E12
 MIN_VERSION = 0
@@ -20,10 +27,10 @@ async def _handle(context, request):
     return AnswerCheckBackResponse(throttle_time_ms=0, error_code=int(code))
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: AnswerCheckBackRequest):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: AnswerCheckBackRequest, code: ErrorCode):
     return AnswerCheckBackResponse(throttle_time_ms=0, error_code=int(code))

@@ -12,9 +12,14 @@ client is answered without features, which leaves it where it is anyway: on tran
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from eoslog import api
 from eoslog.protocol.messages import ApiVersionsResponse
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import ApiVersionsRequest
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -33,7 +38,7 @@ FINALIZED_FEATURES_EPOCH = 1
 _RDKAFKA_VERSION = re.compile(r"(?:.*rdkafka-)?(\d+)\.(\d+)")
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ApiVersionsRequest):
     response = ApiVersionsResponse(
         error_code=0,
         api_keys=[

@@ -4,8 +4,15 @@ check-back transaction, resolved by the named producer group if its timeout pass
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import BeginCheckBackResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import BeginCheckBackRequest
 
 API_KEY = 0x7E10
 MIN_VERSION = 0
@@ -18,10 +25,10 @@ async def _handle(context, request):
     return BeginCheckBackResponse(throttle_time_ms=0, error_code=int(code))
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: BeginCheckBackRequest):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: BeginCheckBackRequest, code: ErrorCode):
     return BeginCheckBackResponse(throttle_time_ms=0, error_code=int(code))

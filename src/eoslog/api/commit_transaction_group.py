@@ -4,8 +4,15 @@ transaction groups"). The answer comes once every member's markers are written."
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import CommitTransactionGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import CommitTransactionGroupRequest
 
 API_KEY = 0x7E00
 MIN_VERSION = 0
@@ -26,7 +33,7 @@ async def _handle(context, request):
         aborted_by_prefix=result.aborted_by_prefix)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: CommitTransactionGroupRequest):
     # The group is named like a transactional id and lives on its coordinator; each member's id is written
     # to; an abort prefix needs WRITE on the prefix itself (a PREFIXED ACL covering it grants that).
     for name in [request.group_name, *(m.transactional_id for m in request.transactions),
@@ -35,7 +42,7 @@ def handle(context, request):
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: CommitTransactionGroupRequest, code: ErrorCode):
     return CommitTransactionGroupResponse(
         throttle_time_ms=0, error_code=int(code), already_committed=False, last_committed_sequence=-1,
         transactions=[MemberResult(transactional_id=m.transactional_id, error_code=int(code))

@@ -4,10 +4,16 @@ each with its current and target assignment. A classic group, or no group, answe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ConsumerGroupDescribeResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import ConsumerGroupDescribeRequest
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -26,7 +32,7 @@ def _assignment(partitions, ids) -> Assignment:
         for topic, ps in sorted(partitions.items()) if topic in ids])
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ConsumerGroupDescribeRequest):
     coordinator = group_coordinator(context).core
     ids = {info.name: info.topic_id for info in context.services.registry.topics.topics.values()}
     groups = []
@@ -66,6 +72,6 @@ def _refused(group_id, error_code: int, message: str | None = None):
                           authorized_operations=UNKNOWN_OPERATIONS)
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: ConsumerGroupDescribeRequest, error_code: ErrorCode):
     return ConsumerGroupDescribeResponse(throttle_time_ms=0,
                                          groups=[_refused(g, int(error_code)) for g in request.group_ids])

@@ -9,11 +9,17 @@ and left out of what its regex matches (Kafka 4.x, KAFKA-18813)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import client_host, code, group_coordinator, resolve
 from eoslog.coordinator.group.consumer_group import ConsumerHeartbeat
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ConsumerGroupHeartbeatResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import ConsumerGroupHeartbeatRequest
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -39,7 +45,7 @@ def _invalid(request) -> str | None:
     return None
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ConsumerGroupHeartbeatRequest):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
     problem = _invalid(request)
@@ -98,7 +104,7 @@ async def _respond(answer, ids):
         assignment=assignment)
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: ConsumerGroupHeartbeatRequest, error_code: ErrorCode):
     return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(error_code), error_message=None,
                                           member_id=request.member_id or None, member_epoch=-1,
                                           heartbeat_interval_ms=0, assignment=None)

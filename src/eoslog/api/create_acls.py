@@ -5,9 +5,15 @@ stored. Without an authorizer there is nowhere to keep ACLs: SECURITY_DISABLED, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode, SecurityDisabledError
 from eoslog.protocol.messages import CreateAclsResponse
 from eoslog.security.acl import AclBinding, AclOperation, InvalidAclError, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import CreateAclsRequest
 
 API_KEY = 30
 MIN_VERSION = 1
@@ -16,7 +22,7 @@ MAX_VERSION = 3
 Result = CreateAclsResponse.AclCreationResult
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: CreateAclsRequest):
     authorizer = context.services.authorizer
     if not authorizer.keeps_acls:  # no authorizer.class.name: nowhere to keep them
         raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")
@@ -41,6 +47,6 @@ async def _create(authorizer, outcomes):
         else Result(error_code=o[0], error_message=o[1]) for o in outcomes])
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: CreateAclsRequest, code: ErrorCode):
     return CreateAclsResponse(throttle_time_ms=0, results=[
         Result(error_code=int(code), error_message=None) for _ in request.creations])

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import CreatePartitionsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import CreatePartitionsRequest
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -28,5 +34,5 @@ async def _grow(context, request):
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: CreatePartitionsRequest):
     return _grow(context, request)

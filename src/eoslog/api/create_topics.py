@@ -4,11 +4,16 @@ live in cluster/admin.py (a single node takes replication factor -1 or 1 only)."
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from eoslog.cluster.topic_configs import describe_topic_configs
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import CreateTopicsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import CreateTopicsRequest
 
 ZERO_UUID = uuid.UUID(int=0)
 API_KEY = 19
@@ -46,5 +51,5 @@ async def _create(context, request):
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: CreateTopicsRequest):
     return _create(context, request)

@@ -3,9 +3,15 @@ ALTER on the cluster."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode, SecurityDisabledError
 from eoslog.protocol.messages import DeleteAclsResponse
 from eoslog.security.acl import AclBindingFilter, AclOperation, InvalidAclError, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DeleteAclsRequest
 
 API_KEY = 31
 MIN_VERSION = 1
@@ -15,7 +21,7 @@ FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 Matching = DeleteAclsResponse.DeleteAclsMatchingAcl
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DeleteAclsRequest):
     authorizer = context.services.authorizer
     if not authorizer.keeps_acls:  # no authorizer.class.name: nowhere to keep them
         raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")
@@ -47,6 +53,6 @@ async def _delete(authorizer, filters):
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DeleteAclsRequest, code: ErrorCode):
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
         FilterResult(error_code=int(code), error_message=None, matching_acls=[]) for _ in request.filters])

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DeleteGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DeleteGroupsRequest
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -14,7 +20,7 @@ MAX_VERSION = 2
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DeleteGroupsRequest):
     allowed = context.authorized_names(AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
     refused = [Result(group_id=g, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
                for g in request.groups_names if g not in allowed]
@@ -28,6 +34,6 @@ async def _respond(answer, refused):
         Result(group_id=g.group_id, error_code=code(g.error)) for g in groups])
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: DeleteGroupsRequest, error_code: ErrorCode):
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         Result(group_id=g, error_code=int(error_code)) for g in request.groups_names])

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import DeleteRecordsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DeleteRecordsRequest
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -14,7 +20,7 @@ TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DeleteRecordsRequest):
     services = context.services
     topics = []
     for topic in request.topics:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import DeleteTopicsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DeleteTopicsRequest
 
 ZERO_UUID = uuid.UUID(int=0)
 API_KEY = 20
@@ -37,5 +42,5 @@ async def _delete(context, request):
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DeleteTopicsRequest):
     return _delete(context, request)

@@ -3,10 +3,16 @@ DESCRIBE on the cluster."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode, SecurityDisabledError
 from eoslog.protocol.messages import DescribeAclsResponse
 from eoslog.security.acl import AclBindingFilter, AclOperation, InvalidAclError, ResourceType
 from eoslog.security.acl_format import group_by_pattern
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeAclsRequest
 
 API_KEY = 29
 MIN_VERSION = 1
@@ -16,7 +22,7 @@ Resource = DescribeAclsResponse.DescribeAclsResource
 Description = DescribeAclsResponse.AclDescription
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeAclsRequest):
     authorizer = context.services.authorizer
     if not authorizer.keeps_acls:  # no authorizer.class.name: nowhere to keep them
         raise SecurityDisabledError("no authorizer is configured (authorizer.class.name)")
@@ -37,5 +43,5 @@ def handle(context, request):
     return DescribeAclsResponse(throttle_time_ms=0, error_code=0, error_message=None, resources=resources)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DescribeAclsRequest, code: ErrorCode):
     return DescribeAclsResponse(throttle_time_ms=0, error_code=int(code), error_message=code.description, resources=[])

@@ -4,9 +4,15 @@ in on; a broker without that listener is left out, as in Kafka."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeClusterResponse
 from eoslog.security.acl import ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeClusterRequest
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -15,7 +21,7 @@ BROKERS_ENDPOINT = 1
 UNKNOWN_OPERATIONS = -(2**31)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeClusterRequest):
     services = context.services
     if context.api_version >= 1 and request.endpoint_type not in (BROKERS_ENDPOINT,):
         return DescribeClusterResponse(

@@ -7,11 +7,17 @@ in Kafka (server/dynamic_broker_configs.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, describe_topic_configs
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequestError
 from eoslog.protocol.messages import DescribeConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeConfigsRequest
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -37,7 +43,7 @@ def _broker_entries(services, resource, request) -> list:
     ]
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeConfigsRequest):
     services = context.services
     results = []
     for resource in request.resources:

@@ -3,11 +3,17 @@ Stable). Before v6 an unknown group is described as Dead; v6 answers GROUP_ID_NO
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator
 from eoslog.coordinator.group.errors import Errors
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeGroupsRequest
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -18,7 +24,7 @@ Member = DescribeGroupsResponse.DescribedGroupMember
 UNKNOWN_OPERATIONS = -(2**31)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeGroupsRequest):
     coordinator = group_coordinator(context).core
     groups = []
     for group_id in request.groups:
@@ -45,5 +51,5 @@ def _refused(group_id, error_code: int):
                           protocol_type="", protocol_data="", members=[], authorized_operations=UNKNOWN_OPERATIONS)
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: DescribeGroupsRequest, error_code: ErrorCode):
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[_refused(g, int(error_code)) for g in request.groups])

@@ -3,9 +3,16 @@ each one's open transaction (what `eoslog transactions find-hanging` looks at)."
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.messages import DescribeProducersResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import DescribeProducersRequest
 
 API_KEY = 61
 MIN_VERSION = 0
@@ -24,7 +31,7 @@ def describe_partition(partition) -> list[ProducerState]:
             for e in partition.producer_state.entries()]
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeProducersRequest):
     topics = []
     for topic in request.topics:
         partitions = []
@@ -42,7 +49,7 @@ def handle(context, request):
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DescribeProducersRequest, code: ErrorCode):
     return DescribeProducersResponse(throttle_time_ms=0, topics=[
         TopicResponse(name=t.name, partitions=[PartitionResponse(partition_index=i, error_code=int(code),
                                                                  error_message=None, active_producers=[])

@@ -22,12 +22,18 @@ The Java admin client (3.8+) describes topics with it. Kafka 4.x's rules, which 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api import metadata
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from eoslog.protocol.messages import DescribeTopicPartitionsResponse
 from eoslog.protocol.schema import ZERO_UUID
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeTopicPartitionsRequest
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -64,7 +70,7 @@ def page(topics: list[tuple[str, int | None]], first_partition: dict[str, int], 
     return answered, None
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeTopicPartitionsRequest):
     services = context.services
     every_topic = not request.topics
     cursor = request.cursor
@@ -119,7 +125,7 @@ def _partition(p) -> Partition:
                      eligible_leader_replicas=[], last_known_elr=[], offline_replicas=list(p.offline_replicas))
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DescribeTopicPartitionsRequest, code: ErrorCode):
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=[
         Topic(error_code=int(code), name=t.name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
         for t in request.topics])

@@ -4,9 +4,15 @@ An unknown group is not an error: it answers -1."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeTransactionGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeTransactionGroupsRequest
 
 API_KEY = 0x7E01
 MIN_VERSION = 0
@@ -15,7 +21,7 @@ MAX_VERSION = 0
 DescribedGroup = DescribeTransactionGroupsResponse.DescribedGroup
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeTransactionGroupsRequest):
     visible = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.group_names)
     described = {g.group_name: g for g in context.services.coordinators.transaction_groups.describe(
         [name for name in request.group_names if name in visible])}
@@ -29,7 +35,7 @@ def handle(context, request):
         for name in request.group_names])
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DescribeTransactionGroupsRequest, code: ErrorCode):
     return DescribeTransactionGroupsResponse(throttle_time_ms=0, groups=[
         DescribedGroup(group_name=name, error_code=int(code), last_committed_sequence=-1,
                        last_commit_timestamp_ms=-1) for name in request.group_names])

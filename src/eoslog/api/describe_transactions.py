@@ -3,9 +3,15 @@ transactional ids."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeTransactionsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeTransactionsRequest
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -21,7 +27,7 @@ def _error(transactional_id: str, code: int) -> Entry:
                  topics=[])
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeTransactionsRequest):
     coordinator = context.services.coordinators.transactions
     entries = []
     # Brokers verifying a transaction for KIP-890 ask here too: CLUSTER_ACTION covers every id.
@@ -54,6 +60,6 @@ def handle(context, request):
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=entries)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DescribeTransactionsRequest, code: ErrorCode):
     return DescribeTransactionsResponse(throttle_time_ms=0,
                                         transaction_states=[_error(t, int(code)) for t in request.transactional_ids])

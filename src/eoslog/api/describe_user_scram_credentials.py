@@ -5,11 +5,16 @@ user named twice: DUPLICATE_RESOURCE. Needs DESCRIBE on the cluster when an auth
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeUserScramCredentialsResponse
 from eoslog.security.acl import AclOperation, ResourceType
 from eoslog.security.scram import MECHANISMS
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import DescribeUserScramCredentialsRequest
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -19,7 +24,7 @@ Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 Info = DescribeUserScramCredentialsResponse.CredentialInfo
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: DescribeUserScramCredentialsRequest):
     context.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)  # as Kafka: who may see the users
     store = context.services.credentials
     if request.users:
@@ -45,6 +50,6 @@ def handle(context, request):
                                                 results=results)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: DescribeUserScramCredentialsRequest, code: ErrorCode):
     return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=int(code), error_message=code.name,
                                                 results=[])

@@ -6,9 +6,15 @@ asked for is ELECTION_NOT_NEEDED (cluster/admin.py)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ElectLeadersResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import ElectLeadersRequest
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -35,12 +41,12 @@ async def _elect(context, request):
         ReplicaElectionResult(topic=t, partition_result=r) for t, r in by_topic.items()])
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ElectLeadersRequest):
     context.require(AclOperation.ALTER, ResourceType.CLUSTER)
     return _elect(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: ElectLeadersRequest, code: ErrorCode):
     return ElectLeadersResponse(throttle_time_ms=0, error_code=int(code), replica_election_results=[
         ReplicaElectionResult(topic=t.topic, partition_result=[
             PartitionResult(partition_id=p, error_code=int(code), error_message=None) for p in t.partitions])

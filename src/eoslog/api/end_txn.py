@@ -5,8 +5,15 @@ TRANSACTION_ABORTABLE, which this coordinator never answers EndTxn with. v5 is t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import EndTxnResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import EndTxnRequest
 
 API_KEY = 26
 MIN_VERSION = 0
@@ -21,10 +28,10 @@ async def _handle(context, request):
                           producer_epoch=producer_epoch)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: EndTxnRequest):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: EndTxnRequest, code: ErrorCode):
     return EndTxnResponse(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)

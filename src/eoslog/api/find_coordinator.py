@@ -7,12 +7,17 @@ types and are not advertised."""
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.errors import CoordinatorNotAvailableError, ErrorCode
 from eoslog.protocol.messages import FindCoordinatorResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import FindCoordinatorRequest
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -25,7 +30,7 @@ _KEY_RESOURCES = {GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAIL
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: FindCoordinatorRequest):
     services = context.services
     key_type = request.key_type if context.api_version >= 1 else GROUP
     code = 0 if key_type in (GROUP, TRANSACTION) else int(ErrorCode.INVALID_REQUEST)
@@ -60,7 +65,7 @@ def handle(context, request):
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=c, error_message=None, node_id=n, host=h, port=p)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: FindCoordinatorRequest, code: ErrorCode):
     if context.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code), error_message=None)

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator
 from eoslog.protocol.messages import HeartbeatResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import HeartbeatRequest
 
 API_KEY = 12
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: HeartbeatRequest):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     resp = group_coordinator(context).call(
         "heartbeat", request.group_id, request.member_id, request.generation_id,
@@ -19,5 +26,5 @@ def handle(context, request):
     return HeartbeatResponse(throttle_time_ms=0, error_code=code(resp.error))
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: HeartbeatRequest, error_code: ErrorCode):
     return HeartbeatResponse(throttle_time_ms=0, error_code=int(error_code))

@@ -4,11 +4,17 @@ reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, check_names
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
 from eoslog.protocol.messages import IncrementalAlterConfigsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import IncrementalAlterConfigsRequest
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -107,5 +113,5 @@ async def _alter(context, request):
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: IncrementalAlterConfigsRequest):
     return _alter(context, request)

@@ -5,9 +5,16 @@ v5+ belong to KIP-890 part 2 / KIP-939 and are not advertised."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.errors import ClusterAuthorizationFailedError
 from eoslog.protocol.messages import InitProducerIdResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import InitProducerIdRequest
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -24,7 +31,7 @@ async def _handle(context, request):
                                   producer_epoch=producer_epoch)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: InitProducerIdRequest):
     if request.transactional_id is not None:
         context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     elif not (context.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
@@ -35,5 +42,5 @@ def handle(context, request):
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: InitProducerIdRequest, code: ErrorCode):
     return InitProducerIdResponse(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)

@@ -5,9 +5,16 @@ protocol type in the answer, v9 ``skip_assignment`` for a static leader that rej
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import client_host, code, group_coordinator, resolve
 from eoslog.protocol.messages import JoinGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import JoinGroupRequest
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -16,7 +23,7 @@ MAX_VERSION = 9
 Member = JoinGroupResponse.JoinGroupResponseMember
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: JoinGroupRequest):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
     answer = group_coordinator(context).call(
@@ -52,7 +59,7 @@ async def _respond(context, answer):
                  for m in resp.members])
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: JoinGroupRequest, error_code: ErrorCode):
     return JoinGroupResponse(throttle_time_ms=0, error_code=int(error_code), generation_id=-1,
                              protocol_type=None, protocol_name=None if context.api_version >= 7 else "",
                              leader="", member_id=request.member_id, members=[])

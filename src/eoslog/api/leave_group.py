@@ -3,9 +3,16 @@ v0-2 name one member and report its outcome as the top-level error; v3+ batch me
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.messages import LeaveGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import LeaveGroupRequest
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -14,7 +21,7 @@ MAX_VERSION = 5
 MemberResponse = LeaveGroupResponse.MemberResponse
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: LeaveGroupRequest):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     if context.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
@@ -33,5 +40,5 @@ async def _respond(context, answer):
         for m in resp.members])
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: LeaveGroupRequest, error_code: ErrorCode):
     return LeaveGroupResponse(throttle_time_ms=0, error_code=int(error_code), members=[])

@@ -5,8 +5,15 @@ transactional ids the principal may not Describe are left out."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import ListCheckBacksResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import ListCheckBacksRequest
 
 API_KEY = 0x7E13
 MIN_VERSION = 0
@@ -15,7 +22,7 @@ MAX_VERSION = 0
 Row = ListCheckBacksResponse.CheckBackTransaction
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ListCheckBacksRequest):
     groups = set(request.check_back_groups)
     found = [m for m in context.services.coordinators.transactions.all_metadata()
              if m.check_back_group is not None and (not groups or m.check_back_group in groups)]
@@ -28,5 +35,5 @@ def handle(context, request):
         for m in sorted(found, key=lambda m: m.transactional_id) if m.transactional_id in visible])
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: ListCheckBacksRequest, code: ErrorCode):
     return ListCheckBacksResponse(throttle_time_ms=0, error_code=int(code), transactions=[])

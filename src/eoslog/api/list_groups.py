@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import group_coordinator
 from eoslog.protocol.messages import ListGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import ListGroupsRequest
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -14,7 +21,7 @@ MAX_VERSION = 5
 ListedGroup = ListGroupsResponse.ListedGroup
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ListGroupsRequest):
     version = context.api_version
     listings = group_coordinator(context).core.list_groups(
         states=request.states_filter if version >= 4 else None,
@@ -28,5 +35,5 @@ def handle(context, request):
         for g in listings])
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: ListGroupsRequest, error_code: ErrorCode):
     return ListGroupsResponse(throttle_time_ms=0, error_code=int(error_code), groups=[])

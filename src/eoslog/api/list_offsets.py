@@ -10,12 +10,17 @@ is not advertised.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import TopicAuthorizationFailedError
 from eoslog.protocol.messages import ListOffsetsResponse
 from eoslog.records.batch import decode_batch
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import ListOffsetsRequest
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -66,7 +71,7 @@ def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
     return -1, -1
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ListOffsetsRequest):
     services = context.services
     isolation = request.isolation_level if context.api_version >= 2 else 0
     topics = []

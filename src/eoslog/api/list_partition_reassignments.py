@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import ListPartitionReassignmentsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import ListPartitionReassignmentsRequest
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -13,7 +20,7 @@ Topic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 Partition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ListPartitionReassignmentsRequest):
     context.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     wanted = None if request.topics is None else {t.name: set(t.partition_indexes) for t in request.topics}
     by_topic: dict[str, list] = {}
@@ -26,5 +33,5 @@ def handle(context, request):
     return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=topics)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: ListPartitionReassignmentsRequest, code: ErrorCode):
     return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=int(code), error_message=None, topics=[])

@@ -6,9 +6,16 @@ left out. On a cluster each broker answers for the groups of the partitions it c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.coordinator.transaction_groups.log_format import GroupState
 from eoslog.protocol.messages import ListTransactionGroupsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import ListTransactionGroupsRequest
 
 API_KEY = 0x7E03
 MIN_VERSION = 0
@@ -20,7 +27,7 @@ ListedMember = ListedGroup.ListedMember
 STATE_NAMES = {GroupState.PREPARE_COMMIT: "PrepareCommit", GroupState.COMPLETE_COMMIT: "CompleteCommit"}
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ListTransactionGroupsRequest):
     unknown = [s for s in request.states_filter if s not in STATE_NAMES.values()]
     wanted = set(request.states_filter) - set(unknown)
     listed = [] if unknown and not wanted else [
@@ -38,6 +45,6 @@ def handle(context, request):
                 for record, busy in listed if record.group_name in visible])
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: ListTransactionGroupsRequest, code: ErrorCode):
     return ListTransactionGroupsResponse(throttle_time_ms=0, error_code=int(code), unknown_state_filters=[],
                                          groups=[])

@@ -5,11 +5,16 @@ INVALID_REGULAR_EXPRESSION, as in Kafka 4.x)."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from eoslog.coordinator.transaction.state import TransactionState, UnknownTransactionState
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import ListTransactionsResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import ListTransactionsRequest
 
 API_KEY = 66
 MIN_VERSION = 0
@@ -18,7 +23,7 @@ MAX_VERSION = 2
 Entry = ListTransactionsResponse.TransactionState
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: ListTransactionsRequest):
     unknown = []
     states = []
     for name in request.state_filters:
@@ -47,6 +52,6 @@ def handle(context, request):
                                   transaction_state=t.state.kafka_name) for t in found])
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: ListTransactionsRequest, code: ErrorCode):
     return ListTransactionsResponse(throttle_time_ms=0, error_code=int(code), unknown_state_filters=[],
                                     transaction_states=[])

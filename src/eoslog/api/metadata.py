@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from eoslog.cluster.topics import validate_topic_name
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode, KafkaError
 from eoslog.protocol.messages import MetadataResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import MetadataRequest
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -33,7 +38,7 @@ def _error_entry(name, topic_id, code: ErrorCode) -> Topic:
                  topic_authorized_operations=UNKNOWN_OPERATIONS)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: MetadataRequest):
     services = context.services
     version = context.api_version
     listener = context.listener_name  # every broker's endpoint of this listener

@@ -7,11 +7,17 @@ topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import commit_response, group_coordinator, respond_to_commit
 from eoslog.coordinator.group import PartitionCommit
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetCommitResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import OffsetCommitRequest
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -39,7 +45,7 @@ def split_known(services, topics, epoch_of, readable=None):
     return commits, errors
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: OffsetCommitRequest):
     version = context.api_version
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
@@ -55,6 +61,6 @@ def handle(context, request):
     return respond_to_commit(OffsetCommitResponse, request, answer, errors)
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: OffsetCommitRequest, error_code: ErrorCode):
     errors = {}
     return commit_response(OffsetCommitResponse, request, errors, default=int(error_code))

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetDeleteResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import OffsetDeleteRequest
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -15,7 +21,7 @@ Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: OffsetDeleteRequest):
     context.require(AclOperation.DELETE, ResourceType.GROUP, request.group_id)
     readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
     wanted = [(t.name, p.partition_index) for t in request.topics if t.name in readable for p in t.partitions]
@@ -36,5 +42,5 @@ async def _respond(request, answer, refused):
         for t in request.topics])
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: OffsetDeleteRequest, error_code: ErrorCode):
     return OffsetDeleteResponse(error_code=int(error_code), throttle_time_ms=0, topics=[])

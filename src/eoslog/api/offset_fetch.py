@@ -9,12 +9,17 @@ by id and is not advertised."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from eoslog.api._group_common import code, group_coordinator
 from eoslog.coordinator.group.errors import Errors
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetFetchResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import OffsetFetchRequest
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -62,7 +67,7 @@ def _fetch(context, groups, group_id, topics, require_stable, member_id=None, me
     return 0, by_topic
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: OffsetFetchRequest):
     version = context.api_version
     groups = group_coordinator(context)
     require_stable = request.require_stable if version >= 7 else False
@@ -88,7 +93,7 @@ def handle(context, request):
         for name, rows in by_topic.items()])
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: OffsetFetchRequest, error_code: ErrorCode):
     if context.api_version >= 8:
         return OffsetFetchResponse(throttle_time_ms=0, groups=[
             Group(group_id=g.group_id, error_code=int(error_code), topics=[]) for g in request.groups])

@@ -7,10 +7,16 @@ On a single node there is one epoch, 0, which ends at the log end offset."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import OffsetForLeaderEpochResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import OffsetForLeaderEpochRequest
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -31,7 +37,7 @@ def _answer(services, topic: str, wanted) -> EpochEndOffset:
     return EpochEndOffset(error_code=0, partition=wanted.partition, leader_epoch=epoch, end_offset=end)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: OffsetForLeaderEpochRequest):
     services = context.services
     if request.replica_id >= 0:
         # A follower truncating after a leader change: the cluster's own traffic, as a replica fetch.
@@ -47,7 +53,7 @@ def handle(context, request):
         for t in request.topics])
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: OffsetForLeaderEpochRequest, code: ErrorCode):
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
         TopicResult(topic=t.topic, partitions=[
             EpochEndOffset(error_code=int(code), partition=p.partition, leader_epoch=UNDEFINED, end_offset=UNDEFINED)

@@ -5,8 +5,15 @@ the Group resource named after the check-back group, as describing a consumer gr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.protocol.messages import PollCheckBackResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import PollCheckBackRequest
 
 API_KEY = 0x7E11
 MIN_VERSION = 0
@@ -23,10 +30,10 @@ async def _handle(context, request):
               check_number=c.check_number) for c in due])
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: PollCheckBackRequest):
     context.require(AclOperation.DESCRIBE, ResourceType.GROUP, request.check_back_group)
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: PollCheckBackRequest, code: ErrorCode):
     return PollCheckBackResponse(throttle_time_ms=0, error_code=int(code), checks=[])

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import SaslAuthenticateResponse
 from eoslog.security.sasl import PLAIN, SaslError
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import SaslAuthenticateRequest
 
 API_KEY = 36
 MIN_VERSION = 0
@@ -21,7 +26,7 @@ MAX_VERSION = 2
 log = logging.getLogger(__name__)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: SaslAuthenticateRequest):
     connection = context.connection
     session = connection.sasl
     if session is None:

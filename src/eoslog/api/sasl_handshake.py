@@ -11,10 +11,15 @@ enabled ones, and in both cases the connection closes after the response, as Kaf
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import SaslHandshakeResponse
 from eoslog.security.sasl import SaslError
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.messages import SaslHandshakeRequest
 
 API_KEY = 17
 MIN_VERSION = 0
@@ -23,7 +28,7 @@ MAX_VERSION = 1
 log = logging.getLogger(__name__)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: SaslHandshakeRequest):
     session = context.connection.sasl
     if session is None:
         return SaslHandshakeResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE), mechanisms=[])

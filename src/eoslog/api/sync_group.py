@@ -3,16 +3,23 @@ durable in ``__consumer_offsets``. v3+ static members, v5 protocol type/name che
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.api._group_common import code, group_coordinator, resolve
 from eoslog.protocol.messages import SyncGroupResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import SyncGroupRequest
 
 API_KEY = 14
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: SyncGroupRequest):
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     version = context.api_version
     answer = group_coordinator(context).call(
@@ -30,6 +37,6 @@ async def _respond(answer):
                              protocol_name=resp.protocol_name, assignment=resp.assignment)
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: SyncGroupRequest, error_code: ErrorCode):
     return SyncGroupResponse(throttle_time_ms=0, error_code=int(error_code), protocol_type=None,
                              protocol_name=None, assignment=b"")

@@ -9,6 +9,7 @@ before anything is written."""
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 from eoslog.api._group_common import commit_response, group_coordinator, respond_to_commit
 from eoslog.api.offset_commit import split_known
@@ -18,13 +19,18 @@ from eoslog.protocol.errors import CoordinatorLoadInProgressError
 from eoslog.protocol.messages import TxnOffsetCommitResponse
 from eoslog.security.acl import AclOperation, ResourceType
 
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import TxnOffsetCommitRequest
+
 API_KEY = 28
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: TxnOffsetCommitRequest):
     context.require(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     context.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     coordinators = context.services.coordinators
@@ -67,6 +73,6 @@ def _commit(context, request):
     return respond_to_commit(TxnOffsetCommitResponse, request, answer, errors)
 
 
-def error_response(context, request, error_code):
+def error_response(context: RequestContext, request: TxnOffsetCommitRequest, error_code: ErrorCode):
     errors = {}
     return commit_response(TxnOffsetCommitResponse, request, errors, default=int(error_code))

@@ -7,9 +7,16 @@ coordinator epoch that DescribeProducers reports."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eoslog.coordinator.transaction.metadata import TopicPartition, TransactionResult
 from eoslog.protocol.messages import WriteTxnMarkersResponse
 from eoslog.security.acl import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from eoslog.api.context import RequestContext
+    from eoslog.protocol.errors import ErrorCode
+    from eoslog.protocol.messages import WriteTxnMarkersRequest
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -42,10 +49,10 @@ async def _handle(context, request):
     return WriteTxnMarkersResponse(markers=results)
 
 
-def handle(context, request):
+def handle(context: RequestContext, request: WriteTxnMarkersRequest):
     context.require(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)  # brokers' own traffic
     return _handle(context, request)
 
 
-def error_response(context, request, code):
+def error_response(context: RequestContext, request: WriteTxnMarkersRequest, code: ErrorCode):
     return WriteTxnMarkersResponse(markers=[_result(m, lambda tp: code) for m in request.markers])

@@ -374,16 +374,19 @@ class ReplicaManager:
 
     # ---- what the request handlers ask ----------------------------------------------------------------
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition for a client's produce, fetch or list-offsets: only its leader serves it."""
-        tp = (topic, index)
-        if tp in self.leaders:
-            return self.partitions[tp]
-        if self.sole_broker:
-            partition = self.partitions.get(tp)
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition for a client's produce, fetch or list-offsets: only its leader serves it; a
+        ``current_leader_epoch`` the client names (Fetch, KIP-320) must be this leader's."""
+        if self.sole_broker:  # first: the produce and fetch hot paths of a single node
+            partition = self.partitions.get((topic, index))
             if partition is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist on this broker")
             return partition
+        tp = (topic, index)
+        if tp in self.leaders:
+            if current_leader_epoch >= 0:
+                self.check_current_leader_epoch(tp, current_leader_epoch)
+            return self.partitions[tp]
         assignment = self.view.topics.get(topic)
         if assignment is None or index not in assignment.replicas:
             raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist")

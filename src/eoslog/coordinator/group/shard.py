@@ -31,7 +31,7 @@ from eoslog.coordinator.group.coordinator import GroupCoordinator
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.log_format import LogEntry, Marker
 from eoslog.coordinator.group.results import Result, Write
-from eoslog.coordinator.runtime import CoordinatorRuntime, now_ms
+from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership, now_ms
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.batch import decode_batch
@@ -59,6 +59,9 @@ _WRITE_ERRORS = {
 }
 
 
+_GROUP_ERRORS = {ownership: Errors[ownership.value] for ownership in Ownership}
+
+
 def write_error_for(exc: BaseException) -> Errors:
     """The group error a failed append or fsync of a coordinator write is reported with."""
     return _WRITE_ERRORS.get(error_code_for(exc), Errors.UNKNOWN_SERVER_ERROR)
@@ -74,7 +77,7 @@ class GroupShard:
         self._next_retention_ms = now_ms() + config.offsets_retention_check_interval_ms
 
     def _ownership(self, index: int) -> Errors:
-        return Errors[self.runtime.ownership(CONSUMER_OFFSETS, index).value]
+        return _GROUP_ERRORS[self.runtime.ownership(CONSUMER_OFFSETS, index)]
 
     # ---- the runtime's calls ----------------------------------------------------------------------
 
