@@ -43,6 +43,7 @@ NOT_ON_SERVE_PATH = (
     "eoslog.log.cleaner_worker",
     "eoslog.cluster.replica_fetcher",  # followers only: a cluster's
     "ctypes.util",           # its find_library runs `ldconfig -p` in a child process (log/syncfs.py)
+    "cramjam",               # the first compressed batch the broker itself reads or writes
 )
 
 # A broker started as `eoslog serve` starts it, stopped the moment Broker.start() returns (its port open and
