@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
 from eoslog.cluster.isr import LeaderIsr
-from eoslog.cluster.replica_fetcher import ReplicaFetcher
 from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, PartitionState
 from eoslog.log.checkpoint import make_durable
 from eoslog.log.leader_epoch import LeaderEpochCache
@@ -46,6 +45,7 @@ from eoslog.protocol.errors import (
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition
+    from eoslog.cluster.replica_fetcher import ReplicaFetcher
     from eoslog.cluster.zk.client import ZooKeeper
 
 log = logging.getLogger(__name__)
@@ -309,6 +309,9 @@ class ReplicaManager:
         registration = self.view.brokers.get(state.leader)
         fetcher = self.fetchers.get(state.leader)
         if fetcher is None:
+            # Imported here: only a cluster has followers, and a sole broker starts without its code.
+            from eoslog.cluster.replica_fetcher import ReplicaFetcher
+
             # No address yet (the leader not registered, or without our listener): the fetcher waits for one.
             host, port = self.config.link.address(registration) or ("", 0)
             fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader, host, port)

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from eoslog.cluster.broker_client import BrokerConnectionError
+from eoslog.protocol import messages  # its classes are built on first use: only a cluster asks remotely
 from eoslog.protocol.errors import ErrorCode, error_for_code
-from eoslog.protocol.messages import AddPartitionsToTxnRequest, DescribeTransactionsRequest
 
 API_ADD_PARTITIONS_TO_TXN, API_DESCRIBE_TRANSACTIONS = 24, 65
 ADD_PARTITIONS_BROKER_VERSION = 5  # AddPartitionsToTxn v4+ is the broker-to-coordinator form
@@ -102,9 +102,10 @@ class TransactionVerification:
         by_topic: dict[str, list[int]] = {}
         for topic, index in tps:
             by_topic.setdefault(topic, []).append(index)
-        Transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
-        Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-        request = AddPartitionsToTxnRequest(transactions=[Transaction(
+        Request = messages.AddPartitionsToTxnRequest
+        Transaction = Request.AddPartitionsToTxnTransaction
+        Topic = Request.AddPartitionsToTxnTopic
+        request = Request(transactions=[Transaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
             verify_only=False, topics=[Topic(name=name, partitions=ids) for name, ids in by_topic.items()])])
         try:
@@ -147,7 +148,7 @@ class TransactionVerification:
             raise error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(
                 f"no coordinator for {transactional_id!r} right now")
         try:
-            response = await client.request(API_DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            response = await client.request(API_DESCRIBE_TRANSACTIONS, 0, messages.DescribeTransactionsRequest(
                 transactional_ids=[transactional_id]), REQUEST_TIMEOUT_S)
         except BrokerConnectionError as exc:
             raise error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(str(exc)) from exc

@@ -21,7 +21,6 @@ import asyncio
 import fcntl
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -50,6 +49,13 @@ DELETE_DIR_SUFFIX = "-delete"  # a partition directory being deleted: <topic>-<p
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _remove_tree(path: str) -> None:
+    # shutil is imported here, by the first deletion, not by every start: it imports bz2, lzma and more.
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _lock(data_dir: str) -> int:
@@ -150,7 +156,7 @@ class LogDirectory:
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 logger.info("%s: finishing deletion of %s", self.data_dir, name)
-                shutil.rmtree(path, ignore_errors=True)
+                _remove_tree(path)
                 continue
             key = parse_topic_partition(path)
             if key is None:
@@ -212,7 +218,7 @@ class LogDirectory:
         """Closes and removes logs from ``make_logs`` that will not be adopted (the topic was not made)."""
         for log in logs:
             log.close(flush=False)
-            shutil.rmtree(log.directory, ignore_errors=True)
+            _remove_tree(log.directory)
 
     def adopt(self, log: Log) -> None:
         """Registers a log from ``make_logs`` (loop thread)."""
@@ -254,7 +260,7 @@ class LogDirectory:
         Blocking; safe in a worker thread."""
         fsync_directory(self.data_dir)
         for path in doomed:
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_tree(path)
 
     # ---- checkpoints and background work --------------------------------------------------------
 

@@ -64,9 +64,8 @@ def preallocate(fd: int, offset: int, length: int) -> bool:
     if _fallocate is None:
         try:
             import ctypes
-            import ctypes.util
 
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (syncfs.py)
             function = libc.fallocate
             function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
             function.restype = ctypes.c_int

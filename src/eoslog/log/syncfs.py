@@ -17,7 +17,6 @@ Why it may carry the fsync-before-ack promise (docs/durability.md, "One syncfs p
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 _MIN_KERNEL = (5, 8)  # syncfs reports writeback errors from this release on
@@ -28,7 +27,9 @@ def _load():
     global _syncfs
     if _syncfs is None:
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            # The process's own symbols, libc's among them: ctypes.util.find_library("c") would import
+            # shutil, tempfile and more and run `ldconfig -p` in a child process, on every broker start.
+            libc = ctypes.CDLL(None, use_errno=True)
             function = libc.syncfs
             function.argtypes = [ctypes.c_int]
             function.restype = ctypes.c_int

@@ -23,8 +23,6 @@ from __future__ import annotations
 import struct
 from enum import IntEnum
 
-import cramjam
-
 from eoslog.records.errors import CorruptRecordError
 
 
@@ -59,6 +57,10 @@ _SNAPPY_SLACK = 64
 
 def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     """The records section compressed with ``codec``; NONE returns the bytes unchanged."""
+    # cramjam (a Rust extension, ~1 ms to load) comes with the first batch compressed or decompressed here:
+    # the broker validates and serves compressed batches without it.
+    import cramjam
+
     codec = CompressionType(codec)
     if codec is CompressionType.NONE:
         return bytes(data)
@@ -78,6 +80,8 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
 
 def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     """The records section of a batch compressed with ``codec``."""
+    import cramjam
+
     if codec == CompressionType.NONE:
         return bytes(data)
     if codec == CompressionType.SNAPPY:
@@ -108,6 +112,8 @@ def _call(function, data, name: str):
 
 
 def _xerial_compress(data) -> bytes:
+    import cramjam
+
     view = memoryview(data)
     pieces = [XERIAL_HEADER]
     for start in range(0, len(view), XERIAL_BLOCK_SIZE):
@@ -118,6 +124,8 @@ def _xerial_compress(data) -> bytes:
 
 
 def _snappy_decompress(data) -> bytes:
+    import cramjam
+
     view = memoryview(data)
     if view[:8] == XERIAL_MAGIC:
         return _xerial_decompress(view)
@@ -128,6 +136,8 @@ def _snappy_decompress(data) -> bytes:
 
 
 def _snappy_raw(block: memoryview, name: str) -> bytes:
+    import cramjam
+
     if not len(block):
         raise CorruptRecordError(f"{name}: empty snappy block")
     claimed = _call(cramjam.snappy.decompress_raw_len, block, name)

@@ -14,8 +14,6 @@ iterations and compare the StoredKey it gives, in constant time. So PLAIN needs 
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import os
 from dataclasses import dataclass
 
@@ -58,6 +56,11 @@ class ScramCredential:
     def from_salted_password(cls, mechanism: str, salt: bytes, salted_password: bytes,
                              iterations: int) -> ScramCredential:
         """What AlterUserScramCredentials carries: the client salts and iterates, the broker keys."""
+        # hashlib and hmac are imported where a key is computed: the broker reads its credentials at every
+        # start, and most brokers never compute one.
+        import hashlib
+        import hmac
+
         name = _hash(mechanism)
         check_iterations(iterations)
         if not salt:
@@ -81,6 +84,8 @@ class ScramCredential:
         expected = ScramCredential.from_salted_password(
             self.mechanism, self.salt, salted_password(self.mechanism, password, self.salt, self.iterations),
             self.iterations)
+        import hmac
+
         return hmac.compare_digest(expected.stored_key, self.stored_key)
 
     def to_kafka_string(self) -> str:
@@ -111,4 +116,6 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
     """Hi(password, salt, i) of RFC 5802: PBKDF2 with the mechanism's HMAC. (SASLprep is the identity for
     the printable ASCII passwords Kafka clients send; other passwords are taken as their UTF-8 bytes,
     as Kafka's own ScramFormatter does.)"""
+    import hashlib
+
     return hashlib.pbkdf2_hmac(_hash(mechanism), password.encode("utf-8"), salt, iterations)

@@ -185,7 +185,10 @@ class Broker:
             self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             self.config.producer_id_expiration_ms)))
         self._background.append(loop.create_task(self._close_idle_connections()))
-        self._start_log_cleaner()
+        # Serving does not need the cleaner: its code (~10 ms of imports) loads on the loop's next turn, once
+        # start() has returned and the port is announced; as a background task, a stop() that comes first
+        # cancels it before it starts.
+        self._background.append(loop.create_task(self._start_log_cleaner()))
         log.info(
             "eoslog broker %d (cluster %s) ready on %s:%d in %.0f ms; %d topics, %d partitions, data in %s",
             self.config.node_id, self.cluster_id, self.config.listen_host, self.bound_port,
@@ -519,7 +522,7 @@ class Broker:
         self.console = ConsoleEndpoint(self.config)
         self.console.start(self.listeners, self.bound_ports)
 
-    def _start_log_cleaner(self) -> None:
+    async def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:
         planning and swaps on this loop, the CPU-heavy rewriting in a child process (log.cleaner.process)."""
         if not self.config.log_cleaner_enable:

@@ -16,7 +16,6 @@ stay thin. Names, sources and types are Kafka's (DescribeConfigsResponse's Confi
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
@@ -224,6 +223,8 @@ def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None) ->
     known = implemented_properties(config)
     for name in names:
         if name not in known:
+            import difflib  # only for a mistyped name's hint
+
             close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise InvalidConfigError(f"unknown broker config {name!r}{hint}")
