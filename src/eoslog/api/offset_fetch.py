@@ -32,7 +32,7 @@ Topics = OffsetFetchResponse.OffsetFetchResponseTopics
 Partitions = OffsetFetchResponse.OffsetFetchResponsePartitions
 
 
-def _fetch(context, groups, group_id, topics, require_stable, member_id=None, member_epoch=-1):
+def _fetch(context, coordinator, group_id, topics, require_stable, member_id=None, member_epoch=-1):
     """(group error, {topic: [(partition, offset, epoch, metadata, code)]}) in request order.
 
     Needs DESCRIBE on the group; a named topic the principal may not DESCRIBE answers
@@ -50,7 +50,7 @@ def _fetch(context, groups, group_id, topics, require_stable, member_id=None, me
             if name not in described:
                 by_topic[name].append((index, -1, -1, "", int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
         wanted = [(name, index) for name, index in wanted if name in described]
-    resp = groups.fetch_offsets(group_id, wanted, require_stable=require_stable, member_id=member_id,
+    resp = coordinator.fetch_offsets(group_id, wanted, require_stable=require_stable, member_id=member_id,
                                        member_epoch=member_epoch)
     if resp.error is not Errors.NONE:
         for name, index in wanted or ():
@@ -69,13 +69,13 @@ def _fetch(context, groups, group_id, topics, require_stable, member_id=None, me
 
 def handle(context: RequestContext, request: OffsetFetchRequest):
     version = context.api_version
-    groups = group_coordinator(context)
+    coordinator = group_coordinator(context)
     require_stable = request.require_stable if version >= 7 else False
     if version >= 8:
         groups = []
         for g in request.groups:
             member = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
-            error, by_topic = _fetch(context, groups, g.group_id, g.topics, require_stable, *member)
+            error, by_topic = _fetch(context, coordinator, g.group_id, g.topics, require_stable, *member)
             groups.append(Group(group_id=g.group_id, error_code=error, topics=[] if error else [
                 Topics(name=name, partitions=[
                     Partitions(partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m,
@@ -83,7 +83,7 @@ def handle(context: RequestContext, request: OffsetFetchRequest):
                 for name, rows in by_topic.items()]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics = request.topics if version >= 2 else list(request.topics or ())
-    error, by_topic = _fetch(context, groups, request.group_id, topics, require_stable)
+    error, by_topic = _fetch(context, coordinator, request.group_id, topics, require_stable)
     if error and version >= 2:
         by_topic = {}
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[

@@ -59,13 +59,13 @@ async def _verify_remotely_then_commit(context, request):
 
 def _commit(context, request):
     version = context.api_version
-    groups = group_coordinator(context)
+    coordinator = group_coordinator(context)
     readable = context.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
     commits, errors = split_known(context.services, request.topics,
                                   lambda p: p.committed_leader_epoch if version >= 2 else -1, readable)
     answer = None
     if commits:
-        answer = groups.call(
+        answer = coordinator.call(
             "txn_commit_offsets", request.group_id, request.producer_id, request.producer_epoch, commits,
             member_id=request.member_id if version >= 3 else "",
             generation_id=request.generation_id if version >= 3 else -1,
