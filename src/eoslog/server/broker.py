@@ -1,9 +1,13 @@
-"""The broker: lifecycle and wiring. It opens the partition registry (cluster/registry.py), joins the
-cluster when ``zookeeper.connect`` is set (cluster/service.py), starts the coordinators, the log cleaner
-and the listener, and stops them in the right order.
+"""The broker: lifecycle and wiring, nothing else. It builds the replica layer (a sole broker's replica
+manager, or the cluster's when ``zookeeper.connect`` is set: cluster/service.py), registers the
+coordinators with the coordinator runtime over it (coordinator/runtime.py), opens the partition registry
+(cluster/registry.py), builds the frozen services every request handler gets (api/context.py), starts
+the listener, then lets the coordinators load and the log cleaner start, and stops everything in the
+right order.
 
 Contract
-- One asyncio event loop runs everything; ``start()`` returns once the listener accepts connections.
+- One asyncio event loop runs everything; ``start()`` returns once the listener accepts connections
+  (the coordinators load what this broker leads in the background from then on).
 - ``stop()`` is the clean shutdown: stop accepting, let in-flight work finish briefly, flush every log,
   write checkpoints, release the data-directory lock.
 """
