@@ -108,3 +108,45 @@ def test_added_kafka_specs_use_kafka_api_keys_and_do_not_shadow_kafka_pythons():
         assert name not in schema.spec_names()
         spec = schema.load_spec(name)
         assert spec.api_key is None or spec.api_key < 0x7E00
+
+
+# Share groups (KIP-932) as Kafka 4.2 serves them: (api key, validVersions, flexibleVersions) of both
+# directions. Versions 0 of keys 76-79 were Kafka 4.0's early access and are gone; 4.2 added ShareFetch
+# and ShareAcknowledge v2 (KIP-1206, KIP-1222) and the v1s of keys 85, 87 and 90 (KIP-1226).
+SHARE_APIS = {
+    "ShareGroupHeartbeat": (76, "1", "0+"),
+    "ShareGroupDescribe": (77, "1", "1+"),
+    "ShareFetch": (78, "1-2", "0+"),
+    "ShareAcknowledge": (79, "1-2", "0+"),
+    "InitializeShareGroupState": (83, "0", "0+"),
+    "ReadShareGroupState": (84, "0", "0+"),
+    "WriteShareGroupState": (85, "0-1", "0+"),
+    "DeleteShareGroupState": (86, "0", "0+"),
+    "ReadShareGroupStateSummary": (87, "0-1", "0+"),
+    "DescribeShareGroupOffsets": (90, "0-1", "0+"),
+    "AlterShareGroupOffsets": (91, "0", "0+"),
+    "DeleteShareGroupOffsets": (92, "0", "0+"),
+}
+
+
+@pytest.mark.parametrize("api", sorted(SHARE_APIS))
+def test_share_group_specs_have_kafka_4_2_versions(api):
+    api_key, valid, flexible = SHARE_APIS[api]
+    assert schema.api_keys()[api_key] == api
+    for spec in (schema.request_spec(api_key), schema.response_spec(api_key)):
+        assert spec.name in schema.added_spec_names()
+        assert (str(spec.valid_versions), str(spec.flexible_versions)) == (
+            valid if "-" in valid else f"{valid}-{valid}", flexible)
+        assert all(spec.is_flexible(v) for v in range(spec.valid_versions.low, spec.valid_versions.high + 1))
+
+
+def test_share_specs_keep_kafkas_map_keys_and_fields_of_removed_versions():
+    request = schema.load_spec("ShareFetchRequest")
+    topic = {f.name: f for f in request.structs["FetchTopic"]}
+    partition = {f.name: f for f in request.structs["FetchPartition"]}
+    assert topic["TopicId"].map_key and partition["PartitionIndex"].map_key
+    # PartitionMaxBytes lived in v0 only: kept in the spec, absent from every version served.
+    assert partition["PartitionMaxBytes"].versions == VersionRange(0, 0)
+    assert [f.element_type for f in request.structs["AcknowledgementBatch"]] == ["int64", "int64", "int8"]
+    ack = {f.name: f for f in schema.load_spec("ShareAcknowledgeResponse").fields}
+    assert ack["AcquisitionLockTimeoutMs"].ignorable and ack["AcquisitionLockTimeoutMs"].versions == VersionRange.parse("2+")
