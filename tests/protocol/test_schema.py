@@ -140,6 +140,17 @@ def test_share_group_specs_have_kafka_4_2_versions(api):
         assert all(spec.is_flexible(v) for v in range(spec.valid_versions.low, spec.valid_versions.high + 1))
 
 
+def test_records_default_to_empty_where_no_valid_version_allows_null():
+    """Kafka's generated classes leave a records field null; ShareFetchResponse's Records may be null only in
+    the removed v0, so an unset field there is an empty record set (FetchResponse's stays null)."""
+    share = {f.name: f for f in schema.load_spec("ShareFetchResponse").structs["PartitionData"]}
+    assert share["Records"].nullable_versions == VersionRange(0, 0) and share["Records"].default == b""
+    fetch = {f.name: f for f in schema.load_spec("FetchResponse").structs["PartitionData"]}
+    assert fetch["Records"].default is None
+    assert VersionRange(0, 0).overlaps(VersionRange(0, 2)) and not VersionRange(0, 0).overlaps(VersionRange(1, 2))
+    assert not schema.NO_VERSIONS.overlaps(VersionRange(0, 5))
+
+
 def test_share_specs_keep_kafkas_map_keys_and_fields_of_removed_versions():
     request = schema.load_spec("ShareFetchRequest")
     topic = {f.name: f for f in request.structs["FetchTopic"]}

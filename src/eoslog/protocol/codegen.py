@@ -260,6 +260,8 @@ def _write_value(w: _Writer, ind: int, type_: str, nullable: bool, compact: bool
         w.emit(ind, f"out += {expr}.bytes")
         return
     if type_ == "records":
+        if not nullable:  # write_records would write None as null, which a reader of this version refuses
+            w.emit(ind, f"if {expr} is None: raise ValueError('records are null where the version allows none')")
         w.emit(ind, f"_write_records(out, parts, {expr}, {compact})")
         return
     value = w.var("_v")

@@ -69,6 +69,9 @@ class VersionRange:
     def __contains__(self, version: int) -> bool:
         return self.low <= version <= self.high
 
+    def overlaps(self, other: VersionRange) -> bool:
+        return max(self.low, other.low) <= min(self.high, other.high)
+
     def __str__(self) -> str:
         if self.low > self.high:
             return "none"
@@ -176,7 +179,7 @@ def _parse_default(text: object, type_: str) -> object:
 
 
 def _parse_fields(raw_fields: list[dict], common: dict[str, list[dict]],
-                  structs: dict[str, tuple[FieldSpec, ...]]) -> tuple[FieldSpec, ...]:
+                  structs: dict[str, tuple[FieldSpec, ...]], valid: VersionRange) -> tuple[FieldSpec, ...]:
     out = []
     for raw in raw_fields:
         type_ = raw["type"]
@@ -188,11 +191,16 @@ def _parse_fields(raw_fields: list[dict], common: dict[str, list[dict]],
             raw_sub = raw.get("fields", common.get(element))
             if raw_sub is None:
                 raise ValueError(f"struct {element} has no fields and is not a common struct")
-            sub_fields = _parse_fields(raw_sub, common, structs)
+            sub_fields = _parse_fields(raw_sub, common, structs, valid)
             previous = structs.setdefault(struct_name, sub_fields)
             if previous != sub_fields:
                 raise ValueError(f"struct {struct_name} defined twice with different fields")
         nullable = VersionRange.parse(raw.get("nullableVersions"))
+        default = _parse_default(raw.get("default"), type_)
+        if type_ == "records" and "default" not in raw and not nullable.overlaps(valid):
+            # Kafka's generated classes leave records null, which a version that forbids null cannot
+            # carry (ShareFetchResponse v1+): an unset records field is an empty record set there.
+            default = b""
         out.append(FieldSpec(
             name=raw["name"],
             attr=snake_case(raw["name"]),
@@ -202,7 +210,7 @@ def _parse_fields(raw_fields: list[dict], common: dict[str, list[dict]],
             tagged_versions=VersionRange.parse(raw.get("taggedVersions")),
             tag=raw.get("tag"),
             flexible_versions=VersionRange.parse(raw["flexibleVersions"]) if "flexibleVersions" in raw else None,
-            default=_parse_default(raw.get("default"), type_),
+            default=default,
             ignorable=bool(raw.get("ignorable", False)),
             map_key=bool(raw.get("mapKey", False)),
             fields=sub_fields,
@@ -216,12 +224,13 @@ def parse_spec(text: str) -> MessageSpec:
     data = json.loads(_COMMENT_LINE.sub("", text))
     common = {s["name"]: s["fields"] for s in data.get("commonStructs", ())}
     structs: dict[str, tuple[FieldSpec, ...]] = {}
-    fields = _parse_fields(data["fields"], common, structs)
+    valid = VersionRange.parse(data["validVersions"])
+    fields = _parse_fields(data["fields"], common, structs, valid)
     return MessageSpec(
         name=data["name"],
         kind=data["type"],
         api_key=data.get("apiKey"),
-        valid_versions=VersionRange.parse(data["validVersions"]),
+        valid_versions=valid,
         flexible_versions=VersionRange.parse(data.get("flexibleVersions", "none")),
         fields=fields,
         structs=structs,
