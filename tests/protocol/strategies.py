@@ -53,10 +53,11 @@ def message_strategy(spec_name: str, version: int) -> st.SearchStrategy:
     return struct_strategy(cls, schema.load_spec(spec_name).fields, version, cls.STRUCTS)
 
 
-def all_versions(kind: str) -> list[tuple[str, int, int]]:
-    """(spec name, api_key, version) for every spec of ``kind`` and every valid version."""
+def all_versions(kind: str, names: tuple[str, ...] | None = None) -> list[tuple[str, int, int]]:
+    """(spec name, api_key, version) for every spec of ``kind`` among ``names`` (kafka-python's copy by
+    default) and every valid version."""
     out = []
-    for name in schema.spec_names():
+    for name in schema.spec_names() if names is None else names:
         spec = schema.load_spec(name)
         if spec.kind == kind:
             out.extend((name, spec.api_key, v) for v in range(spec.valid_versions.low, spec.valid_versions.high + 1))

@@ -7,13 +7,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eoslog.protocol import codec, messages
+from eoslog.protocol import codec, messages, schema
 from eoslog.protocol.codec import RequestHeader
 
 from .strategies import all_versions, message_strategy
 
-REQUESTS = all_versions("request")
-RESPONSES = all_versions("response")
+# kafka-python's copy of Kafka's specs, then the newer ones we wrote (protocol/kafka_specs: KIP-848, KIP-932).
+REQUESTS = all_versions("request") + all_versions("request", schema.added_spec_names())
+RESPONSES = all_versions("response") + all_versions("response", schema.added_spec_names())
 FAST = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
