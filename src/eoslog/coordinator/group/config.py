@@ -34,3 +34,37 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     # group.consumer.assignors: the server-side assignors a member may ask for; the first is the default.
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # ---- share groups (KIP-932), Kafka 4.2's GroupCoordinatorConfig names, defaults and bounds ----
+    # group.share.session.timeout.ms: a member not heard from for this long is removed.
+    share_session_timeout_ms: int = 45_000
+    # group.share.min.session.timeout.ms / group.share.max.session.timeout.ms: the range the broker's
+    # (and, later, a group's own share.session.timeout.ms) value must fall in.
+    share_min_session_timeout_ms: int = 45_000
+    share_max_session_timeout_ms: int = 60_000
+    # group.share.heartbeat.interval.ms: told to every member in each heartbeat answer.
+    share_heartbeat_interval_ms: int = 5_000
+    # group.share.min.heartbeat.interval.ms / group.share.max.heartbeat.interval.ms
+    share_min_heartbeat_interval_ms: int = 5_000
+    share_max_heartbeat_interval_ms: int = 15_000
+    # group.share.max.size: members of one share group (Kafka: between 1 and 1000).
+    share_max_size: int = 200
+
+    def __post_init__(self) -> None:
+        # Kafka refuses such a broker config at startup (GroupCoordinatorConfig's require checks).
+        for name in ("share_session_timeout_ms", "share_min_session_timeout_ms", "share_max_session_timeout_ms",
+                     "share_heartbeat_interval_ms", "share_min_heartbeat_interval_ms",
+                     "share_max_heartbeat_interval_ms"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not 1 <= self.share_max_size <= 1000:
+            raise ValueError("share_max_size (group.share.max.size) must be between 1 and 1000")
+        if not (self.share_min_heartbeat_interval_ms <= self.share_heartbeat_interval_ms
+                <= self.share_max_heartbeat_interval_ms):
+            raise ValueError("share_heartbeat_interval_ms must lie between share_min_heartbeat_interval_ms and "
+                             "share_max_heartbeat_interval_ms")
+        if not (self.share_min_session_timeout_ms <= self.share_session_timeout_ms
+                <= self.share_max_session_timeout_ms):
+            raise ValueError("share_session_timeout_ms must lie between share_min_session_timeout_ms and "
+                             "share_max_session_timeout_ms")
+        if self.share_heartbeat_interval_ms >= self.share_session_timeout_ms:
+            raise ValueError("share_heartbeat_interval_ms must be less than share_session_timeout_ms")
