@@ -8,6 +8,7 @@ an int16 version:
     key version 0, 1   OffsetCommitKey     group, topic, partition int32
     key version 2      GroupMetadataKey    group
     key version 3-8    consumer group (KIP-848) records, see consumer_log_format.py
+    key version 10-14  share group (KIP-932) records, see share_log_format.py
     value (offset)     OffsetCommitValue   v0-v3, written as v3 (v1 when an expire timestamp is set)
     value (group)      GroupMetadataValue  v0-v3, written as v3
 
@@ -34,6 +35,9 @@ OFFSET_COMMIT_KEY_VERSION = 1  # 0 and 1 share a layout; Kafka writes 1
 GROUP_METADATA_KEY_VERSION = 2
 # Consumer group (KIP-848) records: loaded as raw key/value per group here, decoded by consumer_log_format.
 CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(3, 9))
+# Share group (KIP-932) records, likewise decoded by share_log_format. 15 (ShareGroupStatePartitionMetadata)
+# joins with step 3; until then it is skipped like the other types eoslog does not run.
+SHARE_GROUP_KEY_VERSIONS = frozenset(range(10, 15))
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1  # the only version carrying expire_timestamp
 GROUP_METADATA_VALUE_VERSION = 3
@@ -371,6 +375,8 @@ class LoadedPartition:
     deleted_groups: set[str] = field(default_factory=set)
     # consumer groups (KIP-848): group -> {key: value}, the last value per key, tombstones applied
     consumer_groups: dict[str, dict[bytes, bytes]] = field(default_factory=dict)
+    # share groups (KIP-932), the same way
+    share_groups: dict[str, dict[bytes, bytes]] = field(default_factory=dict)
 
 
 def merge_txn_offsets(committed: dict[TopicPartitionKey, LoggedOffset],
@@ -420,19 +426,36 @@ def load(entries: Iterable[LogEntry]) -> LoadedPartition:
             else:
                 out.groups[key.group] = decode_group_metadata_value(entry.value)
                 out.deleted_groups.discard(key.group)
-                out.consumer_groups.pop(key.group, None)  # a group id names one group: the later wins
+                # a group id names one group: the later wins
+                out.consumer_groups.pop(key.group, None)
+                out.share_groups.pop(key.group, None)
         elif key.version in CONSUMER_GROUP_KEY_VERSIONS:
-            r = _Reader(entry.key, "consumer group key")
-            r.int16()
-            group_id = r.string()
-            records = out.consumer_groups.setdefault(group_id, {})
-            if entry.value is None:
-                records.pop(bytes(entry.key), None)
-                if not records:
-                    del out.consumer_groups[group_id]
-            else:
-                records[bytes(entry.key)] = bytes(entry.value)
+            group_id = _modern_group_record(out.consumer_groups, entry)
+            if entry.value is not None:
                 out.groups.pop(group_id, None)
-        # Other UnknownKeys (share groups, streams groups): group types eoslog does not run; skipped like
-        # Kafka skips unknown record types it is told to ignore.
+                out.share_groups.pop(group_id, None)
+        elif key.version in SHARE_GROUP_KEY_VERSIONS:
+            group_id = _modern_group_record(out.share_groups, entry)
+            if entry.value is not None:
+                out.groups.pop(group_id, None)
+                out.consumer_groups.pop(group_id, None)
+        # Other UnknownKeys (streams groups, share-state metadata for now): skipped like Kafka skips unknown
+        # record types it is told to ignore.
     return out
+
+
+def _modern_group_record(groups: dict[str, dict[bytes, bytes]], entry: LogEntry) -> str:
+    """Keeps the last value of a consumer or share group record (int16 type, then the group id first);
+    returns the group id."""
+    assert entry.key is not None
+    r = _Reader(entry.key, "group record key")
+    r.int16()
+    group_id = r.string()
+    records = groups.setdefault(group_id, {})
+    if entry.value is None:
+        records.pop(bytes(entry.key), None)
+        if not records:
+            del groups[group_id]
+    else:
+        records[bytes(entry.key)] = bytes(entry.value)
+    return group_id
