@@ -3,7 +3,9 @@ Kafka's ShareGroup*.json specs, round trips, what a damaged value does, and what
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -76,6 +78,22 @@ def test_current_member_assignment_value():
         h("02 00000001 | 00 | 00")
     fresh = ShareMember("m2")  # Kafka's new member: epoch 0, previous -1
     assert current_member_assignment_value(fresh) == h("0000 | 00000000 | ffffffff | 00 | 01 | 00")
+
+
+def test_docs_worked_example_matches_the_code():
+    from eoslog.coordinator.group import GroupCoordinator
+    from eoslog.coordinator.group.share_assignor import TopicMetadata
+    from eoslog.coordinator.group.share_group import ShareHeartbeat
+
+    c = GroupCoordinator()
+    topic = uuid.UUID("00000000-0000-0000-0000-000000000007")
+    c.share_group_heartbeat("g", ShareHeartbeat("m1", 0, subscribed_topic_names=("t",), client_id="c",
+                                                 client_host="/h"), topics={"t": TopicMetadata(topic, 2)}, now_ms=0)
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "groups.md").read_text()
+    section = doc[doc.index("### Share group records"):]
+    flat = re.sub(r"\s+", "", section)
+    for k, v in group_records(c.share.groups["g"]).items():
+        assert k.hex() in flat and v.hex() in flat, (k.hex(), v.hex())
 
 
 # ---- round trips ----------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 the coordinator module stays one screen per concern: ConsumerGroupHeartbeat, ConsumerGroupDescribe, the
 deletion of a consumer group, and the diff-based persistence of a group's records (see
 consumer_log_format.py), and the expiry of consumer groups' offsets. A mixin: it uses the coordinator's
-``_check``, ``_write``, ``_new_token``, ``_offset_expiry_write``, ``groups``, ``offsets`` and ``consumer``."""
+``_check``, ``_write``, ``_new_token``, ``_offset_expiry_write``, ``groups``, ``offsets``, ``consumer`` and
+``share`` (a share group's id is no consumer group's)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ class ConsumerGroupApis:
         partition counts, for regex subscriptions and the assignors."""
         error = self._check(group_id)
         classic = self.groups.get(group_id)
-        if error is Errors.NONE and classic is not None:
+        if error is Errors.NONE and group_id in self.share.groups:
+            error = Errors.GROUP_ID_NOT_FOUND  # Kafka: a group id is one type; no conversion from share
+        elif error is Errors.NONE and classic is not None:
             if classic.state in (S.EMPTY, S.DEAD) and classic.is_empty():
                 del self.groups[group_id]  # an empty classic group (offsets only) becomes a consumer group
             elif request.member_epoch == 0 and convertible(classic):
@@ -234,7 +237,7 @@ class ConsumerGroupApis:
         if error is not Errors.NONE:
             return ConsumerGroupDescription(group_id, error)
         classic = self.groups.get(group_id)
-        if classic is not None and classic.state is not S.DEAD:
+        if (classic is not None and classic.state is not S.DEAD) or group_id in self.share.groups:
             return ConsumerGroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND,
                                             f"group {group_id} is not a consumer group")
         return self.consumer.describe(group_id)

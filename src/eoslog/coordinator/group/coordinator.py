@@ -6,8 +6,9 @@ and what the transaction machinery calls when a marker lands on ``__consumer_off
 (:meth:`complete_txn`). Every method returns a :class:`~eoslog.coordinator.group.results.Result`
 (see results.py for the pending / completion / write protocol). The entry points are split by
 responsibility: membership, time, views and loading here; offsets in offset_apis.py; DeleteGroups
-and offset retention in group_removal.py; consumer groups (KIP-848) in consumer_apis.py -- mixins
-over this class's state and plumbing (``_check``, ``_write``, ``_finish``).
+and offset retention in group_removal.py; consumer groups (KIP-848) in consumer_apis.py; share groups
+(KIP-932) in share_apis.py -- mixins over this class's state and plumbing (``_check``, ``_write``,
+``_finish``). A group id names one group of one type: ``groups`` (classic), ``consumer`` or ``share``.
 
 Contract with the I/O layer (one event loop, no threads):
 * Append every ``Write`` to ``__consumer_offsets``-``write.partition`` as one batch, in the order the
@@ -57,6 +58,10 @@ from eoslog.coordinator.group.results import (
     SyncGroupResponse,
     Write,
 )
+from eoslog.coordinator.group.share_apis import ShareGroupApis
+from eoslog.coordinator.group.share_coordinator import ShareGroups
+from eoslog.coordinator.group.share_log_format import Records as ShareRecords
+from eoslog.coordinator.group.share_log_format import rebuild as rebuild_share_group
 from eoslog.coordinator.group.state import GroupState
 
 S = GroupState
@@ -67,7 +72,7 @@ def _default_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
+class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupApis):
     def __init__(self, config: GroupConfig | None = None, *,
                  member_id_factory: Callable[[str], str] = _default_member_id,
                  ownership: Callable[[int], Errors] | None = None) -> None:
@@ -83,6 +88,10 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         # last made durable (what a failed write rolls the group back to).
         self._consumer_written: dict[str, Records] = {}
         self._consumer_durable: dict[str, Records] = {}
+        # KIP-932 share groups, and their records as last appended and as last made durable.
+        self.share = ShareGroups(self.config)
+        self._share_written: dict[str, ShareRecords] = {}
+        self._share_durable: dict[str, ShareRecords] = {}
         self.offsets = OffsetStore()
         self._member_id_factory = member_id_factory
         self._tokens = itertools.count(1)
@@ -169,6 +178,8 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         if error is Errors.NONE and not (self.config.min_session_timeout_ms <= session_timeout_ms
                                          <= self.config.max_session_timeout_ms):
             error = Errors.INVALID_SESSION_TIMEOUT
+        if error is Errors.NONE and group_id in self.share.groups:
+            error = Errors.INCONSISTENT_GROUP_PROTOCOL  # Kafka: a share group is joined with its own API
         group = self.groups.get(group_id)
         downgrading = False
         consumer_group = self.consumer.groups.get(group_id)
@@ -276,13 +287,14 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
             downgrade = self._maybe_downgrade(group_id, now_ms)
             if downgrade is not None:
                 result.extend(downgrade)
+        self._share_tick(now_ms, result)
         return self._finish(fx, result)
 
     def next_deadline(self) -> int | None:
         classic = min((d for d in (g.next_deadline() for g in self.groups.values()) if d is not None),
                       default=None)
-        consumer = self.consumer.next_deadline()
-        return min((d for d in (classic, consumer) if d is not None), default=None)
+        deadlines = (classic, self.consumer.next_deadline(), self.share.next_deadline())
+        return min((d for d in deadlines if d is not None), default=None)
 
     # ------------------------------------------------------------------------------------------------
     # Views
@@ -290,8 +302,8 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
     def describe(self, group_id: str) -> GroupDescription:
         error = self._check(group_id, allow_empty_id=True)
         group = self.groups.get(group_id)
-        if error is Errors.NONE and group_id in self.consumer.groups:
-            # Kafka 4.x: DescribeGroups describes classic groups only; ConsumerGroupDescribe the others.
+        if error is Errors.NONE and (group_id in self.consumer.groups or group_id in self.share.groups):
+            # Kafka 4.x: DescribeGroups describes classic groups only; Consumer/ShareGroupDescribe the others.
             return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, S.DEAD.kafka_name, "", "")
         if error is not Errors.NONE or group is None:
             return GroupDescription(group_id, error, S.DEAD.kafka_name, "", "")
@@ -320,6 +332,13 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
             if wanted_types is not None and "consumer" not in wanted_types:
                 continue
             out.append(GroupListing(group_id, CONSUMER_PROTOCOL_TYPE, cgroup.state.kafka_name, "consumer"))
+        for group_id, sgroup in self.share.groups.items():
+            state = sgroup.state.kafka_name
+            if state == "Dead" or wanted_states is not None and state.lower() not in wanted_states:
+                continue
+            if wanted_types is not None and "share" not in wanted_types:
+                continue
+            out.append(GroupListing(group_id, "share", state, "share"))  # protocol type and type: "share"
         return sorted(out, key=lambda g: g.group_id)
 
     # ------------------------------------------------------------------------------------------------
@@ -330,7 +349,8 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         loads them from the replicated log); their requests answer NOT_COORDINATOR from now on, and so
         do the JoinGroup and SyncGroup calls still waiting in them."""
         group_ids = [g for g in set(self.groups) | self.offsets.groups() if self.partition_for(g) == partition]
-        group_ids += [g for g in self.consumer.groups if self.partition_for(g) == partition and g not in group_ids]
+        group_ids += [g for g in set(self.consumer.groups) | set(self.share.groups)
+                      if self.partition_for(g) == partition and g not in group_ids]
         fx = Effects()
         for group_id in group_ids:
             group = self.groups.pop(group_id, None)
@@ -339,6 +359,10 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
             self.consumer.groups.pop(group_id, None)
             self._consumer_written.pop(group_id, None)
             self._consumer_durable.pop(group_id, None)
+            # Nothing of a share group waits but its writes, which the runtime fails: they answer then.
+            self.share.groups.pop(group_id, None)
+            self._share_written.pop(group_id, None)
+            self._share_durable.pop(group_id, None)
         self.offsets.unload(group_ids)
         return self._finish(fx, Result())
 
@@ -352,10 +376,15 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis):
         for group_id, records in loaded.consumer_groups.items():
             self.consumer.groups[group_id] = rebuild(group_id, records, self.config, now_ms)
             self._consumer_written[group_id] = self._consumer_durable[group_id] = records
+        for group_id, share_records in loaded.share_groups.items():
+            self.share.groups[group_id] = rebuild_share_group(group_id, share_records, self.config, now_ms)
+            self._share_written[group_id] = self._share_durable[group_id] = share_records
         self.offsets.load(loaded)
         for group_id in self.offsets.groups():
-            if self.partition_for(group_id) == partition and group_id not in self.consumer.groups:
+            if self.partition_for(group_id) == partition and group_id not in self.consumer.groups \
+                    and group_id not in self.share.groups:
                 self._get_or_create(group_id, now_ms)  # a group known only by its offsets
 
     def groups_in(self, partition: int) -> int:
-        return sum(1 for g in set(self.groups) | set(self.consumer.groups) if self.partition_for(g) == partition)
+        return sum(1 for g in set(self.groups) | set(self.consumer.groups) | set(self.share.groups)
+                   if self.partition_for(g) == partition)

@@ -1,8 +1,8 @@
 """Group removal entry points of :class:`~.coordinator.GroupCoordinator`: DeleteGroups and offset
 retention (KIP-211 for classic groups, Kafka 4.x's rule for consumer groups, which deletes an expired
 empty group). A mixin, split out of coordinator.py by responsibility: it uses the coordinator's
-``_check``, ``_write``, ``_new_token``, ``groups``, ``consumer``, ``offsets`` and the consumer-group
-removal of consumer_apis.py."""
+``_check``, ``_write``, ``_new_token``, ``groups``, ``consumer``, ``share``, ``offsets`` and the consumer-
+and share-group removals of consumer_apis.py and share_apis.py."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from eoslog.coordinator.group.results import (
     Result,
     Write,
 )
+from eoslog.coordinator.group.share_state import ShareGroupState as SS
 from eoslog.coordinator.group.state import GroupState
 
 S = GroupState
@@ -42,6 +43,14 @@ class GroupRemoval:
 
         for group_id in order:
             error = self._check(group_id, allow_empty_id=True)
+            share_group = self.share.groups.get(group_id)
+            if error is Errors.NONE and share_group is not None and share_group.state is not SS.DEAD:
+                if not share_group.is_empty():
+                    answers[group_id] = Errors.NON_EMPTY_GROUP  # Kafka's throwIfShareGroupIsNotEmpty
+                    continue
+                answers[group_id] = None
+                result.writes.append(self._prepare_share_group_removal(group_id, finish, answers))
+                continue
             consumer_group = self.consumer.groups.get(group_id)
             if error is Errors.NONE and consumer_group is not None and consumer_group.state is not CS.DEAD:
                 if not consumer_group.is_empty():

@@ -1,8 +1,10 @@
 """The offset entry points of :class:`~.coordinator.GroupCoordinator`: OffsetCommit, TxnOffsetCommit
 (and the transaction markers that publish or drop its offsets), OffsetFetch and OffsetDelete, for
 classic and consumer groups alike (committed offsets live in one ``OffsetStore`` whatever the group
-type). A mixin, split out of coordinator.py by responsibility: it uses the coordinator's ``_check``,
-``_write``, ``_new_token``, ``_get_or_create``, ``groups``, ``consumer`` and ``offsets``."""
+type). A share group (KIP-932) has no committed offsets: every offset API answers GROUP_ID_NOT_FOUND for
+its id, as Kafka's ShareGroup.validateOffset* do. A mixin, split out of coordinator.py by responsibility:
+it uses the coordinator's ``_check``, ``_write``, ``_new_token``, ``_get_or_create``, ``groups``,
+``consumer``, ``share`` and ``offsets``."""
 
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ class OffsetApis:
         use group management (allowed only while the group has no members)."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id, allow_empty_id=True)
+        if error is Errors.NONE and group_id in self.share.groups:
+            return Result(_commit_error(Errors.GROUP_ID_NOT_FOUND, offsets))
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
             if error is Errors.NONE:
@@ -76,7 +80,9 @@ class OffsetApis:
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id)
         consumer_group = self.consumer.groups.get(group_id)
-        if error is Errors.NONE and consumer_group is not None:
+        if error is Errors.NONE and group_id in self.share.groups:
+            error = Errors.GROUP_ID_NOT_FOUND
+        elif error is Errors.NONE and consumer_group is not None:
             error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True,
                                                           partitions=[(c.topic, c.partition) for c in offsets])
         elif error is Errors.NONE:
@@ -138,7 +144,9 @@ class OffsetApis:
         group must exist at that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), as in Kafka 4.x."""
         error = self._check(group_id, allow_empty_id=True)
         consumer_group = self.consumer.groups.get(group_id)
-        if error is Errors.NONE and consumer_group is not None and member_id and member_epoch >= 0:
+        if error is Errors.NONE and group_id in self.share.groups:
+            error = Errors.GROUP_ID_NOT_FOUND
+        elif error is Errors.NONE and consumer_group is not None and member_id and member_epoch >= 0:
             error = consumer_group.validate_offset_fetch(member_id, member_epoch)
         if error is not Errors.NONE:
             return Result(OffsetFetchResponse(error))
