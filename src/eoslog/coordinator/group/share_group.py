@@ -164,8 +164,8 @@ class ShareGroup:
             self.members[member.member_id] = member
         elif req.member_epoch != JOIN_EPOCH:
             # A known member may come back with epoch 0 (it was fenced, or restarted with its id): Kafka's
-            # newest coordinator takes it in at its current epoch (testShareGroupMemberCanRejoinWithEpochZero)
-            # where 4.1's fenced it until its session ran out.
+            # newest coordinator takes it in at its current epoch (testShareGroupMemberCanRejoinWithEpochZero);
+            # the older GroupMetadataManager fenced it again until its session ran out.
             problem = _fenced(member, req.member_epoch)
             if problem is not None:
                 return _error(Errors.FENCED_MEMBER_EPOCH, problem)
