@@ -1,0 +1,6 @@
+"""The share coordinator (KIP-932): the durable state of every share partition, in ``__share_group_state``.
+
+- ``log_format``: the ShareSnapshot and ShareUpdate records (Kafka 4.x bytes), encode and strict decode.
+
+docs/share-groups.md has the design and the byte layouts.
+"""
