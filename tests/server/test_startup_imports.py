@@ -38,6 +38,7 @@ NOT_ON_SERVE_PATH = (
     "eoslog.coordinator.transaction.apis",
     "eoslog.coordinator.transaction_groups",
     "eoslog.coordinator.check_back",
+    "eoslog.coordinator.share",
     "eoslog.log.cleaner",        # started on the loop's first turn after the port is announced
     "eoslog.log.cleaner_pass",
     "eoslog.log.cleaner_worker",
@@ -48,7 +49,7 @@ NOT_ON_SERVE_PATH = (
 
 # A broker started as `eoslog serve` starts it, stopped the moment Broker.start() returns (its port open and
 # announced, the loop not yet turned); prints the modules loaded then. Internal topics of one partition each,
-# so that a second start over the same directory finds partitions for both coordinators to load.
+# so that a second start over the same directory finds partitions for every coordinator to load.
 UNTIL_LISTENING = """\
 import json, sys
 from pathlib import Path
@@ -60,11 +61,12 @@ from eoslog.server.run import new_event_loop
 
 async def until_listening():
     config = BrokerConfig(data_dir=Path(sys.argv[1]), listen_host="127.0.0.1", listen_port=0)
-    config.apply_properties({"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"})
+    config.apply_properties({"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+                             "share.coordinator.state.topic.num.partitions": "1"})
     broker = Broker(config)
     await broker.start()
     loaded = sorted(sys.modules)
-    for topic in ("__consumer_offsets", "__transaction_state"):
+    for topic in ("__consumer_offsets", "__transaction_state", "__share_group_state"):
         broker.coordinator_runtime.ensure_topic(topic)
     await broker.stop()
     return loaded
@@ -89,12 +91,13 @@ def test_serve_path_does_not_import_heavy_packages() -> None:
 
 
 def test_a_broker_listens_before_loading_coordinators_and_the_cleaner(tmp_path: Path) -> None:
-    """Also over a directory holding both internal topics: their coordinators load only after the port."""
+    """Also over a directory holding the internal topics: their coordinators load only after the port."""
     for start in ("new directory", "internal topics led here"):
         loaded = set(json.loads(subprocess.run([sys.executable, "-c", UNTIL_LISTENING, str(tmp_path)], check=True,
                                                capture_output=True, text=True).stdout))
         assert _offenders(loaded) == [], start
-    assert (tmp_path / "__consumer_offsets-0").is_dir() and (tmp_path / "__transaction_state-0").is_dir()
+    for topic in ("__consumer_offsets", "__transaction_state", "__share_group_state"):
+        assert (tmp_path / f"{topic}-0").is_dir(), topic
 
 
 def test_advertised_versions_match_the_handler_modules() -> None:

@@ -262,7 +262,9 @@ class PartitionRegistry:
         if self.cluster is not None:
             self.request_internal_topic(name)
             raise CoordinatorNotAvailableError(f"{name} is being created")
-        return self.create_topic(name, spec.partitions)
+        # The spec's configs on top of the internal defaults, as a cluster creates it: the share
+        # coordinator's topic must not be compacted.
+        return self.create_topic(name, spec.partitions, spec.configs)
 
     def request_internal_topic(self, name: str) -> None:
         """Cluster mode: creates an internal topic in the background (Kafka's replication factor rule: as

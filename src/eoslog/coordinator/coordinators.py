@@ -1,6 +1,6 @@
 """The broker's coordinators as the request handlers find them: the group coordinator, the transaction
-coordinator and its extensions, each a shard of the coordinator runtime (runtime.py), built on first use;
-and the questions about internal topics that need no shard built.
+coordinator and its extensions, the share coordinator, each a shard of the coordinator runtime (runtime.py),
+built on first use; and the questions about internal topics that need no shard built.
 
 A new coordinator is its package (pure core + shard) and a ``register`` with the runtime
 (server/broker.py); its handlers reach it with :meth:`Coordinators.shard`.
@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from eoslog.cluster.topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership
 from eoslog.protocol.coordinator_partition import partition_for
 
 if TYPE_CHECKING:
     from eoslog.coordinator.check_back.extension import CheckBacks
     from eoslog.coordinator.group.shard import GroupShard
+    from eoslog.coordinator.share.shard import ShareShard
     from eoslog.coordinator.transaction.markers import TransactionMarkerChannel
     from eoslog.coordinator.transaction.shard import TransactionShard
     from eoslog.coordinator.transaction_groups.extension import TransactionGroups
@@ -42,6 +43,11 @@ class Coordinators:
     @property
     def transactions(self) -> TransactionShard:
         return self.runtime.shard(TRANSACTION_STATE)
+
+    @property
+    def shares(self) -> ShareShard:
+        """The share coordinator (KIP-932): the state of share partitions, in ``__share_group_state``."""
+        return self.runtime.shard(SHARE_GROUP_STATE)
 
     @property
     def transaction_groups(self) -> TransactionGroups:

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from eoslog.cluster.registry import PartitionRegistry
-from eoslog.cluster.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, InternalTopic
+from eoslog.cluster.topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, InternalTopic
 from eoslog.log.checkpoint import write_atomically
 from eoslog.log.config import LogConfig
 from eoslog.log.data_dir_format import check_or_record
@@ -287,7 +287,7 @@ class Broker:
 
     # ---- coordinators ---------------------------------------------------------------------------------
     def _register_coordinators(self, replicas) -> None:
-        """The coordinator runtime over the replica layer, with the group and transaction coordinators
+        """The coordinator runtime over the replica layer, with the group, transaction and share coordinators
         registered (groups first: a transaction's recovery may write markers to __consumer_offsets, which
         the groups must see on top of what they loaded). Before any partition is opened, so the runtime
         learns of every leadership."""
@@ -317,6 +317,15 @@ class Broker:
                                        config.transaction_state_log_replication_factor,
                                        {"min.insync.replicas": str(config.transaction_state_log_min_isr)}),
                          self._transaction_shard)
+        # __share_group_state keeps snapshots and the updates since: compaction would keep one update per
+        # share partition, and time must not delete a share partition's only snapshot. Records go only
+        # when the share coordinator prunes what newer snapshots made redundant (coordinator/share/shard.py).
+        runtime.register(InternalTopic(SHARE_GROUP_STATE, config.share_coordinator_state_topic_num_partitions,
+                                       config.share_coordinator_state_topic_replication_factor,
+                                       {"cleanup.policy": "delete", "retention.ms": "-1",
+                                        "min.insync.replicas": str(config.share_coordinator_state_topic_min_isr),
+                                        "segment.bytes": str(config.share_coordinator_state_topic_segment_bytes)}),
+                         self._share_shard)
 
         def coordinator_of(transactional_id: str) -> int | None:
             from eoslog.protocol.coordinator_partition import partition_for
@@ -355,6 +364,24 @@ class Broker:
             consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             consumer_assignors=config.group_consumer_assignors,
         ))
+
+    def _share_shard(self):
+        """The share coordinator (KIP-932 share-partition state); a topic partition exists when the
+        topic registry (this node's, or the cluster view) has it."""
+        from eoslog.coordinator.share.config import ShareCoordinatorConfig
+        from eoslog.coordinator.share.shard import ShareShard
+
+        config, registry = self.config, self.registry
+
+        def partition_exists(topic_id, partition: int) -> bool:
+            info = registry.topics.by_id.get(topic_id) if registry.topics is not None else None
+            return info is not None and 0 <= partition < info.partitions
+
+        return ShareShard(self.coordinator_runtime, ShareCoordinatorConfig(
+            snapshot_update_records_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
+            state_topic_prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
+            cold_partition_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms,
+        ), partition_exists)
 
     def _transaction_shard(self):
         """The transaction coordinator with its extensions registered: transaction groups (guards the

@@ -117,7 +117,20 @@ _SIMPLE_INTS = {
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1),
     "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", 1),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1),
+    # the share coordinator (KIP-932, coordinator/share/): Kafka's ShareCoordinatorConfig
+    "share.coordinator.state.topic.num.partitions": ("share_coordinator_state_topic_num_partitions", 1),
+    "share.coordinator.state.topic.replication.factor": ("share_coordinator_state_topic_replication_factor", 1),
+    "share.coordinator.state.topic.min.isr": ("share_coordinator_state_topic_min_isr", 1),
+    "share.coordinator.state.topic.segment.bytes": ("share_coordinator_state_topic_segment_bytes", 1),
+    "share.coordinator.snapshot.update.records.per.snapshot": (
+        "share_coordinator_snapshot_update_records_per_snapshot", 0),
+    "share.coordinator.state.topic.prune.interval.ms": ("share_coordinator_state_topic_prune_interval_ms", 1),
+    "share.coordinator.cold.partition.snapshot.interval.ms": (
+        "share_coordinator_cold_partition_snapshot_interval_ms", 1),
 }
+
+# The plain integers with an upper bound too (Kafka's ConfigDef ranges).
+_MAXIMA = {"share.coordinator.snapshot.update.records.per.snapshot": 500}
 
 
 # Other names set_property takes; with the dicts above and the security names, what a typo is compared to.
@@ -314,6 +327,14 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
+    # the share coordinator (coordinator/share/config.py): Kafka's names and defaults
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
+    share_coordinator_state_topic_segment_bytes: int = 100 * 1024 * 1024
+    share_coordinator_snapshot_update_records_per_snapshot: int = 500  # at most 500, as Kafka allows
+    share_coordinator_state_topic_prune_interval_ms: int = 300_000
+    share_coordinator_cold_partition_snapshot_interval_ms: int = 300_000
     # The defaults every topic's log starts from (topic property names; see LOG_DEFAULTS).
     log_defaults: dict[str, str] = field(default_factory=dict)
     test_faults: dict[str, bool] = field(default_factory=dict)  # see TEST_FAULT_PROPERTIES
@@ -419,7 +440,10 @@ class BrokerConfig:
             raise ConfigError(f"{name} is a topic config; the broker default is {_RENAMED[name]}")
         if name in _SIMPLE_INTS:
             attribute, minimum = _SIMPLE_INTS[name]
-            setattr(self, attribute, _int(name, value, minimum))
+            number = _int(name, value, minimum)
+            if name in _MAXIMA and number > _MAXIMA[name]:
+                raise ConfigError(f"{name}: must be at most {_MAXIMA[name]}, got {number}")
+            setattr(self, attribute, number)
         elif name == "queued.max.request.bytes":
             number = _int(name, value, -1)
             if number == 0 or number < -1:
