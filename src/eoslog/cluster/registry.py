@@ -278,8 +278,10 @@ class PartitionRegistry:
             log.warning("cannot create %s yet: replication factor %d needs %d live brokers, %d are registered",
                         name, spec.replication_factor, spec.replication_factor, live)
             return
-        self._create_in_background(name, spec.partitions, spec.replication_factor,
-                                   {**INTERNAL_TOPIC_CONFIGS, **spec.configs})
+        configs = {**INTERNAL_TOPIC_CONFIGS, **spec.configs}
+        if spec.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(spec.min_insync_replicas)
+        self._create_in_background(name, spec.partitions, spec.replication_factor, configs)
 
     @property
     def auto_creates_topics(self) -> bool:
@@ -442,7 +444,7 @@ class PartitionRegistry:
         info = self.topics.get(topic)
         value = info.configs.get("min.insync.replicas") if info is not None else None
         if value is None and topic in self.internal_topics:
-            value = self.internal_topics[topic].configs.get("min.insync.replicas")
+            value = self.internal_topics[topic].min_insync_replicas
         return int(value) if value is not None else self.config.min_insync_replicas
 
     async def expire_producers(self, interval_ms: int, producer_id_expiration_ms: int) -> None:

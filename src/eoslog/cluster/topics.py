@@ -47,13 +47,15 @@ def validate_topic_name(name: str | None) -> str:
 @dataclass(frozen=True)
 class InternalTopic:
     """An internal topic a coordinator keeps its state in (its name among INTERNAL_TOPICS), created on
-    first use: how many partitions, how many replicas on a cluster, and the configs it gets there on top
-    of the compaction every internal topic has (cluster/topic_configs.py)."""
+    first use: how many partitions; the log configs it gets on top of the compaction every internal topic
+    has (cluster/topic_configs.py); and, on a cluster, how many replicas and its min.insync.replicas
+    (a sole broker has one replica of everything, so neither is written for it)."""
 
     name: str
     partitions: int
     replication_factor: int = 1
     configs: dict[str, str] = field(default_factory=dict)
+    min_insync_replicas: int | None = None
 
 
 @dataclass

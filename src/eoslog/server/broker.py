@@ -315,7 +315,7 @@ class Broker:
                                        config.offsets_topic_replication_factor), self._group_shard)
         runtime.register(InternalTopic(TRANSACTION_STATE, config.transaction_state_log_num_partitions,
                                        config.transaction_state_log_replication_factor,
-                                       {"min.insync.replicas": str(config.transaction_state_log_min_isr)}),
+                                       min_insync_replicas=config.transaction_state_log_min_isr),
                          self._transaction_shard)
         # __share_group_state keeps snapshots and the updates since: compaction would keep one update per
         # share partition, and time must not delete a share partition's only snapshot. Records go only
@@ -323,8 +323,8 @@ class Broker:
         runtime.register(InternalTopic(SHARE_GROUP_STATE, config.share_coordinator_state_topic_num_partitions,
                                        config.share_coordinator_state_topic_replication_factor,
                                        {"cleanup.policy": "delete", "retention.ms": "-1",
-                                        "min.insync.replicas": str(config.share_coordinator_state_topic_min_isr),
-                                        "segment.bytes": str(config.share_coordinator_state_topic_segment_bytes)}),
+                                        "segment.bytes": str(config.share_coordinator_state_topic_segment_bytes)},
+                                       min_insync_replicas=config.share_coordinator_state_topic_min_isr),
                          self._share_shard)
 
         def coordinator_of(transactional_id: str) -> int | None:
