@@ -7,6 +7,42 @@ Nothing here does I/O or reads a clock.
 """
 
 from eoslog.share.errors import ShareError
+from eoslog.share.in_flight import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    InFlightBatch,
+    OffsetRange,
+    PersistedState,
+    StateBatch,
+)
+from eoslog.share.partition_state import (
+    Acknowledgement,
+    AcquireMode,
+    Acquisition,
+    Change,
+    Release,
+    SharePartition,
+    SharePartitionConfig,
+)
 from eoslog.share.record_state import AcknowledgeType, Event, IllegalRecordTransition, RecordState
 
-__all__ = ["AcknowledgeType", "Event", "IllegalRecordTransition", "RecordState", "ShareError"]
+__all__ = [
+    "AcknowledgeType",
+    "Acknowledgement",
+    "AcknowledgementBatch",
+    "AcquireMode",
+    "AcquiredRecords",
+    "Acquisition",
+    "Change",
+    "Event",
+    "IllegalRecordTransition",
+    "InFlightBatch",
+    "OffsetRange",
+    "PersistedState",
+    "RecordState",
+    "Release",
+    "ShareError",
+    "SharePartition",
+    "SharePartitionConfig",
+    "StateBatch",
+]
