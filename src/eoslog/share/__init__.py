@@ -25,6 +25,7 @@ from eoslog.share.partition_state import (
     SharePartitionConfig,
 )
 from eoslog.share.record_state import AcknowledgeType, Event, IllegalRecordTransition, RecordState
+from eoslog.share.sessions import SessionUpdate, ShareSession, ShareSessionKey, ShareSessions
 
 __all__ = [
     "AcknowledgeType",
@@ -41,8 +42,12 @@ __all__ = [
     "PersistedState",
     "RecordState",
     "Release",
+    "SessionUpdate",
     "ShareError",
     "SharePartition",
     "SharePartitionConfig",
+    "ShareSession",
+    "ShareSessionKey",
+    "ShareSessions",
     "StateBatch",
 ]
