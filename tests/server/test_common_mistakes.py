@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,13 @@ from eoslog.log.errors import DataDirectoryError
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.testing.process import free_port
 
-NOBODY = 65534
 
-
-def _serve(*args: str, prefix: tuple[str, ...] = (), cwd: Path | None = None) -> subprocess.CompletedProcess:
+def _serve(*args: str, prefix: tuple[str, ...] = (), cwd: Path | None = None, env: dict[str, str] | None = None,
+           interpreter_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """`eoslog serve ARGS`; the timeout is the "it exits by itself" check (a started broker never would)."""
-    return subprocess.run([*prefix, sys.executable, "-m", "eoslog", "serve", *args], check=False,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=cwd)
+    return subprocess.run([*prefix, sys.executable, *interpreter_flags, "-m", "eoslog", "serve", *args],
+                          check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=cwd,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def _last_line(result: subprocess.CompletedProcess) -> str:
@@ -56,26 +55,74 @@ def test_a_port_in_use_is_one_line_and_touches_no_data_dir(tmp_path):
     assert not port_file.exists()
 
 
-@pytest.fixture
-def world_readable_dir():
-    """A directory user nobody can reach (pytest's tmp_path is 0700 root's when the suite runs as root)."""
-    path = Path(tempfile.mkdtemp(prefix="eoslog-mistakes-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def _without_dac_override() -> tuple[str, ...]:
+    """Root writes anywhere: the broker then runs as root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH
+    (util-linux's setpriv), so the file modes hold for it as for its owner. It keeps root's uid, so it can
+    still read the interpreter and eoslog wherever they were installed: switching to user nobody could not
+    (a clone in root's 0700 home or a `mktemp -d` directory gave "No module named eoslog", issue 40)."""
+    return ("setpriv", "--bounding-set", "-dac_override,-dac_read_search") if os.geteuid() == 0 else ()
 
 
-def test_an_unwritable_data_dir_names_the_path_and_the_errno_text(world_readable_dir):
-    data_dir = world_readable_dir / "read-only"
+@pytest.mark.parametrize(("option", "expected"), [
+    (("--listen", "127.0.0.1:70000"), "--listen: must be at most 65535, got 70000"),
+    (("--listen", "127.0.0.1:99999"), "--listen: must be at most 65535, got 99999"),
+    (("--set", "listeners=PLAINTEXT://127.0.0.1:70000"),
+     "listeners: port 70000 is out of range (0-65535) in 'PLAINTEXT://127.0.0.1:70000'"),
+    (("--metrics-listen", "127.0.0.1:65536"), "eoslog.metrics.listen: must be at most 65535, got 65536"),
+])
+def test_a_port_past_65535_is_refused_not_wrapped(tmp_path, option, expected):
+    """The kernel takes a port modulo 65536: 70000 used to start a broker on 4464 (issue 40)."""
+    result = _serve("--data-dir", str(tmp_path / "data"), *option)
+    assert result.returncode == 1
+    assert _last_line(result) == f"Error: configuration error: {expected}"
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("option", ["--metrics-listen", "--console-listen"])
+def test_a_busy_metrics_or_console_port_is_one_line(tmp_path, option):
+    data_dir, port_file = tmp_path / "data", tmp_path / "port"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _serve("--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--port-file", str(port_file),
+                        option, f"127.0.0.1:{port}")
+    assert result.returncode == 1
+    assert _last_line(result) == (f"Error: port 127.0.0.1:{port} is in use (another broker?) — stop it or choose "
+                                  f"another {option} HOST:PORT")
+    assert "Traceback" not in result.stderr
+    assert not data_dir.exists()
+    assert not port_file.exists()
+
+
+@pytest.fixture(params=["installed", "copied under a 0700 directory"])
+def eoslog_source(request, tmp_path_factory) -> dict[str, str] | None:
+    """Where the broker imports eoslog from: as installed, or a copy of the source in a directory only its
+    owner may enter (pytest's tmp dirs are 0700), with ``-S`` so that no .pth file points back at the
+    checkout; the dependencies come from this interpreter's site-packages, named on PYTHONPATH."""
+    if request.param == "installed":
+        return None
+    import click
+
+    import eoslog
+
+    private = tmp_path_factory.mktemp("clone")
+    private.chmod(0o700)
+    shutil.copytree(Path(eoslog.__file__).parent, private / "src" / "eoslog",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return {"PYTHONPATH": f"{private / 'src'}{os.pathsep}{Path(click.__file__).parents[1]}"}
+
+
+def test_an_unwritable_data_dir_names_the_path_and_the_errno_text(tmp_path, eoslog_source):
+    data_dir = tmp_path / "read-only"
     data_dir.mkdir(mode=0o555)
     data_dir.chmod(0o555)
-    port_file = world_readable_dir / "port"
-    # root writes anywhere: run the broker as nobody then (util-linux's setpriv; Popen(user=) cannot exec
-    # an interpreter under root's 0700 home, where pyenv puts it).
-    prefix = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups") if os.geteuid() == 0 else ()
+    port_file = tmp_path / "port"
+    interpreter_flags = ("-S",) if eoslog_source else ()
     result = _serve("--listen", f"127.0.0.1:{free_port()}", "--data-dir", str(data_dir),
-                    "--port-file", str(port_file), prefix=prefix, cwd=world_readable_dir)
-    assert result.returncode == 1
+                    "--port-file", str(port_file), prefix=_without_dac_override(), env=eoslog_source,
+                    interpreter_flags=interpreter_flags)
+    assert result.returncode == 1, result.stderr
     assert _last_line(result).startswith(f"Error: cannot use data dir {data_dir}: Permission denied (")
     assert _last_line(result).endswith("make it a directory this user can write, or choose another --data-dir")
     assert list(data_dir.iterdir()) == []

@@ -543,7 +543,7 @@ class Broker:
         try:
             self.metrics.start()
         except OSError as exc:
-            raise ConfigError(f"eoslog.metrics.listen {host}:{port}: {exc}") from exc
+            raise ListenerBindError.for_address(host, port, "--metrics-listen HOST:PORT", exc) from exc
 
     def _start_console(self) -> None:
         """Like the metrics endpoint: its port bound before the data directory is touched. The console

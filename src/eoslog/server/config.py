@@ -184,13 +184,15 @@ def _bool(name: str, value: str) -> bool:
     raise ConfigError(f"{name}: expected true or false, got {value!r}")
 
 
-def _int(name: str, value: str, minimum: int | None = None) -> int:
+def _int(name: str, value: str, minimum: int | None = None, maximum: int | None = None) -> int:
     try:
         number = int(value.strip())
     except ValueError:
         raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
     if minimum is not None and number < minimum:
         raise ConfigError(f"{name}: must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ConfigError(f"{name}: must be at most {maximum}, got {number}")
     return number
 
 
@@ -211,7 +213,8 @@ def parse_host_port(text: str, what: str = "address") -> tuple[str, int]:
     if not sep or not host:
         raise ConfigError(f"{what}: expected HOST:PORT, got {text!r}")
     host = host.strip("[]")
-    return host, _int(what, port, minimum=0)
+    # A port past 65535 is taken modulo 65536 by the kernel (70000 would bind 4464): refused instead.
+    return host, _int(what, port, minimum=0, maximum=65535)
 
 
 # SASL properties kept in security_properties (also as listener.name.<listener>.<property>).

@@ -20,6 +20,7 @@ import asyncio
 import logging
 
 from eoslog.server.config import BrokerConfig, ConfigError
+from eoslog.server.listeners import ListenerBindError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class ConsoleEndpoint:
         try:
             self.server = self._server_class(app, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
         except OSError as exc:
-            raise ConfigError(f"eoslog.console.listen {host}:{port}: {exc}") from exc
+            raise ListenerBindError.for_address(host, port, "--console-listen HOST:PORT", exc) from exc
         self.server.start()
         log.info("console on %s (through listener %s at %s, %s)", self.server.url, listener.name, bootstrap,
                  "writes allowed" if self.config.console_allow_writes else "read-only")

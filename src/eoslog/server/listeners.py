@@ -18,6 +18,9 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 
 
+MAX_PORT = 65535
+
+
 class ListenerError(ValueError):
     pass
 
@@ -29,9 +32,14 @@ class ListenerBindError(Exception):
     @classmethod
     def from_os_error(cls, listener: Listener, flag: str, exc: OSError) -> ListenerBindError:
         """One line for the operator: what failed and which setting (``flag``) changes it."""
+        return cls.for_address(listener.host, listener.port, flag, exc)
+
+    @classmethod
+    def for_address(cls, host: str, port: int, flag: str, exc: OSError) -> ListenerBindError:
+        """The same line for the broker's other ports (--metrics-listen, --console-listen)."""
         import errno
 
-        address = f"{listener.host}:{listener.port}"
+        address = f"{host}:{port}"
         if exc.errno == errno.EADDRINUSE:
             return cls(f"port {address} is in use (another broker?) — stop it or choose another {flag}")
         reason = exc.strerror or str(exc)
@@ -67,6 +75,8 @@ def _endpoint(text: str, what: str) -> tuple[str, str, int]:
     host, colon, port = address.rpartition(":")
     if not colon or not port.isdigit():
         raise ListenerError(f"{what}: expected NAME://HOST:PORT, got {text.strip()!r}")
+    if int(port) > MAX_PORT:  # the kernel would take it modulo 65536: 70000 binds 4464
+        raise ListenerError(f"{what}: port {port} is out of range (0-{MAX_PORT}) in {text.strip()!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return name.upper(), host, int(port)
