@@ -1,15 +1,20 @@
 # The two commands of the setup contract: `make demo` and `make test`.
-# Both create .venv when missing, install the project with its extras (a stamp file keeps a second run
-# quick), and install the Debian packages the suite needs when they are missing.
+# Both create .venv when missing, install the project (a stamp file keeps a second run quick) and the
+# Debian packages they need when those are missing. `make demo` installs only what the demo runs: the
+# project with its spark extra and a Java runtime for Spark. `make test` installs every extra and the
+# Debian packages of the whole suite.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.eoslog-installed
-APT_PACKAGES := kcat zookeeper chromium chromium-driver
-# Debian packages only the tests use (postgresql: the check-back PostgreSQL tests' throw-away server,
-# eoslog/testing/postgres.py): `make test` installs them too, `make demo` never needs them.
-TEST_APT_PACKAGES := postgresql
+DEMO_STAMP := $(VENV)/.eoslog-demo-installed
+# `eoslog pipeline` on an embedded broker: Spark's JVM and nothing else from Debian.
+DEMO_APT_PACKAGES := default-jre-headless
+# The suite's: kcat and ZooKeeper for the interop and cluster tests, chromium and its driver for the web
+# console's browser tests, postgresql for the check-back PostgreSQL tests' throw-away server
+# (eoslog/testing/postgres.py). `make demo` needs none of them.
+TEST_APT_PACKAGES := $(DEMO_APT_PACKAGES) kcat zookeeper chromium chromium-driver postgresql
 PYTEST_ARGS ?=
 # The suite runs in two pytest-xdist workers: most of its time is spent waiting (fault runs of fixed length,
 # brokers and JVMs starting, deadlines), so two workers on a 2-core machine take ~20 min instead of ~34
@@ -17,9 +22,9 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
 
-.PHONY: demo test test-fast bench system-packages test-system-packages clean
+.PHONY: demo test test-fast bench demo-system-packages test-system-packages clean
 
-demo: $(STAMP) system-packages
+demo: $(DEMO_STAMP) demo-system-packages
 	$(PY) -m eoslog pipeline
 
 test: $(STAMP) test-system-packages
@@ -36,13 +41,17 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console]'
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console,verify]'
+	touch $(STAMP) $(DEMO_STAMP)
+
+# Everything `make test` installs includes the demo's; a venv made by `make test` is ready for the demo.
+$(DEMO_STAMP): $(VENV)/bin/python pyproject.toml
+	$(PY) -m pip install --quiet -e '.[spark]'
+	touch $(DEMO_STAMP)
 
 # Installs only what is missing; `apt-get update` runs once, and only when something is missing.
-# test-system-packages: APT_PACKAGES and TEST_APT_PACKAGES.
-system-packages test-system-packages:
-	@missing=""; for p in $(APT_PACKAGES) $(if $(filter test-%,$@),$(TEST_APT_PACKAGES)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+demo-system-packages test-system-packages:
+	@missing=""; for p in $(if $(filter test-%,$@),$(TEST_APT_PACKAGES),$(DEMO_APT_PACKAGES)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

@@ -61,6 +61,18 @@ class LazyGroup(click.Group):
                 pass  # its extra is missing: not listed, so --help and shell completion still work
         return sorted(names)
 
+    def invoke(self, ctx: click.Context):
+        """A command whose extra is missing stops with one line that names it (tools/extras.py)."""
+        try:
+            return super().invoke(ctx)
+        except ImportError as exc:
+            from eoslog.tools.extras import hint, missing_module
+
+            module = missing_module(exc)
+            if module is None:
+                raise
+            raise click.ClickException(hint(ctx.invoked_subcommand, module)) from None
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.LAZY:
             import importlib

@@ -102,7 +102,7 @@ def _get(url: str, data: bytes | None = None) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    assert CHROMIUM and CHROMEDRIVER, "Debian's chromium and chromium-driver are needed (make system-packages)"
+    assert CHROMIUM and CHROMEDRIVER, "Debian's chromium and chromium-driver are needed (make test-system-packages)"
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -29,18 +29,20 @@ def console_command(bootstrap: str, security, listen: str, allow_writes: bool, h
                     port_file: Path | None) -> None:
     """Serve a web console showing brokers, topics (records with aborted transactions marked), consumer
     groups with their lag, and transactions (docs/console.md)."""
-    try:
-        from eoslog.console.app import create_app
-        from eoslog.console.server import ConsoleServer
-        from eoslog.console.views import Session
-    except ModuleNotFoundError as exc:
-        raise click.ClickException(f"the console needs {exc.name}: pip install 'eoslog[console]'") from exc
+    # Without the console extra these imports fail, and the CLI says which extra (tools/extras.py).
+    from eoslog.console.app import create_app
+    from eoslog.console.server import ConsoleServer
+    from eoslog.console.views import Session
 
     session = Session(bootstrap, security)
     try:
         server = ConsoleServer(create_app(session, allow_writes, hanging_after_ms), listen)
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {listen}: {exc}") from exc
+        from eoslog.server.listeners import ListenerBindError
+
+        host, _, port = listen.rpartition(":")
+        raise click.ClickException(str(ListenerBindError.for_address(host, int(port), "--listen HOST:PORT", exc))
+                                   ) from None
     if port_file is not None:
         port_file.write_text(f"{server.port}\n")
     click.echo(f"eoslog console on {server.url} for {bootstrap}"

@@ -36,11 +36,10 @@ CONSUMER_PASSED_THROUGH = ("fetch.queue.backoff.ms",)
 
 
 def _confluent_kafka():
-    try:
-        import confluent_kafka
-    except ModuleNotFoundError:
-        raise click.ClickException("eoslog produce and consume need confluent-kafka: "
-                                   "pip install 'eoslog[console]'") from None
+    # Without the console extra the import fails, and the CLI turns that into its one-line hint
+    # (tools/extras.py).
+    import confluent_kafka
+
     return confluent_kafka
 
 
