@@ -182,3 +182,18 @@ def test_without_confluent_kafka_the_commands_name_the_extra(monkeypatch):
         assert result.exit_code == 1
         assert result.output == (f"Error: eoslog {command} needs the console extra (confluent_kafka is not "
                                  "installed): pip install 'eoslog[console]'\n")
+
+
+def test_a_busy_console_port_is_one_line():
+    import socket
+
+    from eoslog.cli import main
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        result = CliRunner().invoke(main, ["console", "--listen", f"127.0.0.1:{port}", "-b", "127.0.0.1:1"])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: port 127.0.0.1:{port} is in use (another console?) — stop it or choose "
+                             "another --listen HOST:PORT\n")

@@ -38,11 +38,7 @@ def console_command(bootstrap: str, security, listen: str, allow_writes: bool, h
     try:
         server = ConsoleServer(create_app(session, allow_writes, hanging_after_ms), listen)
     except OSError as exc:
-        from eoslog.server.listeners import ListenerBindError
-
-        host, _, port = listen.rpartition(":")
-        raise click.ClickException(str(ListenerBindError.for_address(host, int(port), "--listen HOST:PORT", exc))
-                                   ) from None
+        raise click.ClickException(bind_error_line(listen, exc)) from None
     if port_file is not None:
         port_file.write_text(f"{server.port}\n")
     click.echo(f"eoslog console on {server.url} for {bootstrap}"
@@ -51,3 +47,13 @@ def console_command(bootstrap: str, security, listen: str, allow_writes: bool, h
         server.run()
     finally:
         session.close()
+
+
+def bind_error_line(listen: str, exc: OSError) -> str:
+    """The broker's one line for a port it cannot bind (server/listeners.py, ListenerBindError), in the
+    same words; written here because the console room must not import the server, which imports it."""
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {listen} is in use (another console?) — stop it or choose another --listen HOST:PORT"
+    return f"cannot listen on {listen}: {exc.strerror or exc} — choose another --listen HOST:PORT"
