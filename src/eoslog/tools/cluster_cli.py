@@ -1,6 +1,7 @@
 """`eoslog cluster ...`: a local cluster in one command, and the cluster's state over the Kafka protocol.
 
     eoslog cluster up [--brokers 3] [--zookeeper-nodes 1|3] [--dir DIR]
+    eoslog cluster status --dir DIR;  eoslog cluster stop|start|restart BROKER --dir DIR
     eoslog cluster describe [--bootstrap HOST:PORT] [--topic T] [--zookeeper CONNECT] [--json]
     eoslog cluster elect-leaders [--preferred | --unclean] [--topic T] [--bootstrap HOST:PORT]
     eoslog cluster reassign --topic T --partition P --replicas 2,3 | --cancel;  eoslog cluster reassignments
@@ -11,6 +12,7 @@ Kafka cluster too; elect-leaders sends to the controller Metadata names, as Kafk
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import tempfile
@@ -23,6 +25,7 @@ from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools.brokers import CLIENT_ID
+from eoslog.tools.common import emit_json, json_option, print_table
 from eoslog.tools.txn_cli import DEFAULT_BOOTSTRAP
 
 METADATA = (3, 9)
@@ -41,35 +44,118 @@ def cluster_group() -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where ZooKeeper and broker data go (default: a temporary directory, removed at exit).")
 def up(brokers: int, zookeeper_nodes: str, directory: Path | None) -> None:
-    """Start ZooKeeper and BROKERS brokers on loopback; print the bootstrap string; Ctrl-C stops them all."""
+    """Start ZooKeeper and BROKERS brokers on loopback and watch them: print their PIDs, addresses and data
+    directories, say when one dies, and stop, start or restart a broker when `eoslog cluster
+    stop|start|restart ID --dir DIR` asks. Ctrl-C (or SIGTERM) stops them all."""
     from eoslog.tools.local.cluster import EmbeddedCluster
+    from eoslog.tools.local.supervisor import CONTROL_SOCKET, ClusterSupervisor, ControlServer
 
     temporary = None
     if directory is None:
         temporary = tempfile.TemporaryDirectory(prefix="eoslog-cluster-")
         directory = Path(temporary.name)
+    directory = directory.resolve()
+    if (directory / CONTROL_SOCKET).exists():
+        with contextlib.suppress(OSError):
+            from eoslog.tools.local.supervisor import send
+
+            send(directory, {"action": "status"}, timeout=5)
+            raise click.ClickException(f"a cluster already runs on {directory}: stop it first (Ctrl-C in its terminal)")
     cluster = EmbeddedCluster(directory, brokers, int(zookeeper_nodes), session_timeout_ms=6000)
+    supervisor = ClusterSupervisor(cluster)
     stopping = []
     previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    control = None
     try:
         started = time.monotonic()
         cluster.start()
+        cluster.release_client()
+        control = ControlServer(directory / CONTROL_SOCKET, supervisor)
         click.echo(f"ZooKeeper: {cluster.zookeeper.connect_string_with_chroot('/eoslog')}")
-        for broker_id, broker in cluster.brokers.items():
-            click.echo(f"broker {broker_id}: {broker.bootstrap}  (log {broker.log_path})")
+        print_members(supervisor.members())
         click.echo(f"ready in {time.monotonic() - started:.1f} s; bootstrap servers:")
         click.echo(cluster.bootstrap)
-        click.echo("Ctrl-C stops the cluster.")
+        click.echo(f"eoslog cluster status|stop|start|restart [BROKER] --dir {directory}   (Ctrl-C stops the cluster)")
         while not stopping:
-            time.sleep(0.2)
+            for line in supervisor.poll():
+                click.echo(f"{time.strftime('%H:%M:%S')} {line}")
+            served = control.serve_once(0.2)
+            if served is not None and served[0].get("action") != "status":
+                click.echo(f"{time.strftime('%H:%M:%S')} {served[1]['message']} (asked on {CONTROL_SOCKET})")
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
         click.echo("stopping brokers and ZooKeeper ...")
-        cluster.stop()
+        if control is not None:
+            control.close()
+        # A broker whose ZooKeeper is gone does not finish a clean shutdown: it is killed sooner then.
+        zookeeper_alive = all(node.is_running for node in cluster.zookeeper.nodes)
+        cluster.stop(broker_timeout=60.0 if zookeeper_alive else 10.0)
         if temporary is not None:
             temporary.cleanup()
+
+
+def print_members(members) -> None:
+    print_table([[m.role, m.id, m.pid, m.state, m.address, m.data_dir, m.log] for m in members],
+                ["ROLE", "ID", "PID", "STATE", "ADDRESS", "DATA-DIR", "LOG"])
+
+
+def _ask(directory: Path, request: dict) -> dict:
+    from eoslog.tools.local.supervisor import CONTROL_SOCKET, send
+
+    try:
+        return send(directory.resolve(), request)
+    except OSError as exc:
+        raise click.ClickException(f"no `eoslog cluster up` answers on {directory / CONTROL_SOCKET} "
+                                   f"({exc.strerror or exc}): start one with `eoslog cluster up --dir {directory}`"
+                                   ) from None
+
+
+def _dir_option(command):
+    return click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path),
+                        help="The directory `eoslog cluster up` runs on (it prints it).")(command)
+
+
+@cluster_group.command("status")
+@_dir_option
+@json_option
+def status(directory: Path, as_json: bool) -> None:
+    """The processes of a running `eoslog cluster up`: role, id, PID, state, address, data dir, log."""
+    answer = _ask(directory, {"action": "status"})
+    if as_json:
+        emit_json(answer["members"])
+    else:
+        print_members(_members(answer))
+
+
+def _members(answer: dict):
+    from eoslog.tools.local.supervisor import Member
+
+    return [Member(**m) for m in answer["members"]]
+
+
+def _broker_action(action: str):
+    def command(broker: int, directory: Path, as_json: bool) -> None:
+        answer = _ask(directory, {"action": action, "broker": broker})
+        if as_json:
+            emit_json({"ok": answer["ok"], "message": answer["message"], "members": answer["members"]})
+        elif answer["ok"]:
+            click.echo(answer["message"])
+        if not answer["ok"]:
+            raise click.ClickException(answer["message"])
+
+    command.__name__ = f"{action}_command"
+    command.__doc__ = {"stop": "Stop one broker of a running `eoslog cluster up` (SIGTERM: a clean shutdown).",
+                       "start": "Start a stopped (or dead) broker again, on its port and data directory.",
+                       "restart": "Stop a broker cleanly and start it again on its port and data directory.",
+                       }[action]
+    command = json_option(_dir_option(click.argument("broker", type=int)(command)))
+    return cluster_group.command(action)(command)
+
+
+for _action in ("stop", "start", "restart"):
+    _broker_action(_action)
 
 
 def _metadata(wire: BrokerConnection, topics: list[str] | None):

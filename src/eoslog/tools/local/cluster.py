@@ -111,18 +111,17 @@ class EmbeddedCluster:
                       "every broker registered and a controller elected")
         return self
 
-    def stop(self) -> None:
+    def stop(self, broker_timeout: float = 60.0) -> None:
+        """SIGTERM to every broker, each SIGKILLed if it has not exited within ``broker_timeout``; then
+        ZooKeeper."""
         for broker in self.brokers.values():  # every broker told first, so their shutdowns overlap
             with contextlib.suppress(Exception):
                 broker.request_stop()
+        deadline = time.monotonic() + broker_timeout
         for broker in self.brokers.values():
             with contextlib.suppress(Exception):
-                broker.__exit__(None, None, None)
-        if self._zk_client is not None:
-            with contextlib.suppress(Exception):
-                self._zk_client.stop()
-                self._zk_client.close()
-            self._zk_client = None
+                broker.stop(timeout=max(0.0, deadline - time.monotonic()))
+        self.release_client()
         self.zookeeper.stop()
         for proxy in self.proxies.values():
             with contextlib.suppress(Exception):
@@ -163,6 +162,16 @@ class EmbeddedCluster:
         return "\n".join(f"--- broker {i} ---\n{b.log_tail(60)}" for i, b in self.brokers.items())
 
     # ---- what ZooKeeper says ------------------------------------------------------------------------------
+
+    def release_client(self) -> None:
+        """Closes the ZooKeeper client :meth:`state` opened (the next call opens another): `eoslog cluster
+        up` reads no state once started, and a client left open would retry, and log, while ZooKeeper is
+        down."""
+        if self._zk_client is not None:
+            with contextlib.suppress(Exception):
+                self._zk_client.stop()
+                self._zk_client.close()
+            self._zk_client = None
 
     def _client(self):
         from kazoo.client import KazooClient

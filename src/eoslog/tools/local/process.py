@@ -180,9 +180,21 @@ class BrokerProcess:
                     break
             self._stop_requested = True
 
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM and the exit status; SIGKILL after ``timeout`` (a shutdown that hangs, e.g. with its
+        ZooKeeper gone, must not leave the process running after the one that started it)."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.request_stop()
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.process.returncode
+
     def __exit__(self, *exc_info) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.request_stop()
-            self.terminate()
+            self.stop()
         if self._tempdir is not None:
             self._tempdir.cleanup()
