@@ -211,7 +211,7 @@ def test_groups_cli_shows_members_assignments_offsets_and_lag(embedded):
         assert "report-client" in described.output and f"{TOPIC}:0,1,2" in described.output
         assert "total lag: 5" in described.output
         missing = runner.invoke(groups_group, ["describe", "nobody", "-b", bootstrap, "--json"])
-        assert missing.exit_code == 0 and '"state": "Dead"' in missing.output
+        assert missing.exit_code == 1 and "group nobody not found" in missing.output  # not "Dead, 0 members"
     finally:
         producer.abort_transaction(30)
         c.close()

@@ -204,6 +204,8 @@ def _print(rows: list[dict], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
+    if not rows:
+        click.echo("none")
     current = None
     for row in rows:
         pattern = (row["resource_type"], row["name"], row["pattern_type"])

@@ -48,6 +48,11 @@ def closest(name: str, valid: list[str]) -> str:
     return f"closest: {', '.join(near)}" if near else f"valid names: {', '.join(sorted(valid))}"
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 partition``, ``3 partitions``, ``0 partitions``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def emit_json(value) -> None:
     click.echo(json.dumps(value))
 

@@ -21,6 +21,7 @@ from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import codec, messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools.brokers import GROUP, Brokers, security_option
+from eoslog.tools.common import plural, print_table
 
 LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 2, 9, 15, 16
 CONSUMER_GROUP_DESCRIBE = 69
@@ -182,13 +183,6 @@ _bootstrap_option = click.option("--bootstrap-server", "--bootstrap", "-b", "boo
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> str:
-    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in rows]
-    return "\n".join(line.rstrip() for line in lines)
-
-
 @click.group("groups")
 def groups_group() -> None:
     """Consumer groups: members, assignments, committed offsets and lag."""
@@ -205,10 +199,10 @@ def list_command(bootstrap_server: str, security, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([asdict(g) for g in groups]))
     elif groups:
-        click.echo(_table([[g.group_id, g.protocol_type, g.state, g.group_type] for g in groups],
-                          ["GROUP", "TYPE", "STATE", "GROUP-TYPE"]))
+        print_table([[g.group_id, g.protocol_type, g.state, g.group_type] for g in groups],
+                    ["GROUP", "TYPE", "STATE", "GROUP-TYPE"])
     else:
-        click.echo("no groups")
+        click.echo("none")
 
 
 @groups_group.command("describe")
@@ -221,24 +215,26 @@ def describe_command(group_id: str, bootstrap_server: str, security, as_json: bo
     last stable offset."""
     with Brokers(bootstrap_server, security=security) as brokers:
         view = describe_group(brokers, group_id)
+    if view.state == "Dead" and not view.members and not view.partitions:
+        # What DescribeGroups answers for a group id it does not know, as Kafka does; not a group to show
+        raise click.ClickException(f"group {group_id} not found (eoslog groups list shows the groups)")
     if as_json:
         click.echo(json.dumps(asdict(view)))
         return
     click.echo(f"group {view.group_id} ({view.group_type}): {view.state}"
                + (f", protocol {view.protocol_type}/{view.protocol}" if view.protocol else "")
-               + f", {len(view.members)} members")
+               + f", {plural(len(view.members), 'member')}")
     if view.members:
         click.echo("")
-        click.echo(_table([[m.member_id, m.group_instance_id or "-", m.client_id, m.client_host,
-                            " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(m.assignment.items())) or "-"]
-                           for m in view.members],
-                          ["MEMBER", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT"]))
+        print_table([[m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                      " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(m.assignment.items())) or None]
+                     for m in view.members],
+                    ["MEMBER", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT"])
     click.echo("")
     if view.partitions:
-        click.echo(_table([[p.topic, p.partition, p.committed_offset if p.committed_offset >= 0 else "-",
-                            p.last_stable_offset, "-" if p.lag is None else p.lag, p.member_id or "-"]
-                           for p in view.partitions],
-                          ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"]))
+        print_table([[p.topic, p.partition, p.committed_offset if p.committed_offset >= 0 else None,
+                      p.last_stable_offset, p.lag, p.member_id] for p in view.partitions],
+                    ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"])
         total = sum(p.lag for p in view.partitions if p.lag is not None)
         click.echo(f"\ntotal lag: {total}")
     else:

@@ -18,7 +18,15 @@ from eoslog.protocol.errors import ErrorCode
 from eoslog.tools import admin_requests as admin
 from eoslog.tools import leader_requests
 from eoslog.tools.brokers import Brokers, security_option
-from eoslog.tools.common import bootstrap_option, check, emit_json, error_name, json_option, print_table
+from eoslog.tools.common import (
+    bootstrap_option,
+    check,
+    emit_json,
+    error_name,
+    json_option,
+    plural,
+    print_table,
+)
 
 
 def parse_configs(values: tuple[str, ...]) -> dict[str, str]:
@@ -97,7 +105,7 @@ def create_command(topic, partitions, replication_factor, configs, if_not_exists
         click.echo(f"topic {topic} already exists")
     else:
         click.echo(f"{'would create' if validate_only else 'created'} topic {topic}: "
-                   f"{result.num_partitions} partitions, replication factor {result.replication_factor}")
+                   f"{plural(result.num_partitions, 'partition')}, replication factor {result.replication_factor}")
 
 
 @topics_group.command("list")
@@ -116,7 +124,7 @@ def list_command(exclude_internal, bootstrap, security, as_json) -> None:
         print_table([[v.name, len(v.partitions), v.replication_factor, "yes" if v.internal else ""] for v in views],
                     ["TOPIC", "PARTITIONS", "REPLICATION", "INTERNAL"])
     else:
-        click.echo("no topics")
+        click.echo("none")
 
 
 @topics_group.command("describe")
@@ -136,7 +144,7 @@ def describe_command(topics, bootstrap, security, as_json) -> None:
         if n:
             click.echo("")
         configs = ",".join(f"{k}={v}" for k, v in sorted(view.configs.items())) or "-"
-        click.echo(f"topic {view.name}: {len(view.partitions)} partitions, replication factor "
+        click.echo(f"topic {view.name}: {plural(len(view.partitions), 'partition')}, replication factor "
                    f"{view.replication_factor}{' (internal)' if view.internal else ''}, configs {configs}")
         errors = any(p.error for p in view.partitions)  # the column only when a partition has one
         print_table([[p.partition, p.leader if p.leader >= 0 else "none", ",".join(map(str, p.replicas)),
@@ -166,8 +174,8 @@ def alter_command(topic, partitions, configs, deleted, bootstrap, security) -> N
             admin.alter_configs(brokers, admin.TOPIC, topic, configs, list(deleted))
         if partitions is not None:
             admin.create_partitions(brokers, topic, partitions)
-    done = [f"{len(configs)} configs set"] * bool(configs) + [f"{len(deleted)} deleted"] * bool(deleted)
-    done += [f"{partitions} partitions"] * (partitions is not None)
+    done = [f"{plural(len(configs), 'config')} set"] * bool(configs) + [f"{len(deleted)} deleted"] * bool(deleted)
+    done += [plural(partitions, "partition")] * (partitions is not None)
     click.echo(f"altered topic {topic}: {', '.join(done)}")
 
 
@@ -176,14 +184,18 @@ def alter_command(topic, partitions, configs, deleted, bootstrap, security) -> N
 @click.option("--if-exists", is_flag=True, help="Succeed when there is no such topic.")
 @bootstrap_option
 @security_option
-def delete_command(topic, if_exists, bootstrap, security) -> None:
+@json_option
+def delete_command(topic, if_exists, bootstrap, security, as_json) -> None:
     """Delete TOPIC and its data."""
     with Brokers(bootstrap, security=security) as brokers:
         try:
             admin.delete_topic(brokers, topic)
+            outcome = "deleted"
         except click.ClickException as exc:
             if not (if_exists and "UNKNOWN_TOPIC_OR_PARTITION" in exc.message):
                 raise
-            click.echo(f"no topic {topic}")
-            return
-    click.echo(f"deleted topic {topic}")
+            outcome = "absent"
+    if as_json:
+        emit_json({"topic": topic, "outcome": outcome})
+    else:
+        click.echo(f"deleted topic {topic}" if outcome == "deleted" else f"no topic {topic}")

@@ -27,6 +27,7 @@ from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools import leader_requests
 from eoslog.tools.brokers import TRANSACTION, Brokers, security_option
+from eoslog.tools.common import emit_json, json_option, print_table
 from eoslog.tools.hanging import hanging_transactions
 
 __all__ = ["Brokers", "producers_group", "transactions_group"]
@@ -162,27 +163,51 @@ def transactions_group() -> None:
 @click.option("--producer-id", "producer_ids", multiple=True, type=int)
 @click.option("--min-duration-ms", type=int, default=-1, help="only transactions open at least this long")
 @click.option("--pattern", default=None, help="transactional id regular expression")
-def list_command(bootstrap_server, security, states, producer_ids, min_duration_ms, pattern) -> None:
+@json_option
+def list_command(bootstrap_server, security, states, producer_ids, min_duration_ms, pattern, as_json) -> None:
     with Brokers(bootstrap_server, security=security) as brokers:
         rows = list_transactions(brokers, states, producer_ids, min_duration_ms, pattern)
         checks = list_check_backs(brokers) if rows else {}
-    click.echo(f"{'TransactionalId':<40} {'ProducerId':>12} {'State':<17} Checks")
-    for row in rows:
-        check = checks.get(row.transactional_id)
-        # The checks asked so far while Checking; "-" for transactions nobody checks.
-        count = str(check.check_count) if check is not None and check.check_count >= 0 else "-"
-        click.echo(f"{row.transactional_id:<40} {row.producer_id:>12} {row.transaction_state:<17} {count}")
+    listed = [{"transactional_id": row.transactional_id, "producer_id": row.producer_id,
+               "state": row.transaction_state, "checks": _checks(row, checks.get(row.transactional_id))}
+              for row in rows]
+    if as_json:
+        emit_json(listed)
+    elif not listed:
+        click.echo("none")
+    else:
+        print_table([[t["transactional_id"], t["producer_id"], t["state"], t["checks"]] for t in listed],
+                    ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE", "CHECKS"])
+
+
+def _checks(row, check) -> int | None:
+    """The checks asked so far while the transaction is Checking; None (shown "-") otherwise: a check that
+    decided a transaction resets its count, and a "0" there read as "never checked"."""
+    if check is None or check.check_count < 0 or row.transaction_state != "Checking":
+        return None
+    return check.check_count
 
 
 @transactions_group.command("describe")
 @bootstrap_option
 @security_option
 @click.argument("transactional_id")
-def describe_command(bootstrap_server, security, transactional_id) -> None:
+@json_option
+def describe_command(bootstrap_server, security, transactional_id, as_json) -> None:
     with Brokers(bootstrap_server, security=security) as brokers:
         (found,) = describe_transactions(brokers, [transactional_id])
         check = list_check_backs(brokers).get(transactional_id) if found.error_code == 0 else None
     _check(found.error_code, f"DescribeTransactions {transactional_id}")
+    if as_json:
+        emit_json({"transactional_id": found.transactional_id, "state": found.transaction_state,
+                   "producer_id": found.producer_id, "producer_epoch": found.producer_epoch,
+                   "timeout_ms": found.transaction_timeout_ms, "start_time_ms": found.transaction_start_time_ms,
+                   "partitions": [f"{t.topic}-{p}" for t in found.topics for p in t.partitions],
+                   "check_back": None if check is None else {
+                       "group": check.check_back_group, "check_count": check.check_count,
+                       "next_check_time_ms": check.next_check_timestamp_ms,
+                       "abort_reason": check.abort_reason or None}})
+        return
     partitions = ", ".join(f"{t.topic}-{p}" for t in found.topics for p in t.partitions) or "-"
     click.echo(f"TransactionalId: {found.transactional_id}\nState: {found.transaction_state}\n"
                f"ProducerId: {found.producer_id}\nProducerEpoch: {found.producer_epoch}\n"
@@ -198,16 +223,20 @@ def describe_command(bootstrap_server, security, transactional_id) -> None:
 @security_option
 @click.option("--topic", default=None)
 @click.option("--max-age-ms", type=int, default=DEFAULT_MAX_AGE_MS, show_default=True)
-def find_hanging_command(bootstrap_server, security, topic, max_age_ms) -> None:
+@json_option
+def find_hanging_command(bootstrap_server, security, topic, max_age_ms, as_json) -> None:
     errors: dict[tuple[str, int], int] = {}
     with Brokers(bootstrap_server, security=security) as brokers:
         rows = find_hanging(brokers, topic, max_age_ms, errors)
     for (name, partition), code in sorted(errors.items()):
         click.echo(f"could not ask {name}-{partition}: {ErrorCode(code).name}", err=True)
-    click.echo(f"{'Partition':<30} {'ProducerId':>12} {'Epoch':>6} {'StartOffset':>12}")
-    for row in rows:
-        click.echo(f"{row['topic'] + '-' + str(row['partition']):<30} {row['producer_id']:>12} "
-                   f"{row['producer_epoch']:>6} {row['start_offset']:>12}")
+    if as_json:
+        emit_json(rows)
+    elif not rows:
+        click.echo("none")
+    else:
+        print_table([[f"{row['topic']}-{row['partition']}", row["producer_id"], row["producer_epoch"],
+                      row["start_offset"]] for row in rows], ["PARTITION", "PRODUCER-ID", "EPOCH", "START-OFFSET"])
 
 
 @transactions_group.command("abort")
@@ -231,13 +260,21 @@ def producers_group() -> None:
 @bootstrap_option
 @security_option
 @click.argument("topic_partition")
-def producers_describe_command(bootstrap_server, security, topic_partition) -> None:
+@json_option
+def producers_describe_command(bootstrap_server, security, topic_partition, as_json) -> None:
     topic, partition = parse_topic_partition(topic_partition)
     with Brokers(bootstrap_server, security=security) as brokers:
         (result,) = describe_producers(brokers, topic, [partition])
     _check(result.error_code, f"DescribeProducers {topic_partition}")
-    click.echo(f"{'ProducerId':>12} {'Epoch':>6} {'LastSequence':>12} {'LastTimestamp':>14} "
-               f"{'CoordinatorEpoch':>16} {'CurrentTxnStartOffset':>21}")
-    for p in result.active_producers:
-        click.echo(f"{p.producer_id:>12} {p.producer_epoch:>6} {p.last_sequence:>12} {p.last_timestamp:>14} "
-                   f"{p.coordinator_epoch:>16} {p.current_txn_start_offset:>21}")
+    producers = [{"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
+                  "last_sequence": p.last_sequence, "last_timestamp": p.last_timestamp,
+                  "coordinator_epoch": p.coordinator_epoch, "current_txn_start_offset": p.current_txn_start_offset}
+                 for p in result.active_producers]
+    if as_json:
+        emit_json(producers)
+    elif not producers:
+        click.echo("none")
+    else:
+        print_table([list(p.values()) for p in producers],
+                    ["PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP", "COORDINATOR-EPOCH",
+                     "CURRENT-TXN-START-OFFSET"])

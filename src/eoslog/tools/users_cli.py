@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from pathlib import Path
 
@@ -132,7 +133,8 @@ def delete_user(name, mechanisms, bootstrap, zookeeper, command_config, data_dir
 
 @users_group.command("list")
 @_target
-def list_users(bootstrap, zookeeper, command_config, data_dir):
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of text.")
+def list_users(bootstrap, zookeeper, command_config, data_dir, as_json):
     """Every user with its mechanisms and iterations (never a key)."""
     _one_target(bootstrap, zookeeper, data_dir)
     if data_dir is not None:
@@ -145,8 +147,12 @@ def list_users(bootstrap, zookeeper, command_config, data_dir):
     else:
         with _online(bootstrap, command_config) as brokers:
             users = _describe(brokers, None)
+    if as_json:
+        click.echo(json.dumps([{"user": user, "credentials": [{"mechanism": m, "iterations": i} for m, i in credentials]}
+                               for user, credentials in sorted(users.items())]))
+        return
     if not users:
-        click.echo("no users")
+        click.echo("none")
     for user, credentials in sorted(users.items()):
         click.echo(f"{user}\t" + ", ".join(f"{m} (iterations={i})" for m, i in credentials))
 
