@@ -11,7 +11,7 @@ a broker (docs/transactions.md, "Check-back transactions" says more):
 The first command places three orders and kills itself (SIGKILL) after the last order's database commit,
 before the Kafka commit. After its transaction timeout (5 s here) the broker asks the group instead of
 aborting, and the second command -- another instance of the group -- answers from the database: the row is
-there, so "commit". Every order row then has exactly one record in `orders`.
+there, so "commit". Every order row then has exactly one record in `orders-postgres`.
 
 The database decides each transaction exactly once, even when the producer is slow rather than dead and
 its database transaction runs at the same moment as the resolver's:
@@ -36,8 +36,11 @@ import psycopg
 
 from eoslog.client.checkback import CheckBackProducer
 
-GROUP = "orders-example"
-TOPIC = "orders"
+# Each example has its own check-back group and topic: a resolver answers every transaction of its group
+# from its own database, so two examples sharing a group would answer for each other's transactions
+# ("rollback" for a row the other database had committed).
+GROUP = "orders-postgres-example"
+TOPIC = "orders-postgres"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orders (order_id integer PRIMARY KEY, item text NOT NULL, txn_id text NOT NULL);
 CREATE TABLE IF NOT EXISTS txn_outcomes (txn_id text PRIMARY KEY,

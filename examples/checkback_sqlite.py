@@ -9,8 +9,8 @@ Run against a broker (docs/transactions.md, "Check-back transactions" says more)
 The first command places three orders and kills itself (SIGKILL) after the last order's database commit,
 before the Kafka commit. Its transaction is not aborted when its timeout (5 s here) passes: the broker asks
 the group, and the second command -- another instance of the group -- answers from the database: the row is
-there, so "commit". Every order row then has exactly one record in `orders`, and read_committed consumers
-never see a record without its row.
+there, so "commit". Every order row then has exactly one record in `orders-sqlite`, and read_committed
+consumers never see a record without its row.
 
 The database side of the pattern: the producer's local transaction inserts (txn_id, 'commit') into
 txn_outcomes with the order; the resolver inserts (txn_id, 'rollback') if there is nothing yet. The primary
@@ -27,8 +27,11 @@ import time
 
 from eoslog.client.checkback import CheckBackProducer
 
-GROUP = "orders-example"
-TOPIC = "orders"
+# Each example has its own check-back group and topic: a resolver answers every transaction of its group
+# from its own database, so two examples sharing a group would answer for each other's transactions
+# ("rollback" for a row the other database had committed).
+GROUP = "orders-sqlite-example"
+TOPIC = "orders-sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orders (order_id INTEGER PRIMARY KEY, item TEXT NOT NULL, txn_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS txn_outcomes (txn_id TEXT PRIMARY KEY, outcome TEXT NOT NULL);

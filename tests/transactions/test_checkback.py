@@ -249,11 +249,28 @@ def test_the_example_runs_as_documented(broker, tmp_path, request, database):
         assert line.startswith("check-back asked about ") and line.strip().endswith(": commit"), line
         # The answer goes to the broker after the resolver returns: keep the resolver up until it has. Until
         # then the open transaction holds the LSO below order 2, so read_committed sees order 1 only.
-        wait_until(lambda: len(committed_values(broker, "orders")) == 2, 10, "the abandoned order committed")
+        wait_until(lambda: len(committed_values(broker, f"orders-{database}")) == 2, 10,
+                   "the abandoned order committed")
     finally:
         resolving.kill()
         resolving.wait()
-    assert sorted(committed_values(broker, "orders")) == [b"1:item-1", b"2:item-2"]
+    assert sorted(committed_values(broker, f"orders-{database}")) == [b"1:item-1", b"2:item-2"]
+
+
+def test_the_examples_do_not_share_a_check_back_group_or_topic():
+    """Run side by side, each example's resolver answers every check of its group from its own database:
+    a shared group had the SQLite resolver answer rollback for a transaction PostgreSQL had committed."""
+    import ast
+
+    constants = {}
+    for database in ("sqlite", "postgres"):
+        tree = ast.parse((EXAMPLES / f"checkback_{database}.py").read_text())
+        constants[database] = {node.targets[0].id: node.value.value for node in tree.body
+                               if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                               and node.targets[0].id in ("GROUP", "TOPIC")}
+    assert constants["sqlite"].keys() == constants["postgres"].keys() == {"GROUP", "TOPIC"}
+    for name in ("GROUP", "TOPIC"):
+        assert constants["sqlite"][name] != constants["postgres"][name], name
 
 
 def committed_values(broker: BrokerProcess, topic: str) -> list[bytes]:
