@@ -319,6 +319,10 @@ def run_bench(bootstrap: str | None, settings: BenchSettings, compare_mock: bool
     """
     if any(size < _SEQUENCE.size for size in settings.sizes):
         raise ValueError(f"message sizes must be at least {_SEQUENCE.size} bytes")
+    # The load generator's client, before anything starts: without the bench extra the command is then the
+    # one-line hint alone, not a broker started and a hint after it (tools/extras.py).
+    import confluent_kafka  # noqa: F401
+
     targets: list[_Target] = []
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")))
