@@ -1,6 +1,7 @@
-"""The topic page (issue 40): an Offline column as `eoslog topics describe` has, and a legend that tells the
-two marks apart: a shaded row is under-replicated, a marked last stable offset is held back by an open
-transaction (the legend used to explain the shading as an open transaction)."""
+"""The topic and overview pages (issue 40): an Offline column as `eoslog topics describe` has, and a legend
+that tells the two marks apart: a shaded row is under-replicated, a marked last stable offset is held back
+by an open transaction (the legend used to explain the shading as an open transaction); the overview's
+throughput has a rate and a line on its first poll."""
 
 from __future__ import annotations
 
@@ -61,3 +62,17 @@ def test_the_page_served_shows_the_offline_column(eoslog_broker):
     assert "<th>Offline</th>" in html and 'id="partitions-legend"' in html
     [row] = _rows(html).values()
     assert '<td class="offline">-</td>' in row and '<td class="hw">1</td>' in row
+
+
+@pytest.mark.interop
+def test_the_overview_shows_a_rate_and_a_line_on_its_first_poll(eoslog_broker):
+    """It said "measuring…" with an empty chart until a second poll, 2 s later."""
+    server = ConsoleServer(create_app(Session(eoslog_broker))).start()
+    try:
+        with urllib.request.urlopen(server.url + "/overview/throughput", timeout=30) as response:
+            html = response.read().decode()
+    finally:
+        server.stop()
+    assert re.search(r'<strong id="rate">(\d+)</strong>', html), html
+    [points] = re.findall(r'<polyline points="([^"]*)"/>', html)
+    assert len(points.split()) == 2, html
