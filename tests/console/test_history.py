@@ -57,3 +57,14 @@ def test_sparkline_leaves_out_the_points_inside_a_level_run() -> None:
     points = sparkline([3, 3, 3, 5, 5, 5], width=52, height=12, pad=1, decimals=0).split()
     assert points == ["1,5", "21,5", "31,1", "51,1"]  # the run's ends are kept, so the step stays where it was
     assert sparkline([0] * 60, decimals=0).split() == ["2,38", "238,38"]
+
+
+def test_a_level_is_a_flat_line_from_its_first_sample():
+    """The group page's lag charts: one sample of a lag is a line at its height (issue 40: the charts were
+    empty until the second poll); two or more are the sparkline itself."""
+    from eoslog.console.history import level_line
+
+    assert level_line([]) == ""
+    assert level_line([7]) == sparkline([7, 7]) != ""
+    assert level_line([0, 10, 5]) == sparkline([0, 10, 5])
+

@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
 from eoslog.console import actions, views
-from eoslog.console.history import LagHistory, sparkline
+from eoslog.console.history import LagHistory, level_line
 from eoslog.console.pages import Pages, form, segment, timestamp_ms
 from eoslog.tools.reset_offsets import Target
 
@@ -52,8 +52,8 @@ def routes(pages: Pages) -> list[Route]:
         """The group's charts after sampling it now: the total's points, and each partition's."""
         sampled = lag_history.add(group.group_id, time.monotonic(),
                                   {(p.topic, p.partition): p.lag for p in group.partitions})
-        return {"lag_points": sparkline(sampled.total.values()),
-                "partition_points": {tp: sparkline(sampled.values(tp), width=120, height=20, pad=1, decimals=0)
+        return {"lag_points": level_line(sampled.total.values()),
+                "partition_points": {tp: level_line(sampled.values(tp), width=120, height=20, pad=1, decimals=0)
                                      for tp in sampled.partitions}}
 
     async def groups(request: Request):

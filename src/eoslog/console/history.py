@@ -55,6 +55,12 @@ def sparkline(values: list[float], width: int = 240, height: int = 40, pad: int 
                     if i in (0, last) or not values[i - 1] == v == values[i + 1])
 
 
+def level_line(values: list[float], **options) -> str:
+    """:func:`sparkline` of a level (a lag), drawn from its first sample: one value is a flat line at its
+    height, not an empty chart until the page polls again."""
+    return sparkline(values * 2 if len(values) == 1 else values, **options)
+
+
 class GroupLag:
     """One group's lag as this console sampled it: the total (MAX_POINTS) and each partition's own
     (PARTITION_POINTS). Only the partitions of the latest sample are kept: a partition the group no longer
