@@ -141,6 +141,21 @@ def test_not_found_is_an_error(cluster_up, tmp_path):
     assert output.startswith(f"Error: no `eoslog cluster up` answers on {tmp_path / 'control.sock'}")
 
 
+def test_cluster_describe_is_in_the_one_table_style(cluster_up):
+    _, directory, _ = cluster_up
+    bootstrap = _members(directory)[("broker", 1)]["address"]
+    code, output = _eoslog("cluster", "describe", "--bootstrap", bootstrap)
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0].startswith("cluster ") and "controller: broker" in lines[0]
+    assert lines[2].split() == ["BROKER", "HOST", "PORT", "RACK"]
+    assert lines[3].split()[:3] == ["1", "127.0.0.1", bootstrap.rsplit(":", 1)[1]]
+    assert lines[6] == "partitions: none"  # no topic yet (internal ones are made on first use)
+    assert not any(ch in output for ch in "│─┃━┏┡└"), output  # no box
+    code, output = _eoslog("cluster", "describe", "--bootstrap", bootstrap, "--json")
+    assert code == 0 and [b["id"] for b in json.loads(output)["brokers"]] == [1, 2]
+
+
 def test_a_dead_zookeeper_is_reported_and_sigterm_stops_everything(cluster_up):
     """Last in this module: the cluster does not survive it."""
     process, directory, log = cluster_up

@@ -13,7 +13,6 @@ Kafka cluster too; elect-leaders sends to the controller Metadata names, as Kafk
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import tempfile
 import time
@@ -222,42 +221,40 @@ def zookeeper_status(connect: str) -> dict:
 @click.option("--topic", default=None, help="Only this topic's partitions.")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[,...][/CHROOT]",
               help="Also report ZooKeeper's health (the cluster's zookeeper.connect).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@json_option
 def describe(bootstrap: str, topic: str | None, zookeeper: str | None, as_json: bool) -> None:
     """Brokers, the controller, and every partition's leader, replicas, ISR and offline replicas."""
     info = describe_cluster(bootstrap, topic)
     if zookeeper is not None:
         info["zookeeper"] = zookeeper_status(zookeeper)
     if as_json:
-        click.echo(json.dumps(info, indent=1))
+        emit_json(info)
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    console.print(f"cluster {info['cluster_id']}  controller: broker {info['controller']}  "
-                  f"under-replicated partitions: {info['under_replicated']}  offline partitions: {info['offline']}")
+    click.echo(f"cluster {info['cluster_id']}  controller: broker {info['controller']}  "
+               f"under-replicated partitions: {info['under_replicated']}  offline partitions: {info['offline']}")
     if "zookeeper" in info:
         status = info["zookeeper"]
         servers = ", ".join(f"{h} {m}" for h, m in status["servers"].items())
         if status["quorum"]:
-            console.print(f"ZooKeeper: quorum available ({servers})")
+            click.echo(f"ZooKeeper: quorum available ({servers})")
         else:
-            console.print(f"[red]ZooKeeper: NO QUORUM ({servers})[/red]: brokers keep serving with the ISR they "
-                          "have; leader elections, ISR changes and topic changes wait until it is back")
-    brokers = Table("broker", "host", "port", "rack", title="brokers")
-    for b in info["brokers"]:
-        brokers.add_row(str(b["id"]), b["host"], str(b["port"]), b["rack"] or "")
-    console.print(brokers)
-    table = Table("topic", "partition", "leader", "epoch", "replicas", "isr", "offline", title="partitions")
+            click.echo(click.style(f"ZooKeeper: NO QUORUM ({servers})", fg="red") + ": brokers keep serving with "
+                       "the ISR they have; leader elections, ISR changes and topic changes wait until it is back")
+    click.echo("")
+    print_table([[b["id"], b["host"], b["port"], b["rack"]] for b in info["brokers"]],
+                ["BROKER", "HOST", "PORT", "RACK"])
+    click.echo("")
+    rows = []
     for p in info["partitions"]:
-        leader = str(p["leader"]) if p["leader"] >= 0 else "[red]none[/red]"
         isr = ",".join(map(str, p["isr"]))
-        if len(p["isr"]) < len(p["replicas"]):
-            isr = f"[yellow]{isr}[/yellow]"
-        table.add_row(p["topic"], str(p["partition"]), leader, str(p["leader_epoch"]),
-                      ",".join(map(str, p["replicas"])), isr, ",".join(map(str, p["offline"])))
-    console.print(table)
+        rows.append([p["topic"], p["partition"], p["leader"] if p["leader"] >= 0 else "[red]none[/red]",
+                     p["leader_epoch"], ",".join(map(str, p["replicas"])),
+                     f"[yellow]{isr}[/yellow]" if len(p["isr"]) < len(p["replicas"]) else isr,
+                     ",".join(map(str, p["offline"])) or None])
+    if rows:
+        print_table(rows, ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"])
+    else:
+        click.echo("partitions: none")
 
 
 @cluster_group.command("elect-leaders")
