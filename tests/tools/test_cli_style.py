@@ -109,6 +109,13 @@ def test_json_shows_what_the_tables_show(written):
     assert code == 0 and producer["producer_id"] == listed["producer_id"]
     assert producer["current_txn_start_offset"] == -1
 
+    code, output = eoslog("topics", "alter", "one", "--config", "retention.ms=86400000", "-b", written, "--json")
+    assert (code, json.loads(output)) == (0, {"topic": "one", "configs_set": {"retention.ms": "86400000"},
+                                              "configs_deleted": [], "partitions": None})
+    code, output = eoslog("configs", "alter", "--topic", "one", "--delete", "retention.ms", "-b", written, "--json")
+    assert (code, json.loads(output)) == (0, {"resource": "topic one", "set": {}, "deleted": ["retention.ms"],
+                                              "validate_only": False})
+
     code, output = eoslog("groups", "describe", "style-group", "-b", written, "--json")
     group = json.loads(output)
     assert code == 0 and [(p["topic"], p["committed_offset"]) for p in group["partitions"]] == [("one", 1)]

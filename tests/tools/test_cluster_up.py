@@ -154,6 +154,8 @@ def test_cluster_describe_is_in_the_one_table_style(cluster_up):
     assert not any(ch in output for ch in "│─┃━┏┡└"), output  # no box
     code, output = _eoslog("cluster", "describe", "--bootstrap", bootstrap, "--json")
     assert code == 0 and [b["id"] for b in json.loads(output)["brokers"]] == [1, 2]
+    assert _eoslog("cluster", "reassignments", "--bootstrap", bootstrap) == (0, "none\n")
+    assert _eoslog("cluster", "reassignments", "--bootstrap", bootstrap, "--json") == (0, "[]\n")
 
 
 def test_a_dead_zookeeper_is_reported_and_sigterm_stops_everything(cluster_up):

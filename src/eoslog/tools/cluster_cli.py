@@ -328,15 +328,22 @@ def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: 
 @cluster_group.command("reassignments")
 @click.option("--bootstrap", "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP,
               show_default=True)
-def reassignments(bootstrap: str) -> None:
+@json_option
+def reassignments(bootstrap: str, as_json: bool) -> None:
     """Reassignments in progress (ListPartitionReassignments)."""
     wire = BrokerConnection.from_bootstrap(bootstrap, client_id=CLIENT_ID)
     try:
         response = wire.request(46, 0, messages.ListPartitionReassignmentsRequest(timeout_ms=30_000, topics=None))
     finally:
         wire.close()
-    moving = [(t.name, p) for t in response.topics for p in t.partitions]
-    for name, p in moving:
-        click.echo(f"{name}-{p.partition_index}: replicas {p.replicas}, adding {p.adding_replicas}, "
-                   f"removing {p.removing_replicas}")
-    click.echo(f"{len(moving)} reassignment(s) in progress")
+    moving = [{"topic": t.name, "partition": p.partition_index, "replicas": list(p.replicas),
+               "adding": list(p.adding_replicas), "removing": list(p.removing_replicas)}
+              for t in response.topics for p in t.partitions]
+    if as_json:
+        emit_json(moving)
+    elif not moving:
+        click.echo("none")
+    else:
+        print_table([[m["topic"], m["partition"], ",".join(map(str, m["replicas"])), ",".join(map(str, m["adding"])),
+                      ",".join(map(str, m["removing"]))] for m in moving],
+                    ["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"])

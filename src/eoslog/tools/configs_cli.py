@@ -75,7 +75,8 @@ def describe_command(topic, broker, broker_defaults, overrides_only, bootstrap, 
 @click.option("--validate-only", is_flag=True, help="Ask the broker whether it would accept the change, and stop.")
 @bootstrap_option
 @security_option
-def alter_command(topic, broker, broker_defaults, set_, delete, validate_only, bootstrap, security) -> None:
+@json_option
+def alter_command(topic, broker, broker_defaults, set_, delete, validate_only, bootstrap, security, as_json) -> None:
     """Set and delete configs of a topic or broker (IncrementalAlterConfigs)."""
     resource_type, name, what = _pick(topic, broker, broker_defaults)
     values = parse_configs(set_)
@@ -88,5 +89,8 @@ def alter_command(topic, broker, broker_defaults, set_, delete, validate_only, b
         valid = [e.name for e in described]
         admin.check_config_names([*values, *delete], valid, what)
         admin.alter_configs(brokers, resource_type, name, values, list(delete), validate_only)
+    if as_json:
+        emit_json({"resource": what, "set": values, "deleted": list(delete), "validate_only": validate_only})
+        return
     changes = [f"{k}={v}" for k, v in values.items()] + [f"-{k}" for k in delete]
     click.echo(f"{'valid for' if validate_only else 'altered'} {what}: {' '.join(changes)}")

@@ -162,7 +162,8 @@ def describe_command(topics, bootstrap, security, as_json) -> None:
               help="Return a config to its default (repeatable).")
 @bootstrap_option
 @security_option
-def alter_command(topic, partitions, configs, deleted, bootstrap, security) -> None:
+@json_option
+def alter_command(topic, partitions, configs, deleted, bootstrap, security, as_json) -> None:
     """Add partitions to TOPIC, or set and delete its configs (IncrementalAlterConfigs)."""
     configs = parse_configs(configs)
     if partitions is None and not configs and not deleted:
@@ -174,6 +175,9 @@ def alter_command(topic, partitions, configs, deleted, bootstrap, security) -> N
             admin.alter_configs(brokers, admin.TOPIC, topic, configs, list(deleted))
         if partitions is not None:
             admin.create_partitions(brokers, topic, partitions)
+    if as_json:
+        emit_json({"topic": topic, "configs_set": configs, "configs_deleted": list(deleted), "partitions": partitions})
+        return
     done = [f"{plural(len(configs), 'config')} set"] * bool(configs) + [f"{len(deleted)} deleted"] * bool(deleted)
     done += [plural(partitions, "partition")] * (partitions is not None)
     click.echo(f"altered topic {topic}: {', '.join(done)}")

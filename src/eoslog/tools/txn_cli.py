@@ -244,10 +244,14 @@ def find_hanging_command(bootstrap_server, security, topic, max_age_ms, as_json)
 @security_option
 @click.argument("topic_partition")
 @click.option("--start-offset", type=int, required=True, help="first offset of the hanging transaction")
-def abort_command(bootstrap_server, security, topic_partition, start_offset) -> None:
+@json_option
+def abort_command(bootstrap_server, security, topic_partition, start_offset, as_json) -> None:
     topic, partition = parse_topic_partition(topic_partition)
     with Brokers(bootstrap_server, security=security) as brokers:
         abort_transaction(brokers, topic, partition, start_offset)
+    if as_json:
+        emit_json({"topic": topic, "partition": partition, "start_offset": start_offset, "aborted": True})
+        return
     click.echo(f"aborted the transaction starting at {start_offset} on {topic}-{partition}")
 
 
