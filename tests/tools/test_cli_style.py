@@ -124,3 +124,19 @@ def test_json_shows_what_the_tables_show(written):
     assert code == 0 and first.startswith("group style-group (classic): Empty") and first.endswith(", 0 members")
     assert header.split() == ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"]
     assert row.split() == ["one", "0", "1", "2", "1", "-"]
+
+
+def test_users_offline_json_and_not_found(tmp_path):
+    """`eoslog users` on a data directory (no broker): add and delete print JSON with --json, and deleting
+    a user that has no credential is an error with exit status 1."""
+    data_dir = str(tmp_path / "data")
+    result = CliRunner().invoke(main, ["users", "add", "alice", "--password-file", "-", "--mechanism", "SCRAM-SHA-256",
+                                       "--iterations", "4096", "--data-dir", data_dir, "--json"], input="secret\n")
+    assert (result.exit_code, json.loads(result.output)) == (0, {"user": "alice", "set": ["SCRAM-SHA-256"],
+                                                                 "iterations": 4096})
+    assert json.loads(eoslog("users", "list", "--data-dir", data_dir, "--json")[1]) == [
+        {"user": "alice", "credentials": [{"mechanism": "SCRAM-SHA-256", "iterations": 4096}]}]
+    code, output = eoslog("users", "delete", "alice", "--data-dir", data_dir, "--json")
+    assert (code, json.loads(output)) == (0, {"user": "alice", "removed": ["SCRAM-SHA-256"]})
+    assert eoslog("users", "list", "--data-dir", data_dir) == (0, "none\n")
+    assert eoslog("users", "delete", "alice", "--data-dir", data_dir) == (1, "Error: user alice has no such credential\n")

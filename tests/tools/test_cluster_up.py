@@ -156,6 +156,12 @@ def test_cluster_describe_is_in_the_one_table_style(cluster_up):
     assert code == 0 and [b["id"] for b in json.loads(output)["brokers"]] == [1, 2]
     assert _eoslog("cluster", "reassignments", "--bootstrap", bootstrap) == (0, "none\n")
     assert _eoslog("cluster", "reassignments", "--bootstrap", bootstrap, "--json") == (0, "[]\n")
+    code, output = _eoslog("cluster", "elect-leaders", "--bootstrap", bootstrap, "--json")
+    assert (code, json.loads(output)) == (0, {"elected": [], "errors": {}})
+    code, output = _eoslog("cluster", "reassign", "--topic", "nope", "--partition", "0", "--replicas", "1",
+                           "--bootstrap", bootstrap, "--json")
+    assert code == 1 and list(json.loads(output)) == ["nope-0"], output
+    assert json.loads(output)["nope-0"].startswith("UNKNOWN_TOPIC_OR_PARTITION")
 
 
 def test_a_dead_zookeeper_is_reported_and_sigterm_stops_everything(cluster_up):

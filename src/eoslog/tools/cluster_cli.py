@@ -265,7 +265,8 @@ def describe(bootstrap: str, topic: str | None, zookeeper: str | None, as_json: 
 @click.option("--unclean", "election", flag_value="unclean",
               help="Elect a leader outside the ISR for partitions that have none (may lose acknowledged data).")
 @click.option("--topic", default=None, help="Only this topic's partitions (default: all).")
-def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
+@json_option
+def elect_leaders(bootstrap: str, election: str, topic: str | None, as_json: bool) -> None:
     """Preferred or unclean leader election, through the controller."""
     info = describe_cluster(bootstrap, topic)
     controller = next((b for b in info["brokers"] if b["id"] == info["controller"]), None)
@@ -285,15 +286,21 @@ def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
         wire.close()
     if response.error_code:
         raise click.ClickException(f"ElectLeaders: {ErrorCode(response.error_code).name}")
-    elected = 0
+    elected, failed = [], {}
     for result in response.replica_election_results:
         for p in result.partition_result:
             if p.error_code == 0:
-                elected += 1
-                click.echo(f"{result.topic}-{p.partition_id}: new leader elected")
+                elected.append(f"{result.topic}-{p.partition_id}")
             elif p.error_code != ErrorCode.ELECTION_NOT_NEEDED:
-                click.echo(f"{result.topic}-{p.partition_id}: {ErrorCode(p.error_code).name}")
-    click.echo(f"{elected} partition(s) changed leader")
+                failed[f"{result.topic}-{p.partition_id}"] = ErrorCode(p.error_code).name
+    if as_json:
+        emit_json({"elected": elected, "errors": failed})
+        return
+    for partition in elected:
+        click.echo(f"{partition}: new leader elected")
+    for partition, error in failed.items():
+        click.echo(f"{partition}: {error}")
+    click.echo(f"{len(elected)} partition(s) changed leader")
 
 
 @cluster_group.command("reassign")
@@ -303,7 +310,9 @@ def elect_leaders(bootstrap: str, election: str, topic: str | None) -> None:
 @click.option("--partition", "partitions", type=int, multiple=True, required=True, help="Repeatable.")
 @click.option("--replicas", default=None, help="Comma-separated broker ids, the first the preferred leader.")
 @click.option("--cancel", is_flag=True, help="Cancel the partitions' reassignment in progress instead.")
-def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: str | None, cancel: bool) -> None:
+@json_option
+def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: str | None, cancel: bool,
+             as_json: bool) -> None:
     """Move partitions to new replicas (AlterPartitionReassignments, KIP-455), or cancel a move."""
     if cancel == (replicas is not None):
         raise click.UsageError("give either --replicas or --cancel")
@@ -319,10 +328,16 @@ def reassign(bootstrap: str, topic: str, partitions: tuple[int, ...], replicas: 
         wire.close()
     if response.error_code:
         raise click.ClickException(f"AlterPartitionReassignments: {ErrorCode(response.error_code).name}")
-    for result in response.responses:
-        for p in result.partitions:
-            outcome = "accepted" if p.error_code == 0 else f"{ErrorCode(p.error_code).name}: {p.error_message}"
-            click.echo(f"{result.name}-{p.partition_index}: {outcome}")
+    outcomes = {f"{result.name}-{p.partition_index}":
+                "accepted" if p.error_code == 0 else f"{ErrorCode(p.error_code).name}: {p.error_message}"
+                for result in response.responses for p in result.partitions}
+    if as_json:
+        emit_json(outcomes)
+    else:
+        for partition, outcome in outcomes.items():
+            click.echo(f"{partition}: {outcome}")
+    if any(outcome != "accepted" for outcome in outcomes.values()):
+        click.get_current_context().exit(1)  # a partition that does not exist, or a refused move
 
 
 @cluster_group.command("reassignments")

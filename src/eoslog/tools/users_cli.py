@@ -49,6 +49,10 @@ def _target(function):
                         help="Edit the credential file directly (no broker may be running on it).")(function)
 
 
+def _json(function):
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of text.")(function)
+
+
 @click.group("users")
 def users_group() -> None:
     """SCRAM users (SASL/SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN check against them)."""
@@ -62,7 +66,8 @@ def users_group() -> None:
 @click.option("--password-file", type=click.File("r"), default=None,
               help="Read the password from this file's first line ('-': standard input).")
 @_target
-def add_user(name, mechanisms, iterations, password_file, bootstrap, zookeeper, command_config, data_dir):
+@_json
+def add_user(name, mechanisms, iterations, password_file, bootstrap, zookeeper, command_config, data_dir, as_json):
     """Create NAME, or replace its password."""
     password = password_file.readline().rstrip("\r\n") if password_file else click.prompt(
         f"password for {name}", hide_input=True, confirmation_prompt=True)
@@ -94,7 +99,10 @@ def add_user(name, mechanisms, iterations, password_file, bootstrap, zookeeper, 
             for m, salt, sp in salted])
         with _online(bootstrap, command_config) as brokers:
             _alter(brokers, request)
-    click.echo(f"user {name}: {', '.join(mechanisms)} set ({iterations} iterations)")
+    if as_json:
+        click.echo(json.dumps({"user": name, "set": list(mechanisms), "iterations": iterations}))
+    else:
+        click.echo(f"user {name}: {', '.join(mechanisms)} set ({iterations} iterations)")
 
 
 @users_group.command("delete")
@@ -102,7 +110,8 @@ def add_user(name, mechanisms, iterations, password_file, bootstrap, zookeeper, 
 @click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(list(MECHANISMS)),
               help="Repeatable; default every mechanism the user has.")
 @_target
-def delete_user(name, mechanisms, bootstrap, zookeeper, command_config, data_dir):
+@_json
+def delete_user(name, mechanisms, bootstrap, zookeeper, command_config, data_dir, as_json):
     """Remove NAME's credentials (it can no longer authenticate)."""
     _one_target(bootstrap, zookeeper, data_dir)
     if data_dir is not None:
@@ -128,12 +137,15 @@ def delete_user(name, mechanisms, bootstrap, zookeeper, command_config, data_dir
             _alter(brokers, messages.AlterUserScramCredentialsRequest(deletions=[
                 messages.AlterUserScramCredentialsRequest.ScramCredentialDeletion(name=name, mechanism=MECHANISMS[m][1])
                 for m in chosen]))
-    click.echo(f"user {name}: {', '.join(chosen)} removed")
+    if as_json:
+        click.echo(json.dumps({"user": name, "removed": list(chosen)}))
+    else:
+        click.echo(f"user {name}: {', '.join(chosen)} removed")
 
 
 @users_group.command("list")
 @_target
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of text.")
+@_json
 def list_users(bootstrap, zookeeper, command_config, data_dir, as_json):
     """Every user with its mechanisms and iterations (never a key)."""
     _one_target(bootstrap, zookeeper, data_dir)
