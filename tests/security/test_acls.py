@@ -651,8 +651,11 @@ def test_eoslog_acls_command_adds_lists_and_removes(broker, certs, admin, tmp_pa
     assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
     run("add", "--allow-principal", "User:alice", "--producer", "--topic", "cli-")
     assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
-    run("add", "--allow-principal", "User:alice", "--producer", "--topic", "cli-", "--resource-pattern-type",
-        "prefixed")
+    added = json.loads(run("add", "--allow-principal", "User:alice", "--producer", "--topic", "cli-",
+                           "--resource-pattern-type", "prefixed", "--json"))
+    assert sorted((r["name"], r["pattern_type"], r["operation"]) for r in added) == [
+        ("cli-", "PREFIXED", op) for op in ("CREATE", "DESCRIBE", "WRITE")]
+    assert run("list", "--topic", "nobody-has-acls-here") == "none\n"
     assert produce(broker, certs, "alice", "cli-orders") == [None] * 3
     listed = json.loads(run("list", "--topic", "cli-orders", "--resource-pattern-type", "match", "--json"))
     # MATCH: the prefixed ACLs apply to cli-orders, the literal "cli-" ones do not

@@ -131,9 +131,10 @@ def acls_group() -> None:
 @click.option("--idempotent", is_flag=True, help="With --producer: IDEMPOTENT_WRITE on the cluster.")
 @click.option("--consumer", is_flag=True, help="Kafka's consumer shorthand: READ, DESCRIBE on the topics, READ on "
               "the groups.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ACLs added as JSON instead of a count.")
 def add_command(bootstrap_server, command_config, topics, groups, transactional_ids, cluster, allow_principal,
                 deny_principal, allow_host, deny_host, operations, resource_pattern_type, producer, idempotent,
-                consumer) -> None:
+                consumer, as_json) -> None:
     """Create ACL bindings: every principal x host x operation x resource given."""
     pattern_type = _pattern_type(resource_pattern_type)
     wanted: list[tuple[ResourceType, str, AclOperation]] = []
@@ -167,7 +168,11 @@ def add_command(bootstrap_server, command_config, topics, groups, transactional_
     for c, result in zip(creations, response.results):
         _check(result.error_code, f"{ResourceType(c.resource_type).name} {c.resource_name} {c.principal}",
                result.error_message)
-    click.echo(f"Added {len(creations)} ACL(s).")
+    if as_json:
+        click.echo(json.dumps([_rows(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                                     c.operation, c.permission_type) for c in creations], indent=1))
+    else:
+        click.echo(f"Added {len(creations)} ACL(s).")
 
 
 def _filter_options(command):
