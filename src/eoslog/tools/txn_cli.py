@@ -180,6 +180,10 @@ def list_command(bootstrap_server, security, states, producer_ids, min_duration_
                     ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE", "CHECKS"])
 
 
+def _or_dash(value: int) -> str:
+    return "-" if value < 0 else str(value)
+
+
 def _checks(row, check) -> int | None:
     """The checks asked so far while the transaction is Checking; None (shown "-") otherwise: a check that
     decided a transaction resets its count, and a "0" there read as "never checked"."""
@@ -204,8 +208,9 @@ def describe_command(bootstrap_server, security, transactional_id, as_json) -> N
                    "timeout_ms": found.transaction_timeout_ms, "start_time_ms": found.transaction_start_time_ms,
                    "partitions": [f"{t.topic}-{p}" for t in found.topics for p in t.partitions],
                    "check_back": None if check is None else {
-                       "group": check.check_back_group, "check_count": check.check_count,
-                       "next_check_time_ms": check.next_check_timestamp_ms,
+                       "group": check.check_back_group,
+                       "check_count": None if check.check_count < 0 else check.check_count,
+                       "next_check_time_ms": None if check.next_check_timestamp_ms < 0 else check.next_check_timestamp_ms,
                        "abort_reason": check.abort_reason or None}})
         return
     partitions = ", ".join(f"{t.topic}-{p}" for t in found.topics for p in t.partitions) or "-"
@@ -214,8 +219,10 @@ def describe_command(bootstrap_server, security, transactional_id, as_json) -> N
                f"TimeoutMs: {found.transaction_timeout_ms}\nStartTimeMs: {found.transaction_start_time_ms}\n"
                f"Partitions: {partitions}")
     if check is not None:
-        click.echo(f"CheckBackGroup: {check.check_back_group}\nCheckCount: {check.check_count}\n"
-                   f"NextCheckTimeMs: {check.next_check_timestamp_ms}\nAbortReason: {check.abort_reason or '-'}")
+        # -1: not Checking (no count, no next check), shown as "-" like every other empty field
+        click.echo(f"CheckBackGroup: {check.check_back_group}\nCheckCount: {_or_dash(check.check_count)}\n"
+                   f"NextCheckTimeMs: {_or_dash(check.next_check_timestamp_ms)}\n"
+                   f"AbortReason: {check.abort_reason or '-'}")
 
 
 @transactions_group.command("find-hanging")
