@@ -151,6 +151,9 @@ def test_killed_after_the_db_commit_is_delivered_once_after_check_back(broker, o
                            poll_wait_ms=500) as resolver:
         wait_until(lambda: ("commit", 0) in answers_for(resolver, crashed), 15, f"{crashed} committed by check-back")
     assert transaction_state(broker, "cb-a") == "CompleteCommit"
+    # decided: no check count any more ("Checks 0" read as a transaction never checked; issue 40)
+    listed = [line.split() for line in cli("list", "-b", broker.bootstrap).splitlines() if line.startswith("cb-a ")]
+    assert [row[2:] for row in listed] == [["CompleteCommit", "-"]]
     assert sorted(check_delivery(broker, db)) == [value_of(o) for o in (0, 1, 2)]
     scrape = Scrape(broker.metrics_port)
     assert scrape.value("eoslog_transaction_coordinator_check_back_resolved_total", outcome="commit") == 1
