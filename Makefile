@@ -36,7 +36,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console]'
+	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console,schema-registry]'
 	touch $(STAMP)
 
 # Installs only what is missing; `apt-get update` runs once, and only when something is missing.

@@ -141,6 +141,7 @@ _OTHER_PROPERTIES = frozenset({
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
     "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
+    "eoslog.schema.registry.listen", "eoslog.schema.registry.command.config",
     "group.consumer.assignors",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
@@ -348,6 +349,11 @@ class BrokerConfig:
     # eoslog.console.command.config / --console-command-config: the client properties the console uses to
     # reach this broker through a secured listener (none: through the first PLAINTEXT listener).
     console_command_config: str | None = None
+    # eoslog.schema.registry.listen / --schema-registry-listen (server/schema_registry.py,
+    # docs/schema-registry.md): the schema registry served by the broker; None: off, and nothing of
+    # eoslog.schema_registry is imported. Its command config reaches a secured listener, as the console's.
+    schema_registry_listen: tuple[str, int] | None = None
+    schema_registry_command_config: str | None = None
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -533,6 +539,10 @@ class BrokerConfig:
             self.console_allow_writes = _bool(name, value)
         elif name == "eoslog.console.command.config":
             self.console_command_config = value.strip() or None
+        elif name == "eoslog.schema.registry.listen":
+            self.schema_registry_listen = parse_host_port(value.strip(), name) if value.strip() else None
+        elif name == "eoslog.schema.registry.command.config":
+            self.schema_registry_command_config = value.strip() or None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:

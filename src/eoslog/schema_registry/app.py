@@ -1,0 +1,186 @@
+"""The REST API (Confluent Schema Registry v1) as a Starlette app over a :class:`SchemaRegistry`.
+
+Every route runs its work in Starlette's thread pool: reads take the store's lock, writes wait for
+Kafka. A write that reaches an instance that is not the writer is forwarded to the writer's URL
+(``forward.py``), once: a forwarded request is never forwarded again, so two instances that disagree
+about the writer answer 50003 instead of passing a request back and forth. The writer answers with the
+offset of its last record (``OFFSET_HEADER``), and the forwarding instance waits until its own reader
+applied it, so what a client wrote through any instance it can read back from the same one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from eoslog.schema_registry import decisions, errors, queries
+from eoslog.schema_registry.errors import RegistryError
+from eoslog.schema_registry.registry import SchemaRegistry
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+OFFSET_HEADER = "X-Eoslog-Schemas-Offset"
+FORWARDED_HEADER = "X-Eoslog-Forwarded"
+FORWARD_WAIT_S = 10.0
+
+
+class RegistryJSON(JSONResponse):
+    media_type = CONTENT_TYPE
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
+
+
+def _error(exc: RegistryError) -> Response:
+    return RegistryJSON(exc.body(), status_code=exc.status)
+
+
+async def _body(request: Request) -> object:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise RegistryError(400, f"Unrecognized request body: {exc}") from None
+
+
+def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> Starlette:
+    from eoslog.schema_registry.forward import forward
+
+    def read(query: Callable) -> Callable:
+        async def endpoint(request: Request) -> Response:
+            try:
+                answer = await run_in_threadpool(registry.read, lambda state, catalog: query(request, state, catalog))
+            except RegistryError as exc:
+                return _error(exc)
+            if isinstance(answer, Response):
+                return answer
+            return RegistryJSON(answer)
+        return endpoint
+
+    def write(decide: Callable) -> Callable:
+        async def endpoint(request: Request) -> Response:
+            try:
+                body = await _body(request) if request.method in ("POST", "PUT") else None
+                if not registry.is_writer:
+                    if request.headers.get(FORWARDED_HEADER):
+                        raise RegistryError(errors.REQUEST_FORWARDING_FAILED, "the request was forwarded here and "
+                                            "this instance is not the writer either")
+                    url = registry.writer_url()
+                    if url is None:
+                        raise RegistryError(errors.UNKNOWN_LEADER, "no writer is elected yet; retry")
+                    return await run_in_threadpool(forward, registry, url, request, await request.body())
+                answer, offset = await run_in_threadpool(
+                    registry.write, lambda state, catalog: decide(request, body, state, catalog))
+            except RegistryError as exc:
+                return _error(exc)
+            headers = {OFFSET_HEADER: str(offset)} if offset is not None else {}
+            return RegistryJSON(answer, headers=headers)
+        return endpoint
+
+    def subject(request: Request) -> str:
+        return request.path_params["subject"]
+
+    def q(request: Request, name: str, default: str = "") -> str:
+        return request.query_params.get(name, default)
+
+    routes = [
+        Route("/", read(lambda r, s, c: {}), methods=["GET"]),
+        Route("/schemas/types", read(lambda r, s, c: queries.schema_types()), methods=["GET"]),
+        Route("/contexts", read(lambda r, s, c: ["."]), methods=["GET"]),
+        Route("/schemas", read(lambda r, s, c: queries.all_schemas(
+            s, c, q(r, "subjectPrefix"), _flag(r, "deleted"), _flag(r, "latestOnly"))), methods=["GET"]),
+        Route("/schemas/ids/{id:int}", read(lambda r, s, c: queries.schema_by_id(
+            s, c, r.path_params["id"], r.query_params.get("format"))), methods=["GET"]),
+        Route("/schemas/ids/{id:int}/schema", read(lambda r, s, c: Response(
+            queries.schema_by_id(s, c, r.path_params["id"], r.query_params.get("format"))["schema"],
+            media_type=CONTENT_TYPE)), methods=["GET"]),
+        Route("/schemas/ids/{id:int}/subjects", read(lambda r, s, c: queries.subjects_of_id(
+            s, r.path_params["id"], _flag(r, "deleted"))), methods=["GET"]),
+        Route("/schemas/ids/{id:int}/versions", read(lambda r, s, c: queries.versions_of_id(
+            s, r.path_params["id"], _flag(r, "deleted"))), methods=["GET"]),
+        Route("/subjects", read(lambda r, s, c: queries.subjects(s, q(r, "subjectPrefix"), _flag(r, "deleted"))),
+              methods=["GET"]),
+        Route("/subjects/{subject}/versions", read(lambda r, s, c: queries.versions(
+            s, subject(r), _flag(r, "deleted"))), methods=["GET"]),
+        Route("/subjects/{subject}/versions", write(lambda r, body, s, c: decisions.register(
+            s, c, subject(r), decisions.SchemaRequest.from_json(body), _flag(r, "normalize"))), methods=["POST"]),
+        Route("/subjects/{subject}/versions/{version}", read(lambda r, s, c: queries.schema_json(
+            queries.version(s, subject(r), r.path_params["version"], _flag(r, "deleted")), c,
+            r.query_params.get("format"))), methods=["GET"]),
+        Route("/subjects/{subject}/versions/{version}/schema", read(lambda r, s, c: Response(
+            queries.formatted(queries.version(s, subject(r), r.path_params["version"], _flag(r, "deleted")), c,
+                              r.query_params.get("format")), media_type=CONTENT_TYPE)), methods=["GET"]),
+        Route("/subjects/{subject}/versions/{version}/referencedby", read(lambda r, s, c: s.referenced_by(
+            subject(r), queries.version(s, subject(r), r.path_params["version"], True).version)), methods=["GET"]),
+        Route("/subjects/{subject}/versions/{version}", write(lambda r, body, s, c: decisions.delete_version(
+            s, subject(r), r.path_params["version"], _flag(r, "permanent"))), methods=["DELETE"]),
+        Route("/subjects/{subject}", write(lambda r, body, s, c: decisions.delete_subject(
+            s, subject(r), _flag(r, "permanent"))), methods=["DELETE"]),
+        Route("/compatibility/subjects/{subject}/versions", _read_with_body(registry, lambda r, body, s, c: (
+            queries.check_compatibility(s, c, subject(r), None, body, _flag(r, "normalize"), _flag(r, "verbose")))),
+            methods=["POST"]),
+        Route("/compatibility/subjects/{subject}/versions/{version}", _read_with_body(
+            registry, lambda r, body, s, c: queries.check_compatibility(
+                s, c, subject(r), r.path_params["version"], body, _flag(r, "normalize"), _flag(r, "verbose"))),
+            methods=["POST"]),
+        Route("/config", read(lambda r, s, c: queries.config(s, None, True)), methods=["GET"]),
+        Route("/config", write(lambda r, body, s, c: decisions.set_config(s, None, body)), methods=["PUT"]),
+        Route("/config", write(lambda r, body, s, c: decisions.delete_config(s, None)), methods=["DELETE"]),
+        Route("/config/{subject}", read(lambda r, s, c: queries.config(s, subject(r), _flag(r, "defaultToGlobal"))),
+              methods=["GET"]),
+        Route("/config/{subject}", write(lambda r, body, s, c: decisions.set_config(s, subject(r), body)),
+              methods=["PUT"]),
+        Route("/config/{subject}", write(lambda r, body, s, c: decisions.delete_config(s, subject(r))),
+              methods=["DELETE"]),
+        Route("/mode", read(lambda r, s, c: queries.mode(s, None, True)), methods=["GET"]),
+        Route("/mode", write(lambda r, body, s, c: decisions.set_mode(s, None, body, _flag(r, "force"))),
+              methods=["PUT"]),
+        Route("/mode/{subject}", read(lambda r, s, c: queries.mode(s, subject(r), _flag(r, "defaultToGlobal"))),
+              methods=["GET"]),
+        Route("/mode/{subject}", write(lambda r, body, s, c: decisions.set_mode(s, subject(r), body,
+                                                                                _flag(r, "force"))),
+              methods=["PUT"]),
+        Route("/mode/{subject}", write(lambda r, body, s, c: decisions.delete_mode(s, subject(r))),
+              methods=["DELETE"]),
+    ]
+    # POST /subjects/{subject} (lookup) is a read with a body; registered last so /subjects/{s}/versions wins
+    routes.append(Route("/subjects/{subject}", _read_with_body(registry, lambda r, body, s, c: queries.lookup(
+        s, c, subject(r), body, _flag(r, "normalize"), _flag(r, "deleted"))), methods=["POST"]))
+
+    async def not_found(request: Request, exc) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return RegistryJSON({"error_code": status, "message": f"HTTP {status} {getattr(exc, 'detail', '')}".strip()},
+                            status_code=status)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        log.exception("schema registry: %s %s", request.method, request.url.path, exc_info=exc)
+        return RegistryJSON({"error_code": 50001, "message": f"Error in the backend data store: {exc}"},
+                            status_code=500)
+
+    return Starlette(routes=routes, middleware=middleware or [],
+                     exception_handlers={404: not_found, 405: not_found, Exception: failed})
+
+
+def _read_with_body(registry: SchemaRegistry, query: Callable) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await _body(request)
+            answer = await run_in_threadpool(registry.read, lambda state, catalog: query(request, body, state, catalog))
+        except RegistryError as exc:
+            return _error(exc)
+        return RegistryJSON(answer)
+    return endpoint

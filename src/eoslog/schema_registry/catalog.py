@@ -1,0 +1,54 @@
+"""Parsed schemas, kept per id: a schema's text never changes under its id, so it is parsed once (the
+first registration, lookup or compatibility check that needs it), not on every request or at load.
+
+Contract: used under the store's lock, like the state it reads; ``parsed`` raises ``RegistryError`` when
+a stored schema (written by another registry, say) does not parse or its references are gone.
+"""
+
+from __future__ import annotations
+
+from eoslog.schema_registry import errors
+from eoslog.schema_registry.formats import Dependency, ParsedSchema, SchemaInvalid, parse
+from eoslog.schema_registry.record_format import Reference, SchemaRecord
+from eoslog.schema_registry.state import RegistryState
+
+MAX_REFERENCE_DEPTH = 32
+
+
+class Catalog:
+    def __init__(self, state: RegistryState) -> None:
+        self.state = state
+        self._parsed: dict[int, ParsedSchema] = {}
+
+    def parsed(self, record: SchemaRecord, depth: int = 0) -> ParsedSchema:
+        cached = self._parsed.get(record.id)
+        if cached is not None:
+            return cached
+        try:
+            parsed = parse(record.schema_type, record.schema, self.dependencies(record.references, depth + 1))
+        except SchemaInvalid as exc:
+            raise errors.RegistryError(errors.INVALID_SCHEMA, f"Stored schema {record.id} ({record.subject} "
+                                       f"version {record.version}) does not parse: {exc}") from None
+        self._parsed[record.id] = parsed
+        return parsed
+
+    def dependencies(self, references: tuple[Reference, ...], depth: int = 0) -> tuple[Dependency, ...]:
+        if depth > MAX_REFERENCE_DEPTH:
+            raise errors.invalid_schema(f"references nest deeper than {MAX_REFERENCE_DEPTH}")
+        found = []
+        for reference in references:
+            record = self.state.record(reference.subject, reference.version)
+            if record is None:
+                raise errors.invalid_schema(f"reference {reference.name!r}: subject '{reference.subject}' has no "
+                                            f"version {reference.version}")
+            found.append(Dependency(reference.name, self.parsed(record, depth)))
+        return tuple(found)
+
+    def candidate(self, schema_type: str, text: str, references: tuple[Reference, ...]) -> ParsedSchema:
+        try:
+            return parse(schema_type, text, self.dependencies(references))
+        except SchemaInvalid as exc:
+            raise errors.invalid_schema(str(exc)) from None
+
+    def forget(self, schema_id: int) -> None:
+        self._parsed.pop(schema_id, None)

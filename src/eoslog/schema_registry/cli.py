@@ -1,0 +1,69 @@
+"""``eoslog schema-registry``: a registry in front of any Kafka-compatible cluster, in the foreground until
+SIGTERM or SIGINT. Several of them with the same ``--group`` elect one writer among themselves."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+
+def _access(bootstrap: str, command_config: str | None):
+    from eoslog.schema_registry.kafka_access import KafkaAccess
+    from eoslog.security.client import ClientSecurity, ClientSecurityError
+    from eoslog.security.properties import read_properties
+
+    properties = read_properties(Path(command_config)) if command_config else {}
+    try:
+        ClientSecurity.from_properties(properties)
+    except ClientSecurityError as exc:
+        raise click.BadParameter(str(exc), param_hint="--command-config") from exc
+    return KafkaAccess(bootstrap, properties)
+
+
+@click.command()
+@click.option("--bootstrap", required=True, metavar="HOST:PORT[,...]", help="The Kafka cluster holding _schemas.")
+@click.option("--listen", default="127.0.0.1:8081", show_default=True, metavar="HOST:PORT",
+              help="Where to serve the REST API (port 0 picks one).")
+@click.option("--advertised-host", default=None, help="The host other instances forward writes to (default: the "
+              "listen host, or 127.0.0.1 for a wildcard).")
+@click.option("--command-config", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Client properties for a secured listener (security.protocol, sasl.*, ssl.*).")
+@click.option("--group", default="schema-registry", show_default=True, help="The group instances elect a writer in.")
+@click.option("--topic", default="_schemas", show_default=True, help="The compacted topic holding the schemas.")
+@click.option("--session-timeout-ms", default=10_000, show_default=True,
+              help="How long a silent writer keeps its place before another is elected.")
+@click.option("--compatibility", default="BACKWARD", show_default=True,
+              help="The compatibility level while none is configured.")
+@click.option("--no-writer", is_flag=True, help="Never be elected writer (forward every write).")
+@click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the bound port here once serving.")
+@click.option("--log-level", default="info", show_default=True)
+def schema_registry_command(bootstrap, listen, advertised_host, command_config, group, topic, session_timeout_ms,
+                            compatibility, no_writer, port_file, log_level) -> None:
+    """Serve the Confluent Schema Registry REST API, storing schemas in a Kafka topic."""
+    import logging
+
+    from eoslog.schema_registry.server import RegistryServer
+    from eoslog.schema_registry.state import COMPATIBILITY_LEVELS
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if compatibility.upper() not in COMPATIBILITY_LEVELS:
+        raise click.BadParameter(f"one of {', '.join(COMPATIBILITY_LEVELS)}", param_hint="--compatibility")
+    try:
+        server = RegistryServer(_access(bootstrap, command_config), listen, advertised_host=advertised_host,
+                                group=group, topic=topic, session_timeout_ms=session_timeout_ms,
+                                eligible=not no_writer, default_compatibility=compatibility.upper())
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"--listen {listen}: {exc}") from None
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    server.start()
+    if port_file is not None:
+        port_file.write_text(f"{server.port}\n")
+    click.echo(f"schema registry on {server.url} (bootstrap {bootstrap}, topic {topic}, group {group})")
+    stopping.wait()
+    server.stop()

@@ -1,0 +1,80 @@
+"""The schema registry served by the broker itself (``--schema-registry-listen HOST:PORT`` /
+``eoslog.schema.registry.listen``): wiring only. The registry (``eoslog.schema_registry``) is the same one
+``eoslog schema-registry --bootstrap`` runs, and reaches this broker the way the console does: as a client
+of one of its own listeners, from threads of its own (server/console.py says why), so its ``_schemas``
+topic, its writer election and its transactions are ordinary Kafka traffic.
+
+Imported only when the registry is configured, so ``eoslog serve`` without it never loads Starlette,
+uvicorn, Avro, jsonschema, protobuf or librdkafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from eoslog.server.config import BrokerConfig, ConfigError
+from eoslog.server.console import connect_address
+
+log = logging.getLogger(__name__)
+
+
+def registry_listener(listeners: list, protocol: str | None):
+    wanted = protocol or "PLAINTEXT"
+    for listener in listeners:
+        if listener.protocol == wanted:
+            return listener
+    have = ", ".join(f"{listener.name} ({listener.protocol})" for listener in listeners)
+    raise ConfigError(f"eoslog.schema.registry.listen: the registry reaches the broker through a {wanted} "
+                      f"listener and there is none (listeners: {have}); give the client properties for a "
+                      "secured one with eoslog.schema.registry.command.config")
+
+
+class SchemaRegistryEndpoint:
+    """Owns the registry's HTTP server and its Kafka clients; built by the broker when
+    ``eoslog.schema.registry.listen`` is set, started once the listeners are bound."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        try:
+            from eoslog.schema_registry.server import RegistryServer
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"eoslog.schema.registry.listen: the schema registry needs {exc.name}: "
+                              "pip install 'eoslog[schema-registry]'") from exc
+        self.config = config
+        self._server_class = RegistryServer
+        self.server = None
+        self.properties: dict[str, str] = {}
+        if config.schema_registry_command_config is not None:
+            from eoslog.security.properties import read_properties
+
+            try:
+                self.properties = read_properties(config.schema_registry_command_config)
+            except OSError as exc:
+                raise ConfigError(f"eoslog.schema.registry.command.config: {exc}") from exc
+
+    def start(self, listeners: list, bound_ports: dict[str, int]) -> None:
+        from eoslog.schema_registry.kafka_access import KafkaAccess
+
+        protocol = self.properties.get("security.protocol", "PLAINTEXT").strip().upper() if self.properties else None
+        listener = registry_listener(listeners, protocol)
+        bootstrap = connect_address(listener, bound_ports[listener.name])
+        host, port = self.config.schema_registry_listen
+        try:
+            self.server = self._server_class(KafkaAccess(bootstrap, self.properties),
+                                             f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        except OSError as exc:
+            raise ConfigError(f"eoslog.schema.registry.listen {host}:{port}: {exc}") from exc
+        self.server.start()
+        log.info("schema registry on %s (through listener %s at %s)", self.server.url, listener.name, bootstrap)
+
+    @property
+    def bound_port(self) -> int | None:
+        return None if self.server is None else self.server.port
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.close)  # joins threads whose Kafka calls this broker's loop answers
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
