@@ -101,6 +101,8 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
         Route("/", read(lambda r, s, c: {}), methods=["GET"]),
         Route("/schemas/types", read(lambda r, s, c: queries.schema_types()), methods=["GET"]),
         Route("/contexts", read(lambda r, s, c: ["."]), methods=["GET"]),
+        # eoslog's own: which instance writes, as this one knows it (Karapace answers /master_available)
+        Route("/eoslog/writer", _writer_endpoint(registry), methods=["GET"]),
         Route("/schemas", read(lambda r, s, c: queries.all_schemas(
             s, c, q(r, "subjectPrefix"), _flag(r, "deleted"), _flag(r, "latestOnly"))), methods=["GET"]),
         Route("/schemas/ids/{id:int}", read(lambda r, s, c: queries.schema_by_id(
@@ -173,6 +175,13 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
 
     return Starlette(routes=routes, middleware=middleware or [],
                      exception_handlers={404: not_found, 405: not_found, Exception: failed})
+
+
+def _writer_endpoint(registry: SchemaRegistry) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        return RegistryJSON({"writer": registry.writer_url(), "instance": registry.identity.url,
+                             "is_writer": registry.is_writer, "ready": registry.store.ready})
+    return endpoint
 
 
 def _read_with_body(registry: SchemaRegistry, query: Callable) -> Callable:

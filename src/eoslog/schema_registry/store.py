@@ -36,6 +36,11 @@ from eoslog.schema_registry.state import RegistryState
 log = logging.getLogger(__name__)
 
 TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+# A test fault, as the broker's eoslog.test.* properties: a writer stops for good just before (or just after)
+# committing a write that names this subject, so a test can SIGKILL it there (test_writer_election.py).
+# "before_commit:SUBJECT:MARKER" or "after_commit:SUBJECT:MARKER": only the first writer to create the file
+# MARKER pauses, so the next writer completes the retried write.
+TEST_PAUSE_ENV = "EOSLOG_SCHEMA_REGISTRY_TEST_PAUSE"
 POLL_S = 0.1
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -207,7 +212,9 @@ class Writer:
             if failures or len(offsets) != len(records):
                 raise RegistryError(errors.STORE_ERROR, f"writing to {self.store.topic}: "
                                     f"{'; '.join(failures) or 'not delivered in time'}")
+            self._test_pause("before_commit", records)
             self.producer.commit_transaction(self.timeout_s)
+            self._test_pause("after_commit", records)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             try:
@@ -222,3 +229,17 @@ class Writer:
 
     def close(self) -> None:
         self.producer.flush(1.0)
+
+    @staticmethod
+    def _test_pause(where: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        import os
+
+        point, _, rest = os.environ.get(TEST_PAUSE_ENV, "").partition(":")
+        subject, _, marker = rest.partition(":")
+        if point == where and any(f'"subject":"{subject}"'.encode() in key for key, _ in records):
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            except OSError:
+                return
+            log.warning("test fault: writer paused %s the write of subject %s", where.replace("_", " "), subject)
+            threading.Event().wait()
