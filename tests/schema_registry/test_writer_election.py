@@ -127,10 +127,12 @@ def test_one_writer_and_a_sigkilled_writer_loses_nothing(instances, broker):
     writer, follower = writer_and_follower(*instances)
     assert follower.writer() == writer.url
 
-    # a write through the follower is forwarded, and readable from the follower at once
-    status, body = call(follower.url, "POST", "/subjects/forwarded-value/versions", {"schema": '"string"'})
+    # a write through the follower is forwarded, and readable from the follower at once; the subject's
+    # encoded slash survives the forwarding
+    status, body = call(follower.url, "POST", "/subjects/forwarded%2Fvalue/versions", {"schema": '"string"'})
     assert status == 200
-    assert call(follower.url, "GET", "/subjects/forwarded-value/versions/1")[1]["id"] == body["id"]
+    assert call(follower.url, "GET", "/subjects/forwarded%2Fvalue/versions/1")[1]["id"] == body["id"]
+    assert "forwarded/value" in call(writer.url, "GET", "/subjects")[1]
 
     acked: dict[str, int] = {}
     failures: list[str] = []

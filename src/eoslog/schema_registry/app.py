@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 
 from starlette.applications import Starlette
@@ -30,6 +31,26 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 OFFSET_HEADER = "X-Eoslog-Schemas-Offset"
 FORWARDED_HEADER = "X-Eoslog-Forwarded"
 FORWARD_WAIT_S = 10.0
+# A subject may hold '/' (Protobuf references are registered under their file names, "shop/money.proto"),
+# sent as %2F. The server decodes the path before routing, so an encoded slash is kept as this character
+# until the route matched, and ``subject()`` turns it back.
+_SLASH = "\x00"
+
+
+class _EncodedSlashes:
+    """ASGI middleware: the path routed on is the raw path decoded except for %2F."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw and b"%2f" in raw.lower():
+            from urllib.parse import unquote
+
+            parts = re.split(r"%2[fF]", raw.decode("latin-1").partition("?")[0])
+            scope = {**scope, "path": _SLASH.join(unquote(part) for part in parts)}
+        await self.app(scope, receive, send)
 
 
 class RegistryJSON(JSONResponse):
@@ -92,7 +113,7 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
         return endpoint
 
     def subject(request: Request) -> str:
-        return request.path_params["subject"]
+        return request.path_params["subject"].replace(_SLASH, "/")
 
     def q(request: Request, name: str, default: str = "") -> str:
         return request.query_params.get(name, default)
@@ -173,7 +194,9 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
         return RegistryJSON({"error_code": 50001, "message": f"Error in the backend data store: {exc}"},
                             status_code=500)
 
-    return Starlette(routes=routes, middleware=middleware or [],
+    from starlette.middleware import Middleware
+
+    return Starlette(routes=routes, middleware=[Middleware(_EncodedSlashes), *(middleware or [])],
                      exception_handlers={404: not_found, 405: not_found, Exception: failed})
 
 

@@ -21,7 +21,10 @@ def forward(registry, url: str, request: Request, body: bytes, ssl_context: ssl.
     from eoslog.schema_registry.app import CONTENT_TYPE, FORWARD_WAIT_S, FORWARDED_HEADER, OFFSET_HEADER
 
     target = urlsplit(url)
-    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    # as it came, still encoded: a subject may hold '/' or spaces
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else request.url.path
+    path += f"?{request.url.query}" if request.url.query else ""
     headers = {k: v for k, v in request.headers.items() if k.lower() in _PASSED}
     headers[FORWARDED_HEADER] = registry.identity.url
     if target.scheme == "https":
