@@ -38,11 +38,19 @@ def _access(bootstrap: str, command_config: str | None):
 @click.option("--compatibility", default="BACKWARD", show_default=True,
               help="The compatibility level while none is configured.")
 @click.option("--no-writer", is_flag=True, help="Never be elected writer (forward every write).")
+@click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Serve HTTPS with this PEM certificate chain (and its key, unless --ssl-keyfile).")
+@click.option("--ssl-keyfile", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--ssl-cafile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The CA other instances' certificates are checked against when writes are forwarded.")
+@click.option("--basic-auth", is_flag=True, help="Require HTTP basic authentication, checked by logging in to the "
+              "cluster as that user (SASL/SCRAM through --command-config's listener; docs/schema-registry.md).")
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the bound port here once serving.")
 @click.option("--log-level", default="info", show_default=True)
 def schema_registry_command(bootstrap, listen, advertised_host, command_config, group, topic, session_timeout_ms,
-                            compatibility, no_writer, port_file, log_level) -> None:
+                            compatibility, no_writer, ssl_certfile, ssl_keyfile, ssl_cafile, basic_auth, port_file,
+                            log_level) -> None:
     """Serve the Confluent Schema Registry REST API, storing schemas in a Kafka topic."""
     import logging
 
@@ -52,10 +60,25 @@ def schema_registry_command(bootstrap, listen, advertised_host, command_config, 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if compatibility.upper() not in COMPATIBILITY_LEVELS:
         raise click.BadParameter(f"one of {', '.join(COMPATIBILITY_LEVELS)}", param_hint="--compatibility")
+    from eoslog.schema_registry.security import RegistryTls, ScramLogin
+
+    access = _access(bootstrap, command_config)
+    tls = auth = None
+    if ssl_certfile:
+        try:
+            tls = RegistryTls.from_files(ssl_certfile, ssl_keyfile, ssl_cafile)
+        except (OSError, ValueError) as exc:
+            raise click.BadParameter(f"cannot load the certificate: {exc}", param_hint="--ssl-certfile") from None
+    if basic_auth:
+        try:
+            auth = ScramLogin(access)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--basic-auth") from None
     try:
-        server = RegistryServer(_access(bootstrap, command_config), listen, advertised_host=advertised_host,
+        server = RegistryServer(access, listen, advertised_host=advertised_host,
                                 group=group, topic=topic, session_timeout_ms=session_timeout_ms,
-                                eligible=not no_writer, default_compatibility=compatibility.upper())
+                                eligible=not no_writer, default_compatibility=compatibility.upper(), tls=tls,
+                                auth=auth)
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"--listen {listen}: {exc}") from None
     stopping = threading.Event()

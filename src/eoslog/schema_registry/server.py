@@ -15,6 +15,7 @@ from eoslog.schema_registry.app import create_app
 from eoslog.schema_registry.election import DEFAULT_GROUP, Identity
 from eoslog.schema_registry.kafka_access import KafkaAccess
 from eoslog.schema_registry.registry import SchemaRegistry
+from eoslog.schema_registry.security import RegistryTls, ScramLogin
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,24 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Config(uvicorn.Config):
+    """uvicorn's settings with an SSLContext made here (``security.RegistryTls``): uvicorn itself builds one
+    only from file names, and the broker's TLS settings are already a context."""
+
+    def __init__(self, app, ssl_context) -> None:
+        super().__init__(app, log_level="warning", lifespan="off")
+        self._ssl_context = ssl_context
+
+    def load(self) -> None:
+        super().load()
+        self.ssl = self._ssl_context
+
+
 class RegistryServer:
     def __init__(self, access: KafkaAccess, listen: str = "127.0.0.1:8081", *, advertised_host: str | None = None,
                  group: str = DEFAULT_GROUP, topic: str = "_schemas", session_timeout_ms: int = 10_000,
-                 eligible: bool = True, default_compatibility: str = "BACKWARD", tls=None, auth=None,
+                 eligible: bool = True, default_compatibility: str = "BACKWARD", tls: RegistryTls | None = None,
+                 auth: ScramLogin | None = None,
                  metrics=None) -> None:
         host, port = split_listen(listen)
         self.sock = bind(host, port)
@@ -54,11 +69,10 @@ class RegistryServer:
                                        session_timeout_ms=session_timeout_ms,
                                        default_compatibility=default_compatibility, metrics=metrics)
         if tls is not None:
-            self.registry.forward_ssl_context = tls.client_context()
+            self.registry.forward_ssl_context = tls.client
         middleware = auth.middleware() if auth is not None else None
         self.app = create_app(self.registry, middleware=middleware, metrics=metrics)
-        options = tls.uvicorn_options() if tls is not None else {}
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", **options))
+        self._server = uvicorn.Server(_Config(self.app, tls.server if tls is not None else None))
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
 
