@@ -109,8 +109,8 @@ def main() -> None:
 @click.option("--console-command-config", default=None, metavar="FILE",
               help="Client properties for the console to reach this broker through a secured listener "
                    "(eoslog.console.command.config; default: the first PLAINTEXT listener).")
-@click.option("--schema-registry-listen", default=None, metavar="HOST:PORT",
-              help="Serve the schema registry (Confluent's REST API) at http://HOST:PORT/ "
+@click.option("--schema-registry-listen", default=None, metavar="[https://]HOST:PORT",
+              help="Serve the schema registry (Confluent's REST API) at http(s)://HOST:PORT/ "
                    "(eoslog.schema.registry.listen; off by default; needs eoslog[schema-registry]).")
 @click.option("--log-level", "log_levels", multiple=True, default=("info",), show_default=True,
               metavar="[LOGGER=]LEVEL", shell_complete=_complete_log_level,

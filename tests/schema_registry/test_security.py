@@ -108,6 +108,41 @@ def test_plain_http_and_an_untrusted_certificate_are_refused(secured):
     assert "CERTIFICATE_VERIFY_FAILED" in str(untrusted.value)
 
 
+def test_the_broker_serves_its_registry_over_https_with_its_own_tls_settings(tmp_path):
+    """eoslog.schema.registry.listen=https://...: the certificate of the broker's SASL_SSL listener, and
+    basic authentication against its SCRAM users."""
+    certs = make_certs(tmp_path / "certs", ())
+    data_dir = tmp_path / "data"
+    for user, password in USERS.items():
+        CliRunner().invoke(users_group, ["add", user, "--data-dir", str(data_dir), "--password-file", "-"],
+                           input=password + "\n")
+    client_properties = tmp_path / "registry.properties"
+    client_properties.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=registry\n"
+                                 f"sasl.password={USERS['registry']}\nssl.ca.location={certs.ca}\n")
+    registry_port = free_port()
+    properties = {"listeners": f"SASL_SSL://127.0.0.1:{free_port()}",
+                  "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                  "ssl.keystore.location": str(certs.broker),
+                  "eoslog.schema.registry.listen": f"https://127.0.0.1:{registry_port}",
+                  "eoslog.schema.registry.basic.auth": "true",
+                  "eoslog.schema.registry.command.config": str(client_properties)}
+    with EmbeddedBroker(data_dir=data_dir, properties=properties):
+        url = f"https://127.0.0.1:{registry_port}"
+        assert request(url, certs, "/subjects")[0] == 401
+        client = SchemaRegistryClient({"url": url, "ssl.ca.location": str(certs.ca),
+                                       "basic.auth.user.info": f"ann:{USERS['ann']}"})
+        schema_id = wait_until(lambda: _register(client, "served-value", Schema('"long"', "AVRO")), 60,
+                               "a registration with the broker's registry")
+        assert request(url, certs, f"/schemas/ids/{schema_id}", "ann", USERS["ann"])[2] == {"schema": '"long"'}
+
+
+def test_https_needs_a_tls_listener(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "eoslog", "serve", "--data-dir", str(tmp_path / "data"),
+                             "--listen", "127.0.0.1:0", "--schema-registry-listen", "https://127.0.0.1:0"],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "SSL or SASL_SSL listener" in result.stderr, result.stderr
+
+
 def _register(client, subject, schema):
     try:
         return client.register_schema(subject, schema)

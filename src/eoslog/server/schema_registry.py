@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.console import connect_address
@@ -28,6 +29,23 @@ def registry_listener(listeners: list, protocol: str | None):
     raise ConfigError(f"eoslog.schema.registry.listen: the registry reaches the broker through a {wanted} "
                       f"listener and there is none (listeners: {have}); give the client properties for a "
                       "secured one with eoslog.schema.registry.command.config")
+
+
+def registry_tls(config: BrokerConfig, listeners: list):
+    """HTTPS with the broker's own TLS settings: those of its first SSL or SASL_SSL listener, for serving
+    and for trusting the other brokers' registries when a write is forwarded (server/tls.py)."""
+    from eoslog.schema_registry.security import RegistryTls
+    from eoslog.server.tls import TlsConfigError, client_context, server_context
+
+    secured = [listener for listener in listeners if listener.protocol in ("SSL", "SASL_SSL")]
+    if not secured:
+        raise ConfigError("eoslog.schema.registry.listen=https://...: HTTPS takes the TLS settings of the broker's "
+                          "SSL or SASL_SSL listener, and it has none")
+    try:
+        return RegistryTls(server_context(config.security_properties, secured[0]),
+                           client_context(config.security_properties, secured[0]))
+    except TlsConfigError as exc:
+        raise ConfigError(f"eoslog.schema.registry.listen=https://...: {exc}") from exc
 
 
 class SchemaRegistryEndpoint:
@@ -48,7 +66,7 @@ class SchemaRegistryEndpoint:
             from eoslog.security.properties import read_properties
 
             try:
-                self.properties = read_properties(config.schema_registry_command_config)
+                self.properties = read_properties(Path(config.schema_registry_command_config))
             except OSError as exc:
                 raise ConfigError(f"eoslog.schema.registry.command.config: {exc}") from exc
 
@@ -59,9 +77,20 @@ class SchemaRegistryEndpoint:
         listener = registry_listener(listeners, protocol)
         bootstrap = connect_address(listener, bound_ports[listener.name])
         host, port = self.config.schema_registry_listen
+        access = KafkaAccess(bootstrap, self.properties)
+        tls = registry_tls(self.config, listeners) if self.config.schema_registry_https else None
+        auth = None
+        if self.config.schema_registry_basic_auth:
+            from eoslog.schema_registry.security import ScramLogin
+
+            try:
+                auth = ScramLogin(access)
+            except ValueError as exc:
+                raise ConfigError(f"eoslog.schema.registry.basic.auth: {exc} "
+                                  "(eoslog.schema.registry.command.config)") from exc
         try:
-            self.server = self._server_class(KafkaAccess(bootstrap, self.properties),
-                                             f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+            self.server = self._server_class(access, f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                                             tls=tls, auth=auth)
         except OSError as exc:
             raise ConfigError(f"eoslog.schema.registry.listen {host}:{port}: {exc}") from exc
         self.server.start()
