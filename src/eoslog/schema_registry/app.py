@@ -78,12 +78,43 @@ async def _body(request: Request) -> object:
         raise RegistryError(400, f"Unrecognized request body: {exc}") from None
 
 
-def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> Starlette:
+def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None, authorizer=None) -> Starlette:
+    """``authorizer``: an ``authorization.SubjectAuthorizer``, or None to let every caller do everything.
+    Each route names what it needs (``need``: the request to an operation and a subject, None for the
+    global config and mode), checked before any work; lists show only what the caller may read."""
+    from eoslog.schema_registry.authorization import CONFIGURE, DELETE, READ, REGISTER
     from eoslog.schema_registry.forward import forward
+    from eoslog.schema_registry.security import PRINCIPAL_SCOPE_KEY
 
-    def read(query: Callable) -> Callable:
+    def principal(request: Request) -> str:
+        return request.scope.get(PRINCIPAL_SCOPE_KEY, "User:ANONYMOUS")
+
+    def host(request: Request) -> str:
+        return request.client.host if request.client else "*"
+
+    async def check(request: Request, need: Callable | None) -> None:
+        if authorizer is not None and need is not None:
+            operation, subject_name = need(request)
+            await run_in_threadpool(authorizer.require, principal(request), host(request), operation, subject_name)
+
+    def visible(request: Request, subject_name: str) -> bool:
+        """For filtering under the store's lock: decided on the ACLs already read, never fetching."""
+        return authorizer is None or authorizer.may(principal(request), host(request), READ, subject_name,
+                                                    refresh=False)
+
+    def id_visible(request: Request, state, schema_id: int) -> int:
+        if authorizer is not None and schema_id in state.contents and not any(
+                visible(request, r.subject) for r in state.uses_of(schema_id, True)):
+            raise RegistryError(errors.FORBIDDEN, f"{principal(request)} may read no subject that uses schema "
+                                f"{schema_id}")
+        return schema_id
+
+    def read(query: Callable, need: Callable | None = None) -> Callable:
         async def endpoint(request: Request) -> Response:
             try:
+                await check(request, need)
+                if authorizer is not None:
+                    await run_in_threadpool(authorizer.fresh)
                 answer = await run_in_threadpool(registry.read, lambda state, catalog: query(request, state, catalog))
             except RegistryError as exc:
                 return _error(exc)
@@ -92,9 +123,10 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
             return RegistryJSON(answer)
         return endpoint
 
-    def write(decide: Callable) -> Callable:
+    def write(decide: Callable, need: Callable | None = None) -> Callable:
         async def endpoint(request: Request) -> Response:
             try:
+                await check(request, need)
                 body = await _body(request) if request.method in ("POST", "PUT") else None
                 if not registry.is_writer:
                     if request.headers.get(FORWARDED_HEADER):
@@ -115,6 +147,18 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
     def subject(request: Request) -> str:
         return request.path_params["subject"].replace(_SLASH, "/")
 
+    def on_subject(operation) -> Callable:
+        return lambda r: (operation, subject(r))
+
+    def on_cluster(operation) -> Callable:
+        return lambda r: (operation, None)
+
+    reads, registers, deletes, configures = (on_subject(READ), on_subject(REGISTER), on_subject(DELETE),
+                                             on_subject(CONFIGURE))
+
+    def with_body(query: Callable, need: Callable) -> Callable:
+        return _read_with_body(registry, query, lambda r: check(r, need))
+
     def q(request: Request, name: str, default: str = "") -> str:
         return request.query_params.get(name, default)
 
@@ -124,65 +168,70 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None) -> St
         Route("/contexts", read(lambda r, s, c: ["."]), methods=["GET"]),
         # eoslog's own: which instance writes, as this one knows it (Karapace answers /master_available)
         Route("/eoslog/writer", _writer_endpoint(registry), methods=["GET"]),
-        Route("/schemas", read(lambda r, s, c: queries.all_schemas(
-            s, c, q(r, "subjectPrefix"), _flag(r, "deleted"), _flag(r, "latestOnly"))), methods=["GET"]),
+        Route("/schemas", read(lambda r, s, c: [x for x in queries.all_schemas(
+            s, c, q(r, "subjectPrefix"), _flag(r, "deleted"), _flag(r, "latestOnly")) if visible(r, x["subject"])]),
+            methods=["GET"]),
         Route("/schemas/ids/{id:int}", read(lambda r, s, c: queries.schema_by_id(
-            s, c, r.path_params["id"], r.query_params.get("format"))), methods=["GET"]),
+            s, c, id_visible(r, s, r.path_params["id"]), r.query_params.get("format"))), methods=["GET"]),
         Route("/schemas/ids/{id:int}/schema", read(lambda r, s, c: Response(
-            queries.schema_by_id(s, c, r.path_params["id"], r.query_params.get("format"))["schema"],
-            media_type=CONTENT_TYPE)), methods=["GET"]),
-        Route("/schemas/ids/{id:int}/subjects", read(lambda r, s, c: queries.subjects_of_id(
-            s, r.path_params["id"], _flag(r, "deleted"))), methods=["GET"]),
-        Route("/schemas/ids/{id:int}/versions", read(lambda r, s, c: queries.versions_of_id(
-            s, r.path_params["id"], _flag(r, "deleted"))), methods=["GET"]),
-        Route("/subjects", read(lambda r, s, c: queries.subjects(s, q(r, "subjectPrefix"), _flag(r, "deleted"))),
-              methods=["GET"]),
+            queries.schema_by_id(s, c, id_visible(r, s, r.path_params["id"]), r.query_params.get("format"))[
+                "schema"], media_type=CONTENT_TYPE)), methods=["GET"]),
+        Route("/schemas/ids/{id:int}/subjects", read(lambda r, s, c: [x for x in queries.subjects_of_id(
+            s, r.path_params["id"], _flag(r, "deleted")) if visible(r, x)]), methods=["GET"]),
+        Route("/schemas/ids/{id:int}/versions", read(lambda r, s, c: [x for x in queries.versions_of_id(
+            s, r.path_params["id"], _flag(r, "deleted")) if visible(r, x["subject"])]), methods=["GET"]),
+        Route("/subjects", read(lambda r, s, c: [x for x in queries.subjects(
+            s, q(r, "subjectPrefix"), _flag(r, "deleted")) if visible(r, x)]), methods=["GET"]),
         Route("/subjects/{subject}/versions", read(lambda r, s, c: queries.versions(
-            s, subject(r), _flag(r, "deleted"))), methods=["GET"]),
+            s, subject(r), _flag(r, "deleted")), reads), methods=["GET"]),
         Route("/subjects/{subject}/versions", write(lambda r, body, s, c: decisions.register(
-            s, c, subject(r), decisions.SchemaRequest.from_json(body), _flag(r, "normalize"))), methods=["POST"]),
+            s, c, subject(r), decisions.SchemaRequest.from_json(body), _flag(r, "normalize")), registers),
+            methods=["POST"]),
         Route("/subjects/{subject}/versions/{version}", read(lambda r, s, c: queries.schema_json(
             queries.version(s, subject(r), r.path_params["version"], _flag(r, "deleted")), c,
-            r.query_params.get("format"))), methods=["GET"]),
+            r.query_params.get("format")), reads), methods=["GET"]),
         Route("/subjects/{subject}/versions/{version}/schema", read(lambda r, s, c: Response(
             queries.formatted(queries.version(s, subject(r), r.path_params["version"], _flag(r, "deleted")), c,
-                              r.query_params.get("format")), media_type=CONTENT_TYPE)), methods=["GET"]),
+                              r.query_params.get("format")), media_type=CONTENT_TYPE), reads), methods=["GET"]),
         Route("/subjects/{subject}/versions/{version}/referencedby", read(lambda r, s, c: s.referenced_by(
-            subject(r), queries.version(s, subject(r), r.path_params["version"], True).version)), methods=["GET"]),
+            subject(r), queries.version(s, subject(r), r.path_params["version"], True).version), reads),
+            methods=["GET"]),
         Route("/subjects/{subject}/versions/{version}", write(lambda r, body, s, c: decisions.delete_version(
-            s, subject(r), r.path_params["version"], _flag(r, "permanent"))), methods=["DELETE"]),
+            s, subject(r), r.path_params["version"], _flag(r, "permanent")), deletes), methods=["DELETE"]),
         Route("/subjects/{subject}", write(lambda r, body, s, c: decisions.delete_subject(
-            s, subject(r), _flag(r, "permanent"))), methods=["DELETE"]),
-        Route("/compatibility/subjects/{subject}/versions", _read_with_body(registry, lambda r, body, s, c: (
-            queries.check_compatibility(s, c, subject(r), None, body, _flag(r, "normalize"), _flag(r, "verbose")))),
-            methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", _read_with_body(
-            registry, lambda r, body, s, c: queries.check_compatibility(
-                s, c, subject(r), r.path_params["version"], body, _flag(r, "normalize"), _flag(r, "verbose"))),
-            methods=["POST"]),
+            s, subject(r), _flag(r, "permanent")), deletes), methods=["DELETE"]),
+        Route("/compatibility/subjects/{subject}/versions", with_body(lambda r, body, s, c: (
+            queries.check_compatibility(s, c, subject(r), None, body, _flag(r, "normalize"), _flag(r, "verbose"))),
+            reads), methods=["POST"]),
+        Route("/compatibility/subjects/{subject}/versions/{version}", with_body(
+            lambda r, body, s, c: queries.check_compatibility(
+                s, c, subject(r), r.path_params["version"], body, _flag(r, "normalize"), _flag(r, "verbose")),
+            reads), methods=["POST"]),
         Route("/config", read(lambda r, s, c: queries.config(s, None, True)), methods=["GET"]),
-        Route("/config", write(lambda r, body, s, c: decisions.set_config(s, None, body)), methods=["PUT"]),
-        Route("/config", write(lambda r, body, s, c: decisions.delete_config(s, None)), methods=["DELETE"]),
-        Route("/config/{subject}", read(lambda r, s, c: queries.config(s, subject(r), _flag(r, "defaultToGlobal"))),
-              methods=["GET"]),
-        Route("/config/{subject}", write(lambda r, body, s, c: decisions.set_config(s, subject(r), body)),
+        Route("/config", write(lambda r, body, s, c: decisions.set_config(s, None, body), on_cluster(CONFIGURE)),
               methods=["PUT"]),
-        Route("/config/{subject}", write(lambda r, body, s, c: decisions.delete_config(s, subject(r))),
+        Route("/config", write(lambda r, body, s, c: decisions.delete_config(s, None), on_cluster(CONFIGURE)),
+              methods=["DELETE"]),
+        Route("/config/{subject}", read(lambda r, s, c: queries.config(s, subject(r), _flag(r, "defaultToGlobal")),
+                                        reads), methods=["GET"]),
+        Route("/config/{subject}", write(lambda r, body, s, c: decisions.set_config(s, subject(r), body), configures),
+              methods=["PUT"]),
+        Route("/config/{subject}", write(lambda r, body, s, c: decisions.delete_config(s, subject(r)), configures),
               methods=["DELETE"]),
         Route("/mode", read(lambda r, s, c: queries.mode(s, None, True)), methods=["GET"]),
-        Route("/mode", write(lambda r, body, s, c: decisions.set_mode(s, None, body, _flag(r, "force"))),
-              methods=["PUT"]),
-        Route("/mode/{subject}", read(lambda r, s, c: queries.mode(s, subject(r), _flag(r, "defaultToGlobal"))),
-              methods=["GET"]),
+        Route("/mode", write(lambda r, body, s, c: decisions.set_mode(s, None, body, _flag(r, "force")),
+                             on_cluster(CONFIGURE)), methods=["PUT"]),
+        Route("/mode/{subject}", read(lambda r, s, c: queries.mode(s, subject(r), _flag(r, "defaultToGlobal")),
+                                      reads), methods=["GET"]),
         Route("/mode/{subject}", write(lambda r, body, s, c: decisions.set_mode(s, subject(r), body,
-                                                                                _flag(r, "force"))),
+                                                                                _flag(r, "force")), configures),
               methods=["PUT"]),
-        Route("/mode/{subject}", write(lambda r, body, s, c: decisions.delete_mode(s, subject(r))),
+        Route("/mode/{subject}", write(lambda r, body, s, c: decisions.delete_mode(s, subject(r)), configures),
               methods=["DELETE"]),
     ]
     # POST /subjects/{subject} (lookup) is a read with a body; registered last so /subjects/{s}/versions wins
-    routes.append(Route("/subjects/{subject}", _read_with_body(registry, lambda r, body, s, c: queries.lookup(
-        s, c, subject(r), body, _flag(r, "normalize"), _flag(r, "deleted"))), methods=["POST"]))
+    routes.append(Route("/subjects/{subject}", with_body(lambda r, body, s, c: queries.lookup(
+        s, c, subject(r), body, _flag(r, "normalize"), _flag(r, "deleted")), reads), methods=["POST"]))
 
     async def not_found(request: Request, exc) -> Response:
         status = getattr(exc, "status_code", 404)
@@ -207,9 +256,10 @@ def _writer_endpoint(registry: SchemaRegistry) -> Callable:
     return endpoint
 
 
-def _read_with_body(registry: SchemaRegistry, query: Callable) -> Callable:
+def _read_with_body(registry: SchemaRegistry, query: Callable, check: Callable) -> Callable:
     async def endpoint(request: Request) -> Response:
         try:
+            await check(request)
             body = await _body(request)
             answer = await run_in_threadpool(registry.read, lambda state, catalog: query(request, body, state, catalog))
         except RegistryError as exc:

@@ -45,12 +45,17 @@ def _access(bootstrap: str, command_config: str | None):
               help="The CA other instances' certificates are checked against when writes are forwarded.")
 @click.option("--basic-auth", is_flag=True, help="Require HTTP basic authentication, checked by logging in to the "
               "cluster as that user (SASL/SCRAM through --command-config's listener; docs/schema-registry.md).")
+@click.option("--authorize", is_flag=True, help="Authorize subjects through the cluster's ACLs, as the topics "
+              "they describe (needs --basic-auth; docs/schema-registry.md).")
+@click.option("--super-users", default="", metavar="User:A;User:B", help="With --authorize: principals allowed "
+              "everything, as the brokers' super.users.")
+@click.option("--allow-everyone-if-no-acl-found", is_flag=True, help="With --authorize: as the brokers' setting.")
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the bound port here once serving.")
 @click.option("--log-level", default="info", show_default=True)
 def schema_registry_command(bootstrap, listen, advertised_host, command_config, group, topic, session_timeout_ms,
-                            compatibility, no_writer, ssl_certfile, ssl_keyfile, ssl_cafile, basic_auth, port_file,
-                            log_level) -> None:
+                            compatibility, no_writer, ssl_certfile, ssl_keyfile, ssl_cafile, basic_auth, authorize,
+                            super_users, allow_everyone_if_no_acl_found, port_file, log_level) -> None:
     """Serve the Confluent Schema Registry REST API, storing schemas in a Kafka topic."""
     import logging
 
@@ -74,11 +79,19 @@ def schema_registry_command(bootstrap, listen, advertised_host, command_config, 
             auth = ScramLogin(access)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--basic-auth") from None
+    authorizer = None
+    if authorize:
+        from eoslog.schema_registry.authorization import SubjectAuthorizer
+
+        if not basic_auth:
+            raise click.BadParameter("authorization needs to know who asks: add --basic-auth", param_hint="--authorize")
+        authorizer = SubjectAuthorizer(access, frozenset(u.strip() for u in super_users.split(";") if u.strip()),
+                                       allow_everyone_if_no_acl_found)
     try:
         server = RegistryServer(access, listen, advertised_host=advertised_host,
                                 group=group, topic=topic, session_timeout_ms=session_timeout_ms,
                                 eligible=not no_writer, default_compatibility=compatibility.upper(), tls=tls,
-                                auth=auth)
+                                auth=auth, authorizer=authorizer)
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"--listen {listen}: {exc}") from None
     stopping = threading.Event()

@@ -12,6 +12,7 @@ import threading
 import uvicorn
 
 from eoslog.schema_registry.app import create_app
+from eoslog.schema_registry.authorization import SubjectAuthorizer
 from eoslog.schema_registry.election import DEFAULT_GROUP, Identity
 from eoslog.schema_registry.kafka_access import KafkaAccess
 from eoslog.schema_registry.registry import SchemaRegistry
@@ -57,7 +58,7 @@ class RegistryServer:
     def __init__(self, access: KafkaAccess, listen: str = "127.0.0.1:8081", *, advertised_host: str | None = None,
                  group: str = DEFAULT_GROUP, topic: str = "_schemas", session_timeout_ms: int = 10_000,
                  eligible: bool = True, default_compatibility: str = "BACKWARD", tls: RegistryTls | None = None,
-                 auth: ScramLogin | None = None,
+                 auth: ScramLogin | None = None, authorizer: SubjectAuthorizer | None = None,
                  metrics=None) -> None:
         host, port = split_listen(listen)
         self.sock = bind(host, port)
@@ -71,7 +72,7 @@ class RegistryServer:
         if tls is not None:
             self.registry.forward_ssl_context = tls.client
         middleware = auth.middleware() if auth is not None else None
-        self.app = create_app(self.registry, middleware=middleware, metrics=metrics)
+        self.app = create_app(self.registry, middleware=middleware, metrics=metrics, authorizer=authorizer)
         self._server = uvicorn.Server(_Config(self.app, tls.server if tls is not None else None))
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()

@@ -106,6 +106,7 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
                                       ("https://" if c.schema_registry_https else "")
                                       + f"{c.schema_registry_listen[0]}:{c.schema_registry_listen[1]}", STRING),
     "eoslog.schema.registry.basic.auth": (lambda c: _bool(c.schema_registry_basic_auth), BOOLEAN),
+    "eoslog.schema.registry.authorization": (lambda c: _bool(c.schema_registry_authorization), BOOLEAN),
     "eoslog.schema.registry.command.config": (lambda c: c.schema_registry_command_config, STRING),
     "group.consumer.assignors": (lambda c: ",".join(c.group_consumer_assignors), LIST),
 }

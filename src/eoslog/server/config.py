@@ -142,6 +142,7 @@ _OTHER_PROPERTIES = frozenset({
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
     "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
     "eoslog.schema.registry.listen", "eoslog.schema.registry.command.config", "eoslog.schema.registry.basic.auth",
+    "eoslog.schema.registry.authorization",
     "group.consumer.assignors",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
@@ -358,6 +359,7 @@ class BrokerConfig:
     schema_registry_https: bool = False
     schema_registry_command_config: str | None = None
     schema_registry_basic_auth: bool = False
+    schema_registry_authorization: bool = False  # subjects through this broker's ACLs (needs basic.auth)
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -551,6 +553,8 @@ class BrokerConfig:
             self.schema_registry_listen = parse_host_port(address, name) if address else None
         elif name == "eoslog.schema.registry.basic.auth":
             self.schema_registry_basic_auth = _bool(name, value)
+        elif name == "eoslog.schema.registry.authorization":
+            self.schema_registry_authorization = _bool(name, value)
         elif name == "eoslog.schema.registry.command.config":
             self.schema_registry_command_config = value.strip() or None
         elif name.startswith("eoslog.test."):

@@ -88,9 +88,19 @@ class SchemaRegistryEndpoint:
             except ValueError as exc:
                 raise ConfigError(f"eoslog.schema.registry.basic.auth: {exc} "
                                   "(eoslog.schema.registry.command.config)") from exc
+        authorizer = None
+        if self.config.schema_registry_authorization:
+            from eoslog.schema_registry.authorization import SubjectAuthorizer
+
+            if auth is None:
+                raise ConfigError("eoslog.schema.registry.authorization needs to know who asks: set "
+                                  "eoslog.schema.registry.basic.auth=true")
+            # this broker's own super users and default; the ACLs are read through the listener
+            authorizer = SubjectAuthorizer(access, self.config.super_users,
+                                           self.config.allow_everyone_if_no_acl_found)
         try:
             self.server = self._server_class(access, f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-                                             tls=tls, auth=auth)
+                                             tls=tls, auth=auth, authorizer=authorizer)
         except OSError as exc:
             raise ConfigError(f"eoslog.schema.registry.listen {host}:{port}: {exc}") from exc
         self.server.start()
