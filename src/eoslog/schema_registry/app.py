@@ -168,6 +168,7 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None, autho
         Route("/contexts", read(lambda r, s, c: ["."]), methods=["GET"]),
         # eoslog's own: which instance writes, as this one knows it (Karapace answers /master_available)
         Route("/eoslog/writer", _writer_endpoint(registry), methods=["GET"]),
+        Route("/metrics", _metrics_endpoint(metrics), methods=["GET"]),
         Route("/schemas", read(lambda r, s, c: [x for x in queries.all_schemas(
             s, c, q(r, "subjectPrefix"), _flag(r, "deleted"), _flag(r, "latestOnly")) if visible(r, x["subject"])]),
             methods=["GET"]),
@@ -245,8 +246,22 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None, autho
 
     from starlette.middleware import Middleware
 
-    return Starlette(routes=routes, middleware=[Middleware(_EncodedSlashes), *(middleware or [])],
+    from eoslog.schema_registry.metrics import MetricsMiddleware
+
+    innermost = [Middleware(MetricsMiddleware, metrics=metrics, routes=routes)] if metrics is not None else []
+    return Starlette(routes=routes, middleware=[Middleware(_EncodedSlashes), *(middleware or []), *innermost],
                      exception_handlers={404: not_found, 405: not_found, Exception: failed})
+
+
+def _metrics_endpoint(metrics) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        if metrics is None:
+            return RegistryJSON({"error_code": 404, "message": "HTTP 404 this registry keeps no metrics"},
+                                status_code=404)
+        from eoslog.schema_registry.metrics import CONTENT_TYPE as METRICS_TYPE
+
+        return Response(metrics.exposition(), media_type=METRICS_TYPE)
+    return endpoint
 
 
 def _writer_endpoint(registry: SchemaRegistry) -> Callable:

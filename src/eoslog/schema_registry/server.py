@@ -15,6 +15,7 @@ from eoslog.schema_registry.app import create_app
 from eoslog.schema_registry.authorization import SubjectAuthorizer
 from eoslog.schema_registry.election import DEFAULT_GROUP, Identity
 from eoslog.schema_registry.kafka_access import KafkaAccess
+from eoslog.schema_registry.metrics import RegistryMetrics
 from eoslog.schema_registry.registry import SchemaRegistry
 from eoslog.schema_registry.security import RegistryTls, ScramLogin
 
@@ -61,6 +62,8 @@ class RegistryServer:
                  auth: ScramLogin | None = None, authorizer: SubjectAuthorizer | None = None,
                  metrics=None) -> None:
         host, port = split_listen(listen)
+        metrics = metrics if metrics is not None else RegistryMetrics()
+        self.metrics = metrics
         self.sock = bind(host, port)
         self.port = self.sock.getsockname()[1]
         self.tls = tls
@@ -69,6 +72,7 @@ class RegistryServer:
         self.registry = SchemaRegistry(access, Identity(shown, self.port, scheme, eligible), group=group, topic=topic,
                                        session_timeout_ms=session_timeout_ms,
                                        default_compatibility=default_compatibility, metrics=metrics)
+        metrics.watch(self.registry)
         if tls is not None:
             self.registry.forward_ssl_context = tls.client
         middleware = auth.middleware() if auth is not None else None
