@@ -35,6 +35,8 @@ def _access(bootstrap: str, command_config: str | None):
 @click.option("--topic", default="_schemas", show_default=True, help="The compacted topic holding the schemas.")
 @click.option("--session-timeout-ms", default=10_000, show_default=True,
               help="How long a silent writer keeps its place before another is elected.")
+@click.option("--replication-factor", type=int, default=None, help="Replicas of a _schemas topic this creates "
+              "(default: as many as there are brokers, up to 3).")
 @click.option("--compatibility", default="BACKWARD", show_default=True,
               help="The compatibility level while none is configured.")
 @click.option("--no-writer", is_flag=True, help="Never be elected writer (forward every write).")
@@ -54,7 +56,7 @@ def _access(bootstrap: str, command_config: str | None):
               help="Write the bound port here once serving.")
 @click.option("--log-level", default="info", show_default=True)
 def schema_registry_command(bootstrap, listen, advertised_host, command_config, group, topic, session_timeout_ms,
-                            compatibility, no_writer, ssl_certfile, ssl_keyfile, ssl_cafile, basic_auth, authorize,
+                            replication_factor, compatibility, no_writer, ssl_certfile, ssl_keyfile, ssl_cafile, basic_auth, authorize,
                             super_users, allow_everyone_if_no_acl_found, port_file, log_level) -> None:
     """Serve the Confluent Schema Registry REST API, storing schemas in a Kafka topic."""
     import logging
@@ -91,7 +93,7 @@ def schema_registry_command(bootstrap, listen, advertised_host, command_config, 
         server = RegistryServer(access, listen, advertised_host=advertised_host,
                                 group=group, topic=topic, session_timeout_ms=session_timeout_ms,
                                 eligible=not no_writer, default_compatibility=compatibility.upper(), tls=tls,
-                                auth=auth, authorizer=authorizer)
+                                auth=auth, authorizer=authorizer, replication_factor=replication_factor)
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"--listen {listen}: {exc}") from None
     stopping = threading.Event()

@@ -29,11 +29,12 @@ WRITER_WAIT_S = 30.0
 class SchemaRegistry:
     def __init__(self, access: KafkaAccess, identity: Identity, *, group: str = DEFAULT_GROUP,
                  topic: str = "_schemas", session_timeout_ms: int = 10_000, default_compatibility: str = "BACKWARD",
-                 replication_factor: int | None = None, metrics=None) -> None:
+                 replication_factor: int | None = None, metrics=None, min_insync_replicas: int | None = None) -> None:
         self.identity = identity
         self.group = group
         self.metrics = metrics
-        self.store = SchemaStore(access, topic, replication_factor, default_compatibility, metrics)
+        self.store = SchemaStore(access, topic, replication_factor, default_compatibility, metrics,
+                                 min_insync_replicas)
         self.election = WriterElection(access, identity, self._on_assignment, group, session_timeout_ms)
         self.transactional_id = f"eoslog-schema-registry-{group}"
         self.assignment: Assignment | None = None

@@ -60,7 +60,7 @@ class RegistryServer:
                  group: str = DEFAULT_GROUP, topic: str = "_schemas", session_timeout_ms: int = 10_000,
                  eligible: bool = True, default_compatibility: str = "BACKWARD", tls: RegistryTls | None = None,
                  auth: ScramLogin | None = None, authorizer: SubjectAuthorizer | None = None,
-                 metrics=None) -> None:
+                 metrics=None, replication_factor: int | None = None, min_insync_replicas: int | None = None) -> None:
         host, port = split_listen(listen)
         metrics = metrics if metrics is not None else RegistryMetrics()
         self.metrics = metrics
@@ -71,7 +71,8 @@ class RegistryServer:
         shown = advertised_host or ("127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host)
         self.registry = SchemaRegistry(access, Identity(shown, self.port, scheme, eligible), group=group, topic=topic,
                                        session_timeout_ms=session_timeout_ms,
-                                       default_compatibility=default_compatibility, metrics=metrics)
+                                       default_compatibility=default_compatibility, metrics=metrics,
+                                       replication_factor=replication_factor, min_insync_replicas=min_insync_replicas)
         metrics.watch(self.registry)
         if tls is not None:
             self.registry.forward_ssl_context = tls.client

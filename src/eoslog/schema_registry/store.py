@@ -47,10 +47,11 @@ DEFAULT_TIMEOUT_S = 30.0
 
 class SchemaStore:
     def __init__(self, access: KafkaAccess, topic: str = "_schemas", replication_factor: int | None = None,
-                 default_compatibility: str = "BACKWARD", metrics=None) -> None:
+                 default_compatibility: str = "BACKWARD", metrics=None, min_insync_replicas: int | None = None) -> None:
         self.access = access
         self.topic = topic
         self.replication_factor = replication_factor
+        self.min_insync_replicas = min_insync_replicas
         self.lock = threading.RLock()
         self.applied = threading.Condition(self.lock)
         self.state = RegistryState(default_compatibility)
@@ -65,8 +66,9 @@ class SchemaStore:
     # ---- the topic -------------------------------------------------------------------------------------
 
     def ensure_topic(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        """Creates the compacted single-partition topic unless it exists, with as many replicas as there
-        are brokers, up to three."""
+        """Creates the compacted single-partition topic unless it exists: with ``replication_factor``
+        replicas (retried until that many brokers are up), or when none is given as many as there are
+        brokers, up to three."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -78,7 +80,10 @@ class SchemaStore:
                 if self.topic in metadata.topics and not metadata.topics[self.topic].error:
                     return
                 replicas = self.replication_factor or min(3, len(metadata.brokers))
-                future = admin.create_topics([NewTopic(self.topic, 1, replicas, config=TOPIC_CONFIGS)])[self.topic]
+                configs = dict(TOPIC_CONFIGS)
+                if self.min_insync_replicas is not None:
+                    configs["min.insync.replicas"] = str(self.min_insync_replicas)
+                future = admin.create_topics([NewTopic(self.topic, 1, replicas, config=configs)])[self.topic]
                 future.result(max(1.0, deadline - time.monotonic()))
                 log.info("created %s (compacted, %d replica(s))", self.topic, replicas)
                 return

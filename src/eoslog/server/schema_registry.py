@@ -98,9 +98,16 @@ class SchemaRegistryEndpoint:
             # this broker's own super users and default; the ACLs are read through the listener
             authorizer = SubjectAuthorizer(access, self.config.super_users,
                                            self.config.allow_everyone_if_no_acl_found)
+        # On a cluster, _schemas is replicated as __transaction_state is (its writes are transactions too), and
+        # its creation waits until that many brokers are up; a sole broker has one replica of everything.
+        replicas = min_isr = None
+        if self.config.cluster_mode:
+            replicas = self.config.transaction_state_log_replication_factor
+            min_isr = self.config.transaction_state_log_min_isr
         try:
             self.server = self._server_class(access, f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-                                             tls=tls, auth=auth, authorizer=authorizer)
+                                             tls=tls, auth=auth, authorizer=authorizer, replication_factor=replicas,
+                                             min_insync_replicas=min_isr)
         except OSError as exc:
             raise ConfigError(f"eoslog.schema.registry.listen {host}:{port}: {exc}") from exc
         self.server.start()
