@@ -129,6 +129,9 @@ def test_the_broker_serves_its_registry_over_https_with_its_own_tls_settings(tmp
     with EmbeddedBroker(data_dir=data_dir, properties=properties):
         url = f"https://127.0.0.1:{registry_port}"
         assert request(url, certs, "/subjects")[0] == 401
+        # elected before the client's first write: it backs off for seconds after a 50004
+        wait_until(lambda: request(url, certs, "/eoslog/writer", "ann", USERS["ann"])[2].get("writer"), 60,
+                   "the registry elected its writer")
         client = SchemaRegistryClient({"url": url, "ssl.ca.location": str(certs.ca),
                                        "basic.auth.user.info": f"ann:{USERS['ann']}"})
         schema_id = wait_until(lambda: _register(client, "served-value", Schema('"long"', "AVRO")), 60,

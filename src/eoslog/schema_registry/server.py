@@ -42,12 +42,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+GRACEFUL_SHUTDOWN_S = 2.0
+
+
 class _Config(uvicorn.Config):
     """uvicorn's settings with an SSLContext made here (``security.RegistryTls``): uvicorn itself builds one
     only from file names, and the broker's TLS settings are already a context."""
 
     def __init__(self, app, ssl_context) -> None:
-        super().__init__(app, log_level="warning", lifespan="off")
+        # A client's idle keep-alive connection must not hold the registry (and the broker serving it) open:
+        # over TLS its close waits for the peer's close_notify, which an idle client never sends.
+        super().__init__(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
         self._ssl_context = ssl_context
 
     def load(self) -> None:
