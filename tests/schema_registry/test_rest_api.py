@@ -75,6 +75,12 @@ def test_incompatible_change_is_refused_with_409_naming_what_broke(http):
     ("POST", "/subjects/known-value/versions",
      {"schema": "{\"type\": \"string\"}", "references": [{"name": "x", "subject": "nobody", "version": 1}]},
      422, 42201),
+    # nested thousands deep: refused as the client's fault, not a 500 from a RecursionError
+    ("POST", "/subjects/deep-value/versions", {"schema": "[" * 3000 + '"int"' + "]" * 3000}, 422, 42201),
+    ("POST", "/subjects/deep-value/versions", {"schema": '{"items":' * 3000 + "{}" + "}" * 3000,
+                                               "schemaType": "JSON"}, 422, 42201),
+    ("POST", "/compatibility/subjects/known-value/versions/latest", {"schema": "[" * 3000 + '"int"' + "]" * 3000},
+     422, 42201),
 ])
 def test_error_codes(http, method, path, body, status, code):
     http.post("/subjects/known-value/versions", {"schema": "{\"type\": \"string\"}"})
@@ -180,3 +186,22 @@ def test_normalize_makes_equivalent_schemas_one(http):
     status, second = http.post("/subjects/plain-value/versions", avro(short))
     assert status == 200 and second["id"] != first["id"]
     assert http.get("/subjects/plain-value/versions") == (200, [1, 2])
+
+
+def test_protoc_diagnostics_are_the_message(http):
+    status, body = http.post("/subjects/garbled-value/versions", {"schema": "message {{{", "schemaType": "PROTOBUF"})
+    assert (status, body["error_code"]) == (422, 42201)
+    assert body["message"].startswith("Invalid schema: schema.proto:1:"), body["message"]
+    assert "absl" not in body["message"]
+
+
+def test_a_schema_too_large_for_the_topic_is_refused_and_the_writer_goes_on(http):
+    huge = {"type": "enum", "name": "Huge", "symbols": [f"SYMBOL_{i}" for i in range(150_000)]}  # > 1 MiB
+    status, body = http.post("/subjects/huge-value/versions", avro(huge))
+    assert (status, body["error_code"]) == (422, 42201) and "too large" in body["message"], body
+    # the failed transaction was aborted: the next registrations go through
+    for i in range(3):
+        status, body = http.post(f"/subjects/after-huge-{i}-value/versions",
+                                 avro({"type": "enum", "name": "Small", "symbols": [f"S{i}"]}))
+        assert status == 200, body
+    assert http.get("/subjects/huge-value/versions")[1]["error_code"] == 40401

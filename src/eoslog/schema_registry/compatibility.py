@@ -44,10 +44,14 @@ def check(level: str, candidate: ParsedSchema, earlier: list[Earlier]) -> list[s
             found.append(Incompatibility("TYPE_CHANGED", "/", f"the schema type changed from "
                                          f"{version.schema.schema_type} to {candidate.schema_type}"))
         else:
-            if backward:
-                found += candidate.read_errors(version.schema)
-            if forward:
-                found += version.schema.read_errors(candidate)
+            try:
+                if backward:
+                    found += candidate.read_errors(version.schema)
+                if forward:
+                    found += version.schema.read_errors(candidate)
+            except RecursionError:  # refused rather than answered with a 500: nothing proved it compatible
+                found.append(Incompatibility("NESTED_TOO_DEEPLY", "/", "the schemas are nested too deeply to "
+                                             "compare"))
         if found:
             messages += [str(i) for i in found]
             messages.append(f"{{oldSchemaVersion: {version.version}}}")

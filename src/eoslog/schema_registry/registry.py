@@ -106,6 +106,17 @@ class SchemaRegistry:
             self._writer_changed.notify_all()
         log.info("schema registry: this instance writes %s (%s)", self.store.topic, self.identity.url)
 
+    def _replace_writer(self, writer: Writer) -> None:
+        with self._writer_changed:
+            if self._writer is not writer:
+                return
+            self._writer = None
+            this_round = self._round
+        writer.close()
+        log.warning("schema registry: replacing the writer after a write it could not abort")
+        threading.Thread(target=self._become_writer, args=(this_round,), name="schema-registry-writer",
+                         daemon=True).start()
+
     @property
     def is_writer(self) -> bool:
         return self.assignment is not None and self.assignment.me
@@ -146,6 +157,8 @@ class SchemaRegistry:
                     with self._writer_changed:
                         if self._writer is writer:
                             self._writer = None
+                elif writer.broken:  # still elected: a new producer fences this one and aborts what it left
+                    self._replace_writer(writer)
                 raise
             self.store.wait_for(offset)
             if self.metrics is not None:

@@ -42,6 +42,7 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 # MARKER pauses, so the next writer completes the retried write.
 TEST_PAUSE_ENV = "EOSLOG_SCHEMA_REGISTRY_TEST_PAUSE"
 POLL_S = 0.1
+_TOO_LARGE = frozenset({10, 18})  # MSG_SIZE_TOO_LARGE (broker and librdkafka alike), RECORD_LIST_TOO_LARGE
 DEFAULT_TIMEOUT_S = 30.0
 
 
@@ -184,6 +185,7 @@ class Writer:
 
         self.store = store
         self.timeout_s = timeout_s
+        self.broken = False  # a failed write could not be aborted: the producer's state is unknown
         self.producer = Producer(store.access.librdkafka(**{
             "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
             "transaction.timeout.ms": 60_000, "linger.ms": 0}))
@@ -198,39 +200,55 @@ class Writer:
     def write(self, records: list[tuple[bytes, bytes | None]]) -> int:
         """Appends ``records`` in one transaction; returns the last one's offset once committed. The state
         changes when the reader applies them (``SchemaStore.wait_for``)."""
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         offsets: list[int] = []
-        failures: list[str] = []
+        failures: list = []
 
         def delivered(error, message) -> None:
             if error is not None:
-                failures.append(str(error))
+                failures.append(error)
             else:
                 offsets.append(message.offset())
 
         try:
             self.producer.begin_transaction()
-            for key, value in records:
-                self.producer.produce(self.store.topic, key=key, value=value, partition=0, on_delivery=delivered)
-            self.producer.flush(self.timeout_s)
-            if failures or len(offsets) != len(records):
-                raise RegistryError(errors.STORE_ERROR, f"writing to {self.store.topic}: "
-                                    f"{'; '.join(failures) or 'not delivered in time'}")
-            self._test_pause("before_commit", records)
-            self.producer.commit_transaction(self.timeout_s)
+            try:
+                for key, value in records:
+                    self.producer.produce(self.store.topic, key=key, value=value, partition=0, on_delivery=delivered)
+                self.producer.flush(self.timeout_s)
+                if any(f.code() in _TOO_LARGE for f in failures):
+                    raise RegistryError(errors.INVALID_SCHEMA, f"Invalid schema: too large for {self.store.topic} "
+                                        f"(its max.message.bytes): {failures[0]}")
+                if failures or len(offsets) != len(records):
+                    raise RegistryError(errors.STORE_ERROR, f"writing to {self.store.topic}: "
+                                        f"{'; '.join(map(str, failures)) or 'not delivered in time'}")
+                self._test_pause("before_commit", records)
+                self.producer.commit_transaction(self.timeout_s)
+            except BaseException:
+                # aborted before anything else is written: a transaction left open would refuse every later
+                # write (the producer stays InTransaction). If it cannot be aborted, this writer is replaced.
+                self._abort()
+                raise
             self._test_pause("after_commit", records)
         except KafkaException as exc:
+            if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() in _TOO_LARGE:
+                raise RegistryError(errors.INVALID_SCHEMA, f"Invalid schema: too large for {self.store.topic} "
+                                    f"(its max.message.bytes): {exc.args[0]}") from None
             error = exc.args[0] if exc.args else None
-            try:
-                if error is not None and error.txn_requires_abort():
-                    self.producer.abort_transaction(self.timeout_s)
-            except KafkaException:
-                pass
             fenced = error is not None and (error.fatal() or "fenced" in str(error).lower())
             raise RegistryError(errors.UNKNOWN_LEADER if fenced else errors.STORE_ERROR,
                                 f"writing to {self.store.topic}: {error or exc}") from None
         return max(offsets)
+
+    def _abort(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.abort_transaction(self.timeout_s)
+        except KafkaException as exc:  # fenced, or a commit still in flight: SchemaRegistry replaces this writer
+            self.broken = True
+            log.warning("aborting a failed write to %s: %s", self.store.topic, exc)
 
     def close(self) -> None:
         self.producer.flush(1.0)

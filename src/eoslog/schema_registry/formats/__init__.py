@@ -50,6 +50,13 @@ class Dependency:
 
 
 def parse(schema_type: str, text: str, dependencies: tuple[Dependency, ...] = ()) -> ParsedSchema:
+    try:
+        return _parse(schema_type, text, dependencies)
+    except RecursionError:  # a hostile or broken schema nested thousands deep: the client's fault, not ours
+        raise SchemaInvalid("the schema is nested too deeply to be read") from None
+
+
+def _parse(schema_type: str, text: str, dependencies: tuple[Dependency, ...]) -> ParsedSchema:
     if schema_type == "AVRO":
         from eoslog.schema_registry.formats.avro import parse_avro
 

@@ -18,6 +18,7 @@ import binascii
 import functools
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from eoslog.schema_registry.formats import Dependency, Incompatibility, ParsedSc
 
 FileDescriptorProto = descriptor_pb2.FileDescriptorProto
 FieldDescriptorProto = descriptor_pb2.FieldDescriptorProto
+_ABSL_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog|[IWEF]\d{4} \d\d:\d\d:")
 MAIN_FILE = "schema.proto"  # the name a text schema is compiled under when nothing names it
 COMPILE_TIMEOUT_S = 30.0
 
@@ -144,7 +146,9 @@ def _compile(text: str, name: str, closure: dict[str, FileDescriptorProto]) -> F
         except subprocess.TimeoutExpired:
             raise SchemaInvalid(f"protoc did not finish within {COMPILE_TIMEOUT_S:.0f} s") from None
         if done.returncode != 0:
-            message = (done.stderr or done.stdout).strip().replace(str(Path(work, "src")) + os.sep, "")
+            output = (done.stderr or done.stdout).replace(str(Path(work, "src")) + os.sep, "")
+            # protoc's own diagnostics only: not the logging library's start-up notices it prints first
+            message = "\n".join(line for line in output.strip().splitlines() if not _ABSL_NOISE.match(line))
             raise SchemaInvalid(message or f"protoc exited with {done.returncode}")
         files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
     (file,) = [f for f in files if f.name == name]
