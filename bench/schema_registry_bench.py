@@ -11,6 +11,9 @@ both on loopback; everything in one run, so ratios compare:
   the cached ones;
 - the registry's start: from construction to the first registration answered (topic, reader, election,
   writer).
+- Protobuf (``--protobuf N``): N registrations (each a protoc run), then a second registry instance started
+  on the same topic: how long its background warm-up takes to parse the N stored schemas, and its first
+  registration once warm (without the warm-up that registration would parse all N under the store's lock).
 
 The broker and the registry share this process and its two cores with the clients, so absolute figures are
 pessimistic; the registry's own work is what differs between the rows.
@@ -60,6 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schemas", type=int, default=200)
     parser.add_argument("--lookups", type=int, default=2000)
+    parser.add_argument("--protobuf", type=int, default=100)
     args = parser.parse_args()
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -99,8 +103,34 @@ def main() -> None:
             t0 = time.perf_counter()
             client.get_schema(ids[i % len(ids)])
             cached.append(time.perf_counter() - t0)
+        proto_registrations = []
+        for i in range(args.protobuf):
+            body = {"schemaType": "PROTOBUF", "schema": f'syntax = "proto3"; message P{i} {{ int32 a = 1; }}'}
+            t0 = time.perf_counter()
+            status, answer = request(conn, "POST", f"/subjects/proto-{i}-value/versions", body)
+            proto_registrations.append(time.perf_counter() - t0)
+            assert status == 200, answer
         conn.close()
         server.stop()
+        warm = warm_first = None
+        if args.protobuf:
+            second = RegistryServer(KafkaAccess(broker.bootstrap), "127.0.0.1:0", session_timeout_ms=6000).start()
+            started = time.perf_counter()
+            store = second.registry.store
+            while not (store.ready and len(store.catalog._parsed) >= len(store.state.contents)):
+                time.sleep(0.01)
+            warm = time.perf_counter() - started
+            conn = http.client.HTTPConnection("127.0.0.1", second.port, timeout=120)
+            body = {"schemaType": "PROTOBUF", "schema": 'syntax = "proto3"; message Fresh { int32 a = 1; }'}
+            while True:
+                t0 = time.perf_counter()
+                status, answer = request(conn, "POST", "/subjects/fresh-value/versions", body)
+                if status == 200:
+                    warm_first = time.perf_counter() - t0
+                    break
+                time.sleep(0.05)  # no writer elected yet (50004): retried
+            conn.close()
+            second.stop()
 
     print(f"schema registry, {args.schemas} Avro schemas, {args.lookups} lookups, loopback, one process")
     print(f"  start to first registration answered      {ms(start_s)}")
@@ -109,6 +139,11 @@ def main() -> None:
           f"   {lookup_rate:7.0f} /s from one client")
     print(f"  SchemaRegistryClient first  median {ms(statistics.median(first))}   p99 {ms(percentile(first, 0.99))}")
     print(f"  SchemaRegistryClient cached median {ms(statistics.median(cached))}   p99 {ms(percentile(cached, 0.99))}")
+    if args.protobuf:
+        print(f"  Protobuf registration median {ms(statistics.median(proto_registrations))}   p99 "
+              f"{ms(percentile(proto_registrations, 0.99))}")
+        print(f"  a new instance: {len(ids) + args.protobuf} stored schemas parsed in the background in {ms(warm)}; "
+              f"its first Protobuf registration {ms(warm_first)}")
     print(f"  ratio registration / lookup (medians)     {statistics.median(registrations) / statistics.median(lookups):8.1f}")
 
 

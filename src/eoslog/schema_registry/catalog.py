@@ -50,5 +50,38 @@ class Catalog:
         except SchemaInvalid as exc:
             raise errors.invalid_schema(str(exc)) from None
 
+    def warm_up(self, lock, stopping) -> int:
+        """Parses every stored schema not parsed yet, each outside ``lock`` (the store's), so that the first
+        registration after a start does not parse them all under it (a registration compares the new
+        schema with every stored one; a Protobuf parse is a protoc run). The one method called without
+        the lock held. Returns how many it parsed."""
+        with lock:
+            pending = [r for i, r in sorted(self.state.contents.items()) if i not in self._parsed]
+        done = 0
+        for record in pending:
+            if stopping.is_set():
+                break
+            with lock:
+                if record.id in self._parsed or self.state.contents.get(record.id) is not record:
+                    continue
+                try:
+                    dependencies = self.dependencies(record.references, 1)
+                except errors.RegistryError:
+                    continue  # reported when a request needs it
+            try:
+                parsed = parse(record.schema_type, record.schema, dependencies)
+            except SchemaInvalid:
+                continue
+            with lock:
+                self.seed(record.id, parsed)
+            done += 1
+        return done
+
+    def seed(self, schema_id: int, parsed: ParsedSchema) -> None:
+        """The parse of a schema this instance just registered under ``schema_id`` (its exact text), kept
+        unless the id is unknown (deleted meanwhile) or already parsed."""
+        if schema_id in self.state.contents:
+            self._parsed.setdefault(schema_id, parsed)
+
     def forget(self, schema_id: int) -> None:
         self._parsed.pop(schema_id, None)

@@ -38,6 +38,9 @@ class Outcome:
 
     answer: object
     records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    # a new schema's id and its parse, for the catalog once the record is applied: parsing again what was
+    # just parsed costs a protoc run per Protobuf registration
+    parsed: tuple[int, ParsedSchema] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Sche
         raise RegistryError(errors.OPERATION_NOT_PERMITTED, f"Subject {subject} already has a version {version}")
     text = parsed.normalized if normalize and request.schema_type != "PROTOBUF" else request.schema
     record = SchemaRecord(subject, version, schema_id, text, request.schema_type, request.references)
-    return Outcome({"id": schema_id}, [(encode_key(schema_key(subject, version)), schema_value(record))])
+    return Outcome({"id": schema_id}, [(encode_key(schema_key(subject, version)), schema_value(record))],
+                   (schema_id, parsed) if text == request.schema else None)
 
 
 def _referenced(state: RegistryState, subject: str, version: int) -> None:

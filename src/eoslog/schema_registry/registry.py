@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from eoslog.schema_registry import errors
@@ -43,15 +44,25 @@ class SchemaRegistry:
         self._write_lock = threading.Lock()
         self._round = 0
         self.started = False
+        self._stopping = threading.Event()
         self.forward_ssl_context = None  # set by server.py when the instances speak HTTPS
 
     def start(self) -> None:
         self.store.ensure_topic()
         self.store.start()
         self.election.start()
+        threading.Thread(target=self._warm_up, name="schema-registry-warm-up", daemon=True).start()
         self.started = True
 
+    def _warm_up(self) -> None:
+        if self.store.wait_ready(WRITER_WAIT_S * 10):
+            started = time.monotonic()
+            parsed = self.store.catalog.warm_up(self.store.lock, self._stopping)
+            if parsed:
+                log.info("schema registry: %d stored schema(s) parsed in %.1f s", parsed, time.monotonic() - started)
+
     def stop(self) -> None:
+        self._stopping.set()
         if not self.started:
             return
         self.election.stop()
@@ -161,6 +172,9 @@ class SchemaRegistry:
                     self._replace_writer(writer)
                 raise
             self.store.wait_for(offset)
+            if outcome.parsed is not None:
+                with self.store.lock:
+                    self.store.catalog.seed(*outcome.parsed)
             if self.metrics is not None:
                 self.metrics.records_written(len(outcome.records))
             return outcome.answer, offset
