@@ -205,3 +205,38 @@ def test_a_schema_too_large_for_the_topic_is_refused_and_the_writer_goes_on(http
                                  avro({"type": "enum", "name": "Small", "symbols": [f"S{i}"]}))
         assert status == 200, body
     assert http.get("/subjects/huge-value/versions")[1]["error_code"] == 40401
+
+
+def test_reads_go_on_while_a_registration_parses_its_schema(http, monkeypatch):
+    """A registration's schema is parsed outside the store's lock (a Protobuf parse is a protoc run):
+    held in the middle of its parse, reads are still answered."""
+    import threading
+
+    from eoslog.schema_registry import registry as registry_module
+
+    parsing, release = threading.Event(), threading.Event()
+    real = registry_module.parse
+
+    def held(schema_type, text, dependencies=()):
+        if "held-in-parse" in text:
+            parsing.set()
+            assert release.wait(30)
+        return real(schema_type, text, dependencies)
+
+    monkeypatch.setattr(registry_module, "parse", held)
+    outcome = []
+    writer = threading.Thread(target=lambda: outcome.append(http.post(
+        "/subjects/held-value/versions", avro({"type": "enum", "name": "Held", "symbols": ["S"],
+                                               "doc": "held-in-parse"}))))
+    writer.start()
+    try:
+        assert parsing.wait(30), "the registration never reached its parse"
+        reader = threading.Thread(target=lambda: outcome.append(http.get("/subjects")))
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive(), "a read waited for a registration's parse"
+        assert outcome[-1][0] == 200
+    finally:
+        release.set()
+        writer.join(30)
+    assert any(status == 200 and "id" in body for status, body in outcome if isinstance(body, dict))

@@ -123,7 +123,7 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None, autho
             return RegistryJSON(answer)
         return endpoint
 
-    def write(decide: Callable, need: Callable | None = None) -> Callable:
+    def write(decide: Callable, need: Callable | None = None, prepare: Callable | None = None) -> Callable:
         async def endpoint(request: Request) -> Response:
             try:
                 await check(request, need)
@@ -136,8 +136,14 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None, autho
                     if url is None:
                         raise RegistryError(errors.UNKNOWN_LEADER, "no writer is elected yet; retry")
                     return await run_in_threadpool(forward, registry, url, request, await request.body())
-                answer, offset = await run_in_threadpool(
-                    registry.write, lambda state, catalog: decide(request, body, state, catalog))
+                if prepare is None:
+                    answer, offset = await run_in_threadpool(
+                        registry.write, lambda state, catalog: decide(request, body, state, catalog))
+                else:
+                    answer, offset = await run_in_threadpool(
+                        registry.write, lambda state, catalog, prepared: decide(request, body, state, catalog,
+                                                                              prepared),
+                        lambda: prepare(request, body))
             except RegistryError as exc:
                 return _error(exc)
             headers = {OFFSET_HEADER: str(offset)} if offset is not None else {}
@@ -185,9 +191,9 @@ def create_app(registry: SchemaRegistry, *, middleware=None, metrics=None, autho
             s, q(r, "subjectPrefix"), _flag(r, "deleted")) if visible(r, x)]), methods=["GET"]),
         Route("/subjects/{subject}/versions", read(lambda r, s, c: queries.versions(
             s, subject(r), _flag(r, "deleted")), reads), methods=["GET"]),
-        Route("/subjects/{subject}/versions", write(lambda r, body, s, c: decisions.register(
-            s, c, subject(r), decisions.SchemaRequest.from_json(body), _flag(r, "normalize")), registers),
-            methods=["POST"]),
+        Route("/subjects/{subject}/versions", write(lambda r, body, s, c, prepared: decisions.register(
+            s, c, subject(r), prepared[0], _flag(r, "normalize"), parsed=prepared[1]), registers,
+            prepare=lambda r, body: registry.parse_request(body)), methods=["POST"]),
         Route("/subjects/{subject}/versions/{version}", read(lambda r, s, c: queries.schema_json(
             queries.version(s, subject(r), r.path_params["version"], _flag(r, "deleted")), c,
             r.query_params.get("format")), reads), methods=["GET"]),

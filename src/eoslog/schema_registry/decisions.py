@@ -129,9 +129,14 @@ def _existing_id(state: RegistryState, catalog: Catalog, request: SchemaRequest,
 
 
 def register(state: RegistryState, catalog: Catalog, subject: str, request: SchemaRequest,
-             normalize: bool = False) -> Outcome:
+             normalize: bool = False, parsed: ParsedSchema | None = None) -> Outcome:
+    """``parsed``: the request's schema parsed already (``SchemaRegistry.parse_request``); its references
+    are checked again here, under the lock."""
     mode = _writable(state, subject)
-    parsed = catalog.candidate(request.schema_type, request.schema, request.references)
+    if parsed is None:
+        parsed = catalog.candidate(request.schema_type, request.schema, request.references)
+    else:
+        catalog.dependencies(request.references)
     same = find_in_subject(state, catalog, subject, request, parsed, normalize)
     if same is not None and (request.id is None or request.id == same.id):
         return Outcome({"id": same.id})

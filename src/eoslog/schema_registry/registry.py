@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 
 from eoslog.schema_registry import errors
-from eoslog.schema_registry.decisions import Outcome
+from eoslog.schema_registry.decisions import Outcome, SchemaRequest
 from eoslog.schema_registry.election import DEFAULT_GROUP, Assignment, Identity, WriterElection
 from eoslog.schema_registry.errors import RegistryError
+from eoslog.schema_registry.formats import ParsedSchema, SchemaInvalid, parse
 from eoslog.schema_registry.kafka_access import KafkaAccess
 from eoslog.schema_registry.store import SchemaStore, Writer
 
@@ -146,19 +147,34 @@ class SchemaRegistry:
         with self.store.lock:
             return query(self.store.state, self.store.catalog)
 
+    def parse_request(self, body: object) -> tuple[SchemaRequest, ParsedSchema]:
+        """A registration's schema parsed outside the store's lock (a Protobuf parse is a protoc run, which
+        reads would otherwise wait for); its references resolved under it."""
+        request = SchemaRequest.from_json(body)
+        with self.store.lock:
+            dependencies = self.store.catalog.dependencies(request.references)
+        try:
+            return request, parse(request.schema_type, request.schema, dependencies)
+        except SchemaInvalid as exc:
+            raise errors.invalid_schema(str(exc)) from None
+
     def require_ready(self) -> None:
         if not self.store.wait_ready(WRITER_WAIT_S):
             raise RegistryError(errors.STORE_ERROR, f"the registry has not read {self.store.topic} yet"
                                 + (f": {self.store.failure}" if self.store.failure else ""))
 
-    def write(self, decide: Callable[..., Outcome]) -> tuple[object, int | None]:
+    def write(self, decide: Callable[..., Outcome], prepare: Callable | None = None) -> tuple[object, int | None]:
         """``decide(state, catalog)`` and its records appended; returns the answer and the last record's
-        offset (None when nothing was written). RegistryError UNKNOWN_LEADER when this is not the writer."""
+        offset (None when nothing was written). RegistryError UNKNOWN_LEADER when this is not the writer.
+        With ``prepare``, its result is ``decide``'s third argument: work done before the store's lock is
+        taken (parsing a schema), still in this instance's write order."""
         self.require_ready()
         with self._write_lock:
             writer = self._wait_for_writer()
+            prepared = prepare() if prepare is not None else None
             with self.store.lock:
-                outcome = decide(self.store.state, self.store.catalog)
+                state, catalog = self.store.state, self.store.catalog
+                outcome = decide(state, catalog) if prepare is None else decide(state, catalog, prepared)
             if not outcome.records:
                 return outcome.answer, None
             try:
