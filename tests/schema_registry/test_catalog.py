@@ -91,3 +91,19 @@ def test_warm_up_stops_when_asked(parses):
     stopping.set()
     assert Catalog(state).warm_up(threading.RLock(), stopping) == 0
     assert parses == []
+
+
+def test_a_candidate_parsed_outside_the_lock_is_used_under_it(parses):
+    state = stored(SchemaRecord("money.proto", 1, 1, MONEY, "PROTOBUF"))
+    catalog = Catalog(state)
+    references = (Reference("money.proto", "money.proto", 1),)
+    parsed = catalog_module.parse("PROTOBUF", INVOICE, catalog.dependencies(references))
+    del parses[:]
+    catalog.remember(catalog.candidate_key("PROTOBUF", INVOICE, references), parsed)
+    assert catalog.candidate("PROTOBUF", INVOICE, references) is parsed
+    assert parses == []
+    # the reference now names another schema (its version hard-deleted and registered again): parsed anew
+    state.apply(schema_key("money.proto", 1), decode_value(schema_value(
+        SchemaRecord("money.proto", 1, 7, MONEY.replace("units", "cents"), "PROTOBUF"))))
+    assert catalog.candidate("PROTOBUF", INVOICE.replace("total", "sum"), references) is not parsed
+    assert catalog.candidate("PROTOBUF", INVOICE, references) is not parsed

@@ -278,10 +278,20 @@ def _writer_endpoint(registry: SchemaRegistry) -> Callable:
 
 
 def _read_with_body(registry: SchemaRegistry, query: Callable, check: Callable) -> Callable:
+    """A lookup or a compatibility check: the schema in the body is parsed first, outside the store's lock
+    (the query finds it in the catalog's candidates); a body that does not parse is reported by the query."""
+    def parse_first(body: object) -> None:
+        try:
+            registry.require_ready()
+            registry.parse_request(body)
+        except RegistryError:
+            pass
+
     async def endpoint(request: Request) -> Response:
         try:
             await check(request)
             body = await _body(request)
+            await run_in_threadpool(parse_first, body)
             answer = await run_in_threadpool(registry.read, lambda state, catalog: query(request, body, state, catalog))
         except RegistryError as exc:
             return _error(exc)

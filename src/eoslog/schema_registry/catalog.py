@@ -7,18 +7,22 @@ a stored schema (written by another registry, say) does not parse or its referen
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from eoslog.schema_registry import errors
 from eoslog.schema_registry.formats import Dependency, ParsedSchema, SchemaInvalid, parse
 from eoslog.schema_registry.record_format import Reference, SchemaRecord
 from eoslog.schema_registry.state import RegistryState
 
 MAX_REFERENCE_DEPTH = 32
+MAX_CANDIDATES = 256
 
 
 class Catalog:
     def __init__(self, state: RegistryState) -> None:
         self.state = state
         self._parsed: dict[int, ParsedSchema] = {}
+        self._candidates: OrderedDict[tuple, ParsedSchema] = OrderedDict()  # recent requests' schemas, parsed
 
     def parsed(self, record: SchemaRecord, depth: int = 0) -> ParsedSchema:
         cached = self._parsed.get(record.id)
@@ -45,10 +49,30 @@ class Catalog:
         return tuple(found)
 
     def candidate(self, schema_type: str, text: str, references: tuple[Reference, ...]) -> ParsedSchema:
+        """A request's schema parsed: from the candidates ``remember`` kept (parsed outside the lock by
+        ``SchemaRegistry.parse_request``), else parsed here."""
+        dependencies = self.dependencies(references)
+        key = self.candidate_key(schema_type, text, references)
+        parsed = self._candidates.get(key)
+        if parsed is not None:
+            self._candidates.move_to_end(key)
+            return parsed
         try:
-            return parse(schema_type, text, self.dependencies(references))
+            return parse(schema_type, text, dependencies)
         except SchemaInvalid as exc:
             raise errors.invalid_schema(str(exc)) from None
+
+    def candidate_key(self, schema_type: str, text: str, references: tuple[Reference, ...]) -> tuple:
+        """What a candidate's parse depends on: its text, and the schemas its references name now (a
+        version number can name another schema after a hard delete)."""
+        ids = tuple(getattr(self.state.record(r.subject, r.version), "id", None) for r in references)
+        return (schema_type, text, references, ids)
+
+    def remember(self, key: tuple, parsed: ParsedSchema) -> None:
+        self._candidates[key] = parsed
+        self._candidates.move_to_end(key)
+        while len(self._candidates) > MAX_CANDIDATES:
+            self._candidates.popitem(last=False)
 
     def warm_up(self, lock, stopping) -> int:
         """Parses every stored schema not parsed yet, each outside ``lock`` (the store's), so that the first

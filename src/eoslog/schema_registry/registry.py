@@ -151,12 +151,17 @@ class SchemaRegistry:
         """A registration's schema parsed outside the store's lock (a Protobuf parse is a protoc run, which
         reads would otherwise wait for); its references resolved under it."""
         request = SchemaRequest.from_json(body)
+        catalog = self.store.catalog
         with self.store.lock:
-            dependencies = self.store.catalog.dependencies(request.references)
+            dependencies = catalog.dependencies(request.references)
+            key = catalog.candidate_key(request.schema_type, request.schema, request.references)
         try:
-            return request, parse(request.schema_type, request.schema, dependencies)
+            parsed = parse(request.schema_type, request.schema, dependencies)
         except SchemaInvalid as exc:
             raise errors.invalid_schema(str(exc)) from None
+        with self.store.lock:
+            catalog.remember(key, parsed)  # for a lookup or compatibility check answered under the lock
+        return request, parsed
 
     def require_ready(self) -> None:
         if not self.store.wait_ready(WRITER_WAIT_S):
