@@ -41,7 +41,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console,verify]'
+	$(PY) -m pip install --quiet -e '.[test,spark,dev,bench,console,verify,schema-registry]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # Everything `make test` installs includes the demo's; a venv made by `make test` is ready for the demo.

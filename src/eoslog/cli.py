@@ -45,6 +45,8 @@ class LazyGroup(click.Group):
         "produce": "eoslog.tools.console_cli:produce_command",
         "producers": "eoslog.tools.txn_cli:producers_group",
         "records": "eoslog.tools.records_cli:records_group",
+        "schema-registry": "eoslog.schema_registry.cli:schema_registry_command",
+        "schemas": "eoslog.schema_registry.schemas_cli:schemas_group",
         "topics": "eoslog.tools.topics_cli:topics_group",
         "transactions": "eoslog.tools.txn_cli:transactions_group",
         "users": "eoslog.tools.users_cli:users_group",
@@ -120,6 +122,9 @@ def main() -> None:
 @click.option("--console-command-config", default=None, metavar="FILE",
               help="Client properties for the console to reach this broker through a secured listener "
                    "(eoslog.console.command.config; default: the first PLAINTEXT listener).")
+@click.option("--schema-registry-listen", default=None, metavar="[https://]HOST:PORT",
+              help="Serve the schema registry (Confluent's REST API) at http(s)://HOST:PORT/ "
+                   "(eoslog.schema.registry.listen; off by default; needs eoslog[schema-registry]).")
 @click.option("--log-level", "log_levels", multiple=True, default=("info",), show_default=True,
               metavar="[LOGGER=]LEVEL", shell_complete=_complete_log_level,
               help="debug, info, warning or error; LOGGER=LEVEL sets one component, e.g. eoslog.cluster=debug "
@@ -127,8 +132,8 @@ def main() -> None:
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one JSON object per line (ts, level, logger, message, extra fields).")
 def serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, broker_id, zookeeper,
-          metrics_listen, console_listen, console_allow_writes, console_command_config, log_levels,
-          log_format) -> None:
+          metrics_listen, console_listen, console_allow_writes, console_command_config, schema_registry_listen,
+          log_levels, log_format) -> None:
     """Run a broker in the foreground until SIGTERM or SIGINT: a single node, or with --zookeeper a
     member of a replicated cluster (docs/cluster.md)."""
     _configure_logging(log_levels, log_format)
@@ -159,6 +164,8 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
             config.set_property("eoslog.console.allow.writes", "true")
         if console_command_config is not None:
             config.set_property("eoslog.console.command.config", console_command_config)
+        if schema_registry_listen is not None:
+            config.set_property("eoslog.schema.registry.listen", schema_registry_listen)
         if advertised_listener is not None:
             config.advertised_host, config.advertised_port = parse_host_port(advertised_listener, "--advertised-listener")
         from eoslog.server.run import run

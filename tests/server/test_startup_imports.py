@@ -28,6 +28,12 @@ NOT_ON_SERVE_PATH = (
     "jinja2",
     "eoslog.console",
     "eoslog.server.console",
+    "eoslog.schema_registry",  # the schema registry: only with --schema-registry-listen
+    "eoslog.server.schema_registry",
+    "avro",
+    "jsonschema",
+    "google.protobuf",
+    "confluent_kafka",
     # Coordinators: built when this broker first leads one of their internal partitions, and loaded in
     # the background once the port is open (coordinator/runtime.py).
     "eoslog.coordinator.group",

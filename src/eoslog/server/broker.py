@@ -102,6 +102,7 @@ class Broker:
         self.cluster = None  # cluster/service.py in cluster mode (zookeeper.connect), else None
         self.metrics = None  # server/metrics.py MetricsEndpoint when eoslog.metrics.listen is set
         self.console = None  # server/console.py ConsoleEndpoint when eoslog.console.listen is set
+        self.schema_registry = None  # server/schema_registry.py, when eoslog.schema.registry.listen is set
         # security/authorizer.py: the ACL authorizer when authorizer.class.name is set, else AllowAll.
         from eoslog.security.authorizer import Authorizer
 
@@ -139,6 +140,8 @@ class Broker:
                 self._start_metrics()
             if self.config.console_listen is not None:
                 self._start_console()
+            if self.config.schema_registry_listen is not None:
+                self._start_schema_registry()
             # The format version before anything else in the directory is read (log/data_dir_format.py).
             check_or_record(data_dir)
             if self.config.cluster_mode:
@@ -165,6 +168,8 @@ class Broker:
                 self.metrics.close()
             if self.console is not None:
                 self.console.close()
+            if self.schema_registry is not None:
+                self.schema_registry.close()
             if getattr(self.registry, "log_directory", None) is not None:
                 self.registry.log_directory.close()
             raise
@@ -206,6 +211,8 @@ class Broker:
             await self.metrics.stop()
         if self.console is not None:
             await self.console.stop()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         if self._server is not None:
             self._server.close()
         for server in self._extra_servers:
@@ -552,6 +559,14 @@ class Broker:
 
         self.console = ConsoleEndpoint(self.config)
         self.console.start(self.listeners, self.bound_ports)
+
+    def _start_schema_registry(self) -> None:
+        """Like the console: its port bound before the data directory is touched; the registry itself
+        starts in the background once this broker serves (server/schema_registry.py)."""
+        from eoslog.server.schema_registry import SchemaRegistryEndpoint
+
+        self.schema_registry = SchemaRegistryEndpoint(self.config)
+        self.schema_registry.start(self.listeners, self.bound_ports)
 
     async def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:

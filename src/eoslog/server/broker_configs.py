@@ -102,6 +102,12 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
         lambda c: None if c.console_listen is None else f"{c.console_listen[0]}:{c.console_listen[1]}", STRING),
     "eoslog.console.allow.writes": (lambda c: _bool(c.console_allow_writes), BOOLEAN),
     "eoslog.console.command.config": (lambda c: c.console_command_config, STRING),
+    "eoslog.schema.registry.listen": (lambda c: None if c.schema_registry_listen is None else
+                                      ("https://" if c.schema_registry_https else "")
+                                      + f"{c.schema_registry_listen[0]}:{c.schema_registry_listen[1]}", STRING),
+    "eoslog.schema.registry.basic.auth": (lambda c: _bool(c.schema_registry_basic_auth), BOOLEAN),
+    "eoslog.schema.registry.authorization": (lambda c: _bool(c.schema_registry_authorization), BOOLEAN),
+    "eoslog.schema.registry.command.config": (lambda c: c.schema_registry_command_config, STRING),
     "group.consumer.assignors": (lambda c: ",".join(c.group_consumer_assignors), LIST),
 }
 _NULL_WHEN_UNSET = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX}

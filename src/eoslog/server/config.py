@@ -141,6 +141,8 @@ _OTHER_PROPERTIES = frozenset({
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
     "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
+    "eoslog.schema.registry.listen", "eoslog.schema.registry.command.config", "eoslog.schema.registry.basic.auth",
+    "eoslog.schema.registry.authorization",
     "group.consumer.assignors",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
@@ -351,6 +353,16 @@ class BrokerConfig:
     # eoslog.console.command.config / --console-command-config: the client properties the console uses to
     # reach this broker through a secured listener (none: through the first PLAINTEXT listener).
     console_command_config: str | None = None
+    # eoslog.schema.registry.listen / --schema-registry-listen (server/schema_registry.py,
+    # docs/schema-registry.md): the schema registry served by the broker; None: off, and nothing of
+    # eoslog.schema_registry is imported. Its command config reaches a secured listener, as the console's.
+    # https://HOST:PORT serves HTTPS with the TLS settings of the broker's first SSL or SASL_SSL listener;
+    # eoslog.schema.registry.basic.auth checks HTTP basic credentials against the SCRAM users.
+    schema_registry_listen: tuple[str, int] | None = None
+    schema_registry_https: bool = False
+    schema_registry_command_config: str | None = None
+    schema_registry_basic_auth: bool = False
+    schema_registry_authorization: bool = False  # subjects through this broker's ACLs (needs basic.auth)
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -536,6 +548,18 @@ class BrokerConfig:
             self.console_allow_writes = _bool(name, value)
         elif name == "eoslog.console.command.config":
             self.console_command_config = value.strip() or None
+        elif name == "eoslog.schema.registry.listen":
+            scheme, _, address = value.strip().rpartition("://")
+            if scheme.lower() not in ("", "http", "https"):
+                raise ConfigError(f"{name}: expected [http://|https://]HOST:PORT, got {value.strip()!r}")
+            self.schema_registry_https = scheme.lower() == "https"
+            self.schema_registry_listen = parse_host_port(address, name) if address else None
+        elif name == "eoslog.schema.registry.basic.auth":
+            self.schema_registry_basic_auth = _bool(name, value)
+        elif name == "eoslog.schema.registry.authorization":
+            self.schema_registry_authorization = _bool(name, value)
+        elif name == "eoslog.schema.registry.command.config":
+            self.schema_registry_command_config = value.strip() or None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:

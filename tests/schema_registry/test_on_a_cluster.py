@@ -1,0 +1,71 @@
+"""Every broker of a three-broker cluster (real ZooKeeper, ``eoslog serve`` processes) serves the registry;
+the one whose registry writes is SIGKILLed, and another broker's registry takes over with every id kept.
+``_schemas`` is replicated as ``__transaction_state`` is."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from eoslog.testing.cluster import EmbeddedCluster
+from eoslog.testing.process import free_port
+from eoslog.testing.wait import wait_until
+
+pytestmark = pytest.mark.interop
+
+
+def call(url: str, method: str, path: str, body: object = None) -> tuple[int | None, object]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+    except OSError as exc:
+        return None, str(exc)
+
+
+def test_the_writers_broker_sigkilled_another_takes_over_with_every_id(tmp_path):
+    ports = {broker_id: free_port() for broker_id in (1, 2, 3)}
+    urls = {broker_id: f"http://127.0.0.1:{port}" for broker_id, port in ports.items()}
+
+    def registry_on(broker_id: int, _port: int) -> dict[str, str]:
+        return {"eoslog.schema.registry.listen": f"127.0.0.1:{ports[broker_id]}"}
+
+    with EmbeddedCluster(tmp_path, 3, broker_properties=registry_on) as cluster:
+        def writer_seen_by(broker_id: int) -> str | None:
+            status, body = call(urls[broker_id], "GET", "/eoslog/writer")
+            return body["writer"] if status == 200 and body["ready"] else None
+
+        writer_url = wait_until(lambda: len({writer_seen_by(b) for b in urls}) == 1 and writer_seen_by(1), 90,
+                                "the three registries agree on a writer")
+        writer = next(b for b, url in urls.items() if url == writer_url)
+        survivor = next(b for b in urls if b != writer)
+        acked = {}
+        for i in range(20):
+            subject = f"cluster-{i}-value"
+            schema = {"schema": json.dumps({"type": "enum", "name": "E", "symbols": [f"S{i}"]})}
+            status, body = wait_until(lambda s=subject, b=schema: (r := call(urls[survivor], "POST",
+                                      f"/subjects/{s}/versions", b))[0] == 200 and r, 30, f"registering {subject}")
+            acked[subject] = body["id"]
+        topic = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("_schemas", timeout=10).topics
+        assert len(topic["_schemas"].partitions[0].replicas) == 3
+
+        cluster.broker(writer).kill()
+        new_writer = wait_until(lambda: (w := writer_seen_by(survivor)) not in (None, writer_url) and w, 90,
+                                "another broker's registry writes")
+        assert new_writer != writer_url
+        for subject, schema_id in acked.items():
+            status, body = call(urls[survivor], "GET", f"/subjects/{subject}/versions/latest")
+            assert (status, body["id"]) == (200, schema_id), subject
+        status, body = wait_until(lambda: (r := call(urls[survivor], "POST", "/subjects/after-kill-value/versions",
+                                                     {"schema": '"double"'}))[0] == 200 and r, 60,
+                                  "a registration after the takeover")
+        assert body["id"] not in set(acked.values())
+        assert call(urls[survivor], "GET", "/subjects/after-kill-value/versions") == (200, [1])
