@@ -38,6 +38,10 @@ def _eoslog_without(modules: list[str], *args: str) -> subprocess.CompletedProce
     (["produce", "t"], ["confluent_kafka"], "console", "confluent_kafka"),
     (["consume", "t"], ["confluent_kafka"], "console", "confluent_kafka"),
     (["console"], ["starlette"], "console", "starlette"),
+    (["schema-registry", "--bootstrap", "127.0.0.1:9", "--listen", "127.0.0.1:0"], ["avro"], "schema-registry", "avro"),
+    (["schema-registry", "--bootstrap", "127.0.0.1:9", "--listen", "127.0.0.1:0"], ["grpc_tools"], "schema-registry", "grpc_tools"),
+    (["schema-registry", "--bootstrap", "127.0.0.1:9", "--listen", "127.0.0.1:0"], ["confluent_kafka"], "schema-registry",
+     "confluent_kafka"),
 ])
 def test_a_missing_extra_is_one_line_naming_the_pip_install(args, blocked, extra, module):
     result = _eoslog_without(blocked, *args)

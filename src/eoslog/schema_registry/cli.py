@@ -61,6 +61,14 @@ def schema_registry_command(bootstrap, listen, advertised_host, command_config, 
     """Serve the Confluent Schema Registry REST API, storing schemas in a Kafka topic."""
     import logging
 
+    # The libraries the registry needs only later (the _schemas client once the server runs, a format's
+    # parser at its first registration) are imported now, so a missing extra stops the command with
+    # cli.py's one-line hint instead of a server that retries or answers 500.
+    import avro  # noqa: F401
+    import confluent_kafka  # noqa: F401
+    import grpc_tools  # noqa: F401
+    import jsonschema  # noqa: F401
+
     from eoslog.schema_registry.server import RegistryServer
     from eoslog.schema_registry.state import COMPATIBILITY_LEVELS
 

