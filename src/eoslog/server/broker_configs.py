@@ -103,6 +103,7 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
     "eoslog.console.allow.writes": (lambda c: _bool(c.console_allow_writes), BOOLEAN),
     "eoslog.console.command.config": (lambda c: c.console_command_config, STRING),
     "group.consumer.assignors": (lambda c: ",".join(c.group_consumer_assignors), LIST),
+    "eoslog.share.persist.acquisitions": (lambda c: _bool(c.share_persist_acquisitions), BOOLEAN),
 }
 _NULL_WHEN_UNSET = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX}
 
