@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
 
 from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.share.log_format import SharePartitionKey
+from eoslog.coordinator.share.persister import LocalPersister
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import (
     DeleteGroupsRequest,
@@ -202,8 +203,13 @@ def test_delete_groups_deletes_the_share_state(conn, broker):
     deleted = conn.request(42, 2, DeleteGroupsRequest(groups_names=[group]))
     assert deleted.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
     assert heartbeat(conn, group, member_id, -1).error_code == 0
+    persister = LocalPersister(lambda: broker.broker.coordinators)
+    assert broker.call(persister.read_state_summary, group, topic_id, 0).state.start_offset == 3  # all accepted
     deleted = conn.request(42, 2, DeleteGroupsRequest(groups_names=[group]))
     assert deleted.results[0].error_code == 0
+    # gone from the share coordinator too (DeleteShareGroupState before the group's tombstones)
+    gone = broker.call(persister.read_state_summary, group, topic_id, 0)
+    assert gone.error is ErrorCode.NONE and gone.state.start_offset == -1 and gone.state.state_epoch == 0
     # the same group id starts again: the accepted records are offered anew (earliest), once
     again, _, _ = join(conn, group, topic)
     assert acquired(fetch(conn, group, again, 0, topic_id, max_wait_ms=2000)) == [(0, 2, 1)]
