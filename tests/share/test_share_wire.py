@@ -251,3 +251,17 @@ def test_group_configs_are_checked_described_and_kept(tmp_path):
         assert described["share.isolation.level"].value == "read_uncommitted"
         assert described["share.isolation.level"].is_default
         assert described["consumer.session.timeout.ms"].value == "45000"
+
+
+def test_a_dropped_connection_gives_its_records_back(broker):
+    """The share session ends with its connection: what its member held goes back at once, long before
+    the lock (30 s here) would run out."""
+    topic, group = setup_group(broker.bootstrap, records=2)
+    with BrokerConnection.from_bootstrap(broker.bootstrap) as first:
+        holder, _, topic_id = join(first, group, topic)
+        assert acquired(fetch(first, group, holder, 0, topic_id)) == [(0, 1, 1)]
+    with BrokerConnection.from_bootstrap(broker.bootstrap) as second:
+        member_id, _, _ = join(second, group, topic)
+        answer = fetch(second, group, member_id, 0, topic_id, max_wait_ms=5000)
+        assert answer.acquisition_lock_timeout_ms == 30_000
+        assert acquired(answer) == [(0, 1, 2)]
