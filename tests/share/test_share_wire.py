@@ -265,3 +265,37 @@ def test_a_dropped_connection_gives_its_records_back(broker):
         answer = fetch(second, group, member_id, 0, topic_id, max_wait_ms=5000)
         assert answer.acquisition_lock_timeout_ms == 30_000
         assert acquired(answer) == [(0, 1, 2)]
+
+
+def test_the_share_coordinator_apis(conn, broker):
+    """Keys 83-87 as another broker calls them: initialize, read, write, summarize, delete."""
+    from eoslog.protocol import messages as m
+
+    topic, _ = setup_group(broker.bootstrap, records=0)
+    group = "state-" + uuid.uuid4().hex[:8]
+    topic_id = next(t.topic_id for t in broker.broker.registry.topics.by_id.values() if t.name == topic)
+
+    def call(key, version, name, partition_fields, **data):
+        request_type = getattr(m, name + "Request")
+        (topic_struct,) = [s for s in request_type.STRUCTS if s.endswith("Data") and s != "PartitionData"]
+        request = request_type(group_id=group, topics=[getattr(request_type, topic_struct)(
+            topic_id=topic_id, partitions=[request_type.PartitionData(partition=0, **partition_fields)])])
+        return conn.request(key, version, request).results[0].partitions[0]
+
+    assert call(84, 0, "ReadShareGroupState", {"leader_epoch": 0}).error_code == ErrorCode.INVALID_REQUEST  # no state
+    assert call(83, 0, "InitializeShareGroupState", {"state_epoch": 1, "start_offset": 10}).error_code == 0
+    read = call(84, 0, "ReadShareGroupState", {"leader_epoch": 4})
+    assert (read.error_code, read.state_epoch, read.start_offset, read.state_batches) == (0, 1, 10, [])
+    batch = m.WriteShareGroupStateRequest.StateBatch(first_offset=10, last_offset=12, delivery_state=2, delivery_count=1)
+    fields = {"state_epoch": 1, "start_offset": 10, "delivery_complete_count": 3, "state_batches": [batch]}
+    assert call(85, 1, "WriteShareGroupState", {**fields, "leader_epoch": 3}).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert call(85, 1, "WriteShareGroupState", {**fields, "state_epoch": 0, "leader_epoch": 4}).error_code \
+        == ErrorCode.FENCED_STATE_EPOCH
+    assert call(85, 1, "WriteShareGroupState", {**fields, "leader_epoch": 4}).error_code == 0
+    read = call(84, 0, "ReadShareGroupState", {"leader_epoch": 4})
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in read.state_batches] \
+        == [(10, 12, 2, 1)]
+    summary = call(87, 1, "ReadShareGroupStateSummary", {"leader_epoch": 4})
+    assert (summary.error_code, summary.state_epoch, summary.leader_epoch, summary.start_offset) == (0, 1, 4, 10)
+    assert call(86, 0, "DeleteShareGroupState", {}).error_code == 0
+    assert call(84, 0, "ReadShareGroupState", {"leader_epoch": 4}).error_code == ErrorCode.INVALID_REQUEST
