@@ -83,10 +83,12 @@ def join(conn, group: str, topic: str) -> tuple[str, int, uuid.UUID]:
     return member_id, answer.member_epoch, answer.assignment.topic_partitions[0].topic_id
 
 
-def fetch(conn, group, member_id, epoch, topic_id, acks=(), max_wait_ms=0, version=2, forgotten=()):
+def fetch(conn, group, member_id, epoch, topic_id, acks=(), max_wait_ms=0, version=2, forgotten=(), renew=False,
+          max_records=500, mode=0):
     request = ShareFetchRequest(
         group_id=group, member_id=member_id, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
-        max_bytes=1 << 20, max_records=500, batch_size=500, share_acquire_mode=0, is_renew_ack=False,
+        max_bytes=1 << 20, max_records=max_records, batch_size=max_records, share_acquire_mode=mode,
+        is_renew_ack=renew,
         topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[ShareFetchRequest.FetchPartition(
             partition_index=0, partition_max_bytes=0, acknowledgement_batches=[
                 ShareFetchRequest.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=[t])
@@ -299,3 +301,60 @@ def test_the_share_coordinator_apis(conn, broker):
     assert (summary.error_code, summary.state_epoch, summary.leader_epoch, summary.start_offset) == (0, 1, 4, 10)
     assert call(86, 0, "DeleteShareGroupState", {}).error_code == 0
     assert call(84, 0, "ReadShareGroupState", {"leader_epoch": 4}).error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_describe_and_list_share_groups(conn, broker):
+    from eoslog.protocol.messages import ListGroupsRequest, ShareGroupDescribeRequest
+
+    topic, group = setup_group(broker.bootstrap, records=0)
+    member_id, epoch, topic_id = join(conn, group, topic)
+    described = conn.request(77, 1, ShareGroupDescribeRequest(group_ids=[group, "nobody-" + group],
+                                                               include_authorized_operations=False)).groups
+    assert described[0].error_code == 0 and described[0].group_state == "Stable"
+    assert [(m.member_id, m.member_epoch, m.subscribed_topic_names) for m in described[0].members] \
+        == [(member_id, epoch, [topic])]
+    assert [(t.topic_id, t.topic_name, t.partitions) for t in described[0].members[0].assignment.topic_partitions] \
+        == [(topic_id, topic, [0])]
+    assert described[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    listed = conn.request(16, 5, ListGroupsRequest(states_filter=[], types_filter=["share"])).groups
+    assert (group, "share") in {(g.group_id, g.group_type) for g in listed}
+    classic = conn.request(16, 5, ListGroupsRequest(states_filter=[], types_filter=["classic"])).groups
+    assert group not in {g.group_id for g in classic}
+
+
+def test_renew_forgotten_partitions_and_record_limits(conn, broker):
+    topic, group = setup_group(broker.bootstrap, records=3, **{"share.record.lock.duration.ms": "3000"})
+    member_id, _, topic_id = join(conn, group, topic)
+    # ShareAcquireMode 1 (record limit): exactly MaxRecords, even inside one batch
+    sent = time.monotonic()
+    assert acquired(fetch(conn, group, member_id, 0, topic_id, max_records=1, mode=1)) == [(0, 0, 1)]
+    acquired_by = time.monotonic()  # the lock runs out by acquired_by + 3 s, not before sent + 3 s
+    # RENEW needs IsRenewAck (v2), and a renewing request fetches nothing
+    answer = fetch(conn, group, member_id, 1, topic_id, acks=[(0, 0, 4)])
+    assert partition_of(answer).acknowledge_error_code == ErrorCode.INVALID_REQUEST
+    wait_until_monotonic(sent + 1.5)
+    answer = fetch(conn, group, member_id, 2, topic_id, acks=[(0, 0, 4)], renew=True)
+    assert partition_of(answer).acknowledge_error_code == 0 and acquired(answer) == []
+    wait_until_monotonic(acquired_by + 3.1)  # the first lock is over; the renewed one lasts to sent + 4.5 s
+    answer = fetch(conn, group, member_id, 3, topic_id, acks=[(0, 0, ACCEPT)])
+    assert partition_of(answer).acknowledge_error_code == 0
+    # forgetting the partition: the session no longer fetches from it
+    answer = fetch(conn, group, member_id, 4, None, forgotten=[topic_id], max_wait_ms=300)
+    assert answer.error_code == 0 and acquired(answer) == []
+
+
+def wait_until_monotonic(moment: float) -> None:
+    """A point in time itself is what these lock tests wait for."""
+    while time.monotonic() < moment:
+        time.sleep(min(0.05, max(moment - time.monotonic(), 0)))
+
+
+def test_a_new_group_starts_at_the_end_by_default(conn, broker):
+    topic, _ = setup_group(broker.bootstrap, records=2)
+    group = "latest-" + uuid.uuid4().hex[:8]  # no group configs: share.auto.offset.reset latest
+    member_id, _, topic_id = join(conn, group, topic)
+    assert acquired(fetch(conn, group, member_id, 0, topic_id, max_wait_ms=200)) == []
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"new", partition=0)
+    assert producer.flush(30) == 0
+    assert acquired(fetch(conn, group, member_id, 1, topic_id, max_wait_ms=5000)) == [(2, 2, 1)]
