@@ -142,8 +142,13 @@ def test_share_session_errors(conn, broker):
     # the wrong epoch changed nothing: epoch 1 acknowledges, the final epoch closes and gives back nothing
     answer = fetch(conn, group, member_id, 1, topic_id, acks=[(0, 2, ACCEPT)])
     assert answer.error_code == 0 and partition_of(answer).acknowledge_error_code == 0
+    # ShareAcknowledge never opens a session, and checks the epoch as ShareFetch does
+    assert acknowledge(conn, group, member_id, 0, topic_id, []).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert acknowledge(conn, group, member_id, 7, topic_id, []).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert acknowledge(conn, group, member_id, 2, topic_id, []).error_code == 0
     assert fetch(conn, group, member_id, -1, None).error_code == 0
     assert fetch(conn, group, member_id, 2, topic_id).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert acknowledge(conn, group, member_id, 3, topic_id, []).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
 
 
 def test_the_share_session_limit(tmp_path):
