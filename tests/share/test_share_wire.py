@@ -363,3 +363,30 @@ def test_a_new_group_starts_at_the_end_by_default(conn, broker):
     producer.produce(topic, value=b"new", partition=0)
     assert producer.flush(30) == 0
     assert acquired(fetch(conn, group, member_id, 1, topic_id, max_wait_ms=5000)) == [(2, 2, 1)]
+
+
+def test_a_member_leaving_the_group_gives_its_records_back(conn, broker):
+    """Its connection and share session stay open; leaving (epoch -1) is enough."""
+    topic, group = setup_group(broker.bootstrap, records=2)
+    leaver, _, topic_id = join(conn, group, topic)
+    assert acquired(fetch(conn, group, leaver, 0, topic_id)) == [(0, 1, 1)]
+    with BrokerConnection.from_bootstrap(broker.bootstrap) as other:
+        member_id, _, _ = join(other, group, topic)
+        assert acquired(fetch(other, group, member_id, 0, topic_id)) == []  # all held by the leaver
+        assert heartbeat(conn, group, leaver, -1).error_code == 0
+        assert acquired(fetch(other, group, member_id, 1, topic_id, max_wait_ms=5000)) == [(0, 1, 2)]
+
+
+def test_by_duration_starts_at_the_records_written_since(conn, broker):
+    topic, _ = setup_group(broker.bootstrap, records=2)
+    wait_until_monotonic(time.monotonic() + 2.0)  # the first two are now more than 2 s old
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"recent", partition=0)
+    assert producer.flush(30) == 0
+    group = "dur-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "by_duration:PT1.5S", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    member_id, _, topic_id = join(conn, group, topic)
+    assert acquired(fetch(conn, group, member_id, 0, topic_id, max_wait_ms=2000)) == [(2, 2, 1)]
