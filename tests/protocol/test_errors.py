@@ -28,7 +28,11 @@ def test_numbers_are_kafkas():
 
 # Kafka 4.x's codes above kafka-python 3.0's table: (number, retriable) as in Kafka's Errors.java and
 # the exception class each maps to (InvalidRegularExpression is a plain, not retriable, ApiException).
-KAFKA_4 = {"INVALID_REGULAR_EXPRESSION": (128, False)}
+KAFKA_4 = {"INVALID_REGULAR_EXPRESSION": (128, False), "REBOOTSTRAP_REQUIRED": (129, False),
+           "STREAMS_INVALID_TOPOLOGY": (130, False), "STREAMS_INVALID_TOPOLOGY_EPOCH": (131, False),
+           "STREAMS_TOPOLOGY_FENCED": (132, False),
+           # ShareSessionLimitReachedException is a RetriableException.
+           "SHARE_SESSION_LIMIT_REACHED": (133, True)}
 
 
 def test_codes_are_contiguous_and_unique():

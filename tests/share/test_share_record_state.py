@@ -75,4 +75,4 @@ def test_every_state_and_event(state, event, count):
 
 def test_share_errors_are_wire_error_names():
     missing = [e.value for e in ShareError if e.value not in ErrorCode.__members__]
-    assert missing == ["SHARE_SESSION_LIMIT_REACHED"]  # 133: added to ErrorCode with the ShareFetch handler
+    assert missing == []

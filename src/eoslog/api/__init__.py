@@ -44,6 +44,17 @@ APIS: dict[str, tuple[int, int, int]] = {
     "delete_groups": (42, 0, 2),
     "consumer_group_heartbeat": (68, 0, 1),
     "consumer_group_describe": (69, 0, 1),
+    # share groups (KIP-932, docs/share-groups.md)
+    "share_group_heartbeat": (76, 1, 1),
+    "share_group_describe": (77, 1, 1),
+    "share_fetch": (78, 1, 2),
+    "share_acknowledge": (79, 1, 2),
+    # the share coordinator's, called by brokers (KIP-932; api/_share_state.py)
+    "initialize_share_group_state": (83, 0, 0),
+    "read_share_group_state": (84, 0, 0),
+    "write_share_group_state": (85, 0, 1),
+    "delete_share_group_state": (86, 0, 0),
+    "read_share_group_state_summary": (87, 0, 1),
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
     "add_partitions_to_txn": (24, 0, 5),

@@ -17,12 +17,14 @@ from eoslog.api.errors import AUTHORIZATION_ERRORS
 from eoslog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
+    from eoslog.cluster.group_configs import GroupConfigs
     from eoslog.cluster.metadata_cache import MetadataCache
     from eoslog.cluster.registry import PartitionRegistry
     from eoslog.cluster.replica_manager import ReplicaManager
     from eoslog.cluster.transaction_verification import TransactionVerification
     from eoslog.coordinator.coordinators import Coordinators
     from eoslog.security.authorizer import Authorizer
+    from eoslog.share.manager import SharePartitionManager
 
 log = logging.getLogger("eoslog.server.dispatcher")  # refusals were always logged under the dispatcher
 
@@ -72,6 +74,9 @@ class BrokerServices:
     credentials: Any  # SCRAM credentials: security/credentials.py or cluster/user_credentials.py
     broker_configs: BrokerConfigResource
     primary_listener: str  # the listener named by --listen: a connection's without one
+    # the share partitions led here (KIP-932, share/manager.py), built on the first share request
+    share_partitions: Callable[[], SharePartitionManager] | None = None
+    group_configs: GroupConfigs | None = None  # the GROUP config resource (cluster/group_configs.py)
 
 
 @dataclass(slots=True)

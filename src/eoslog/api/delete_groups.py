@@ -1,4 +1,5 @@
-"""DeleteGroups (key 42), v0-2: removes Empty groups and their offsets (tombstones, then answered)."""
+"""DeleteGroups (key 42), v0-2: removes Empty groups and their offsets (tombstones, then answered); a share
+group's share-partition state is deleted at the share coordinator first (GroupShard.delete_groups)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def handle(context: RequestContext, request: DeleteGroupsRequest):
     refused = [Result(group_id=g, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
                for g in request.groups_names if g not in allowed]
     wanted = [g for g in request.groups_names if g in allowed]
-    return _respond(group_coordinator(context).call("delete_groups", wanted) if wanted else None, refused)
+    return _respond(group_coordinator(context).delete_groups(wanted) if wanted else None, refused)
 
 
 async def _respond(answer, refused):

@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32) for topics and for this broker (server/broker_configs.py).
+"""DescribeConfigs (key 32) for topics, for this broker (server/broker_configs.py) and for groups
+(api/_group_configs.py).
 
 A broker resource named by another broker's id is refused as Kafka refuses it (INVALID_REQUEST): clients
 send it to that broker. The cluster-wide default resource ("") lists the dynamic default configs set, as
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from eoslog.api._group_configs import GROUP, describe_group
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, describe_topic_configs
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequestError
@@ -62,6 +64,11 @@ def handle(context: RequestContext, request: DescribeConfigsRequest):
             elif resource.resource_type == BROKER:
                 context.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
                 configs = _broker_entries(services, resource, request)
+            elif resource.resource_type == GROUP:
+                configs = [Entry(name=name, value=value, read_only=False, config_source=source,
+                                 is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
+                                 config_type=config_type, documentation=None)
+                           for name, value, source, config_type in describe_group(context, resource)]
             else:
                 raise InvalidRequestError(f"resource type {resource.resource_type} is not supported")
             results.append(Result(error_code=0, error_message=None, resource_type=resource.resource_type,

@@ -1,11 +1,12 @@
 """IncrementalAlterConfigs (key 44) for topic configs (SET, DELETE, APPEND, SUBTRACT) and dynamic broker
-configs (SET, DELETE; server/dynamic_broker_configs.py); other broker configs are refused with Kafka's
+configs (SET, DELETE; server/dynamic_broker_configs.py) and group configs (api/_group_configs.py); other broker configs are refused with Kafka's
 reason (server/broker_configs.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from eoslog.api._group_configs import GROUP, alter_group
 from eoslog.cluster.topic_configs import TOPIC_CONFIGS, check_names
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidConfigError, InvalidRequestError
@@ -100,6 +101,8 @@ async def _alter(context, request):
     async def alter_one(resource) -> None:
         if resource.resource_type == BROKER:
             await _alter_broker(context, resource, request.validate_only)
+        elif resource.resource_type == GROUP:
+            await alter_group(context, resource, request.validate_only)
         elif resource.resource_type != TOPIC:
             raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")
         else:

@@ -168,10 +168,21 @@ class ErrorCode(IntEnum):
     # eoslog answers with them; numbers and retriable flags from Kafka's Errors.java and the exception
     # each one maps to. KAFKA_4_CODES below names them, so the tests check them apart from the rest.
     INVALID_REGULAR_EXPRESSION = 128, False, "A regular expression in the request does not compile."
+    # 129-132 are never answered by eoslog (re-bootstrapping, Kafka Streams groups); listed so the numbers
+    # stay contiguous and a client's code decodes to its name.
+    REBOOTSTRAP_REQUIRED = 129, False, "The client must repeat its bootstrap to find the cluster."
+    STREAMS_INVALID_TOPOLOGY = 130, False, "The Streams topology is invalid."
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131, False, "The Streams topology epoch is invalid."
+    STREAMS_TOPOLOGY_FENCED = 132, False, "The Streams topology is fenced by a newer one."
+    # ShareFetch opening a share session while group.share.max.share.sessions are open (Kafka 4.1).
+    SHARE_SESSION_LIMIT_REACHED = 133, True, "The broker has reached its limit of share sessions."
 
 
 # The members above that kafka-python 3.0 does not know (see the comment above them).
-KAFKA_4_CODES: frozenset[ErrorCode] = frozenset({ErrorCode.INVALID_REGULAR_EXPRESSION})
+KAFKA_4_CODES: frozenset[ErrorCode] = frozenset({
+    ErrorCode.INVALID_REGULAR_EXPRESSION, ErrorCode.REBOOTSTRAP_REQUIRED, ErrorCode.STREAMS_INVALID_TOPOLOGY,
+    ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH, ErrorCode.STREAMS_TOPOLOGY_FENCED,
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED})
 
 
 class KafkaError(Exception):

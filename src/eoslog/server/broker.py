@@ -124,6 +124,14 @@ class Broker:
 
         self.dynamic_configs = DynamicBrokerConfigs(config, self.connection_quotas,
                                                     self.registry.set_default_log_properties)
+        # Share groups' settings checked now: a bad combination is a configuration error before anything
+        # starts (the group coordinator that reads them is built on first use).
+        _check_share_settings(config)
+        self.share_partitions = None  # share/manager.py: the share partitions led here, built on first use
+        from eoslog.cluster.group_configs import GroupConfigs
+
+        # cluster/group_configs.py: the GROUP config resource, kept like topic configs (a file or ZooKeeper)
+        self.group_configs = GroupConfigs()
 
     # --- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -153,6 +161,7 @@ class Broker:
                                                                self.dynamic_configs.replace_levels)
                 await self._zk_broker_configs.start()
                 self.dynamic_configs.use_store(self._zk_broker_configs.write)
+                await self.group_configs.use_zookeeper(self.cluster.zk)
             else:
                 from eoslog.cluster.replica_manager import ReplicaManager, ReplicationConfig
 
@@ -161,6 +170,7 @@ class Broker:
                 self.registry.open_single_node(data_dir)
                 self.cluster_id = self._load_or_create_cluster_id(data_dir)
                 self.dynamic_configs.use_file(data_dir)
+                self._use_group_config_file(data_dir)
         except BaseException:
             for server in [self._server, *self._extra_servers]:
                 server.close()
@@ -222,6 +232,7 @@ class Broker:
         await self.authorizer.stop()
         if self._zk_broker_configs is not None:
             await self._zk_broker_configs.stop()
+        await self.group_configs.stop()
         if self.cluster is not None:
             # Stop leading first (waiting producers get NOT_LEADER_OR_FOLLOWER, nothing is acknowledged on
             # a guess), then leave: closing the session lets the controller move leadership at once.
@@ -235,6 +246,8 @@ class Broker:
                 await task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
+        if self.share_partitions is not None:
+            await self.share_partitions.stop()
         if self.coordinator_runtime is not None:
             await self.coordinator_runtime.stop()
         if self.broker_clients is not None:
@@ -356,21 +369,54 @@ class Broker:
             self.broker_clients, coordinator_of)
 
     def _group_shard(self):
-        from eoslog.coordinator.group.config import GroupConfig
+        """The group coordinator; share groups reach the share coordinator in-process (a single node
+        coordinates every __share_group_state partition; a cluster is issue 37's step 4), and tell the
+        share-partition manager of departing members and deleted groups."""
         from eoslog.coordinator.group.shard import GroupShard
+        from eoslog.coordinator.share.persister import LocalPersister
 
-        config = self.config
-        return GroupShard(self.coordinator_runtime, GroupConfig(
-            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=config.group_min_session_timeout_ms,
-            max_session_timeout_ms=config.group_max_session_timeout_ms,
-            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
-            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
-            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-            consumer_assignors=config.group_consumer_assignors,
-        ))
+        group_config, share_limits = _group_settings(self.config)
+        shard = GroupShard(self.coordinator_runtime, group_config, LocalPersister(lambda: self.coordinators),
+                           group_configs=self.group_configs.get, share_limits=share_limits)
+        shard.share_listeners.append(_ShareListener(self))
+        self.group_configs.listeners.append(shard.core.group_config_changed)
+        return shard
+
+    def _use_group_config_file(self, data_dir: Path) -> None:
+        from eoslog.cluster.group_configs import GroupConfigError
+
+        try:
+            self.group_configs.use_file(data_dir)
+        except GroupConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def _share_partition_manager(self):
+        """share/manager.py: the share partitions this broker leads, their state kept by the share
+        coordinator; each group's share.* group configs over the broker's group.share.* settings."""
+        from eoslog.coordinator.group.dynamic_configs import auto_offset_reset
+        from eoslog.coordinator.share.persister import LocalPersister
+        from eoslog.share.manager import ShareGroupSettings, ShareManagerConfig, SharePartitionManager
+
+        config, registry = self.config, self.registry
+        group_configs = self.group_configs
+
+        def settings(group_id: str) -> ShareGroupSettings:
+            own = group_configs.get(group_id)
+            return ShareGroupSettings(
+                record_lock_duration_ms=int(own.get("share.record.lock.duration.ms",
+                                                    config.group_share_record_lock_duration_ms)),
+                delivery_count_limit=int(own.get("share.delivery.count.limit", config.group_share_delivery_count_limit)),
+                auto_offset_reset=auto_offset_reset(own.get("share.auto.offset.reset", "latest")),
+                isolation_level=1 if own.get("share.isolation.level") == "read_committed" else 0)
+
+        def topic_name(topic_id):
+            info = registry.topics.by_id.get(topic_id) if registry.topics is not None else None
+            return None if info is None else info.name
+
+        return SharePartitionManager(self.replicas, topic_name, LocalPersister(lambda: self.coordinators), settings,
+                                     ShareManagerConfig(max_record_locks=config.group_share_partition_max_record_locks,
+                                                        max_share_sessions=config.group_share_max_share_sessions,
+                                                        persist_acquisitions=config.share_persist_acquisitions))
 
     def _share_shard(self):
         """The share coordinator (KIP-932 share-partition state); a topic partition exists when the
@@ -445,7 +491,19 @@ class Broker:
             transaction_verification=self.transaction_verification, authorizer=self.authorizer,
             credentials=self.credentials,
             broker_configs=BrokerConfigResource(self.config, self.dynamic_configs, self.cluster_id),
-            primary_listener=self.listeners[0].name)
+            primary_listener=self.listeners[0].name, share_partitions=self._shares,
+            group_configs=self.group_configs)
+        self.dispatcher.close_listeners.append(self._connection_closed)
+
+    def _shares(self):
+        """The share-partition manager, built on the first share request."""
+        if self.share_partitions is None:
+            self.share_partitions = self._share_partition_manager()
+        return self.share_partitions
+
+    def _connection_closed(self, connection) -> None:
+        if self.share_partitions is not None:
+            self.share_partitions.connection_closed(str(id(connection)))  # its share session ends
 
     async def _bind_listeners(self, start_serving: bool) -> None:
         """Binds every listener, the primary first; a port of 0 becomes the one the system picked. An
@@ -586,3 +644,62 @@ class Broker:
             process=self.config.log_cleaner_process,
         )
         self.log_cleaner.start()
+
+
+class _ShareListener:
+    """What the group coordinator tells the share-partition manager (built after it, in _build_services)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        if self._broker.share_partitions is not None:
+            self._broker.share_partitions.member_left(group_id, member_id)
+
+    def group_deleted(self, group_id: str) -> None:
+        if self._broker.share_partitions is not None:
+            self._broker.share_partitions.group_deleted(group_id)
+
+
+def _check_share_settings(config: BrokerConfig) -> None:
+    """Kafka's startup checks of the group.share.* settings (GroupCoordinatorConfig, ShareGroupConfig)."""
+    for name in ("session.timeout.ms", "heartbeat.interval.ms", "record.lock.duration.ms"):
+        attribute = name.replace(".", "_")
+        low = getattr(config, f"group_share_min_{attribute}")
+        high = getattr(config, f"group_share_max_{attribute}")
+        if not low <= getattr(config, f"group_share_{attribute}") <= high:
+            raise ConfigError(f"group.share.{name} must lie between group.share.min.{name} and group.share.max.{name}")
+    if config.group_share_heartbeat_interval_ms >= config.group_share_session_timeout_ms:
+        raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+
+
+def _group_settings(config: BrokerConfig):
+    """The group coordinator's GroupConfig and the share-group limits, from the broker's properties (built
+    with the group coordinator: importing coordinator/ waits for its first use)."""
+    from eoslog.coordinator.group.config import GroupConfig
+    from eoslog.coordinator.group.dynamic_configs import ShareLimits
+
+    try:
+        group_config = GroupConfig(
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.group_consumer_assignors,
+            share_session_timeout_ms=config.group_share_session_timeout_ms,
+            share_min_session_timeout_ms=config.group_share_min_session_timeout_ms,
+            share_max_session_timeout_ms=config.group_share_max_session_timeout_ms,
+            share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+            share_min_heartbeat_interval_ms=config.group_share_min_heartbeat_interval_ms,
+            share_max_heartbeat_interval_ms=config.group_share_max_heartbeat_interval_ms,
+            share_max_size=config.group_share_max_size,
+            share_initialize_retry_interval_ms=config.group_share_initialize_retry_interval_ms)
+    except ValueError as exc:  # _check_share_settings refused these at start
+        raise ConfigError(str(exc)) from exc
+    limits = ShareLimits(config.group_share_record_lock_duration_ms, config.group_share_min_record_lock_duration_ms,
+                         config.group_share_max_record_lock_duration_ms, config.group_share_delivery_count_limit)
+    return group_config, limits

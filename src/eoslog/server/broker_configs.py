@@ -109,6 +109,7 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
     "eoslog.schema.registry.authorization": (lambda c: _bool(c.schema_registry_authorization), BOOLEAN),
     "eoslog.schema.registry.command.config": (lambda c: c.schema_registry_command_config, STRING),
     "group.consumer.assignors": (lambda c: ",".join(c.group_consumer_assignors), LIST),
+    "eoslog.share.persist.acquisitions": (lambda c: _bool(c.share_persist_acquisitions), BOOLEAN),
 }
 _NULL_WHEN_UNSET = {"max.connections": INT_MAX, "max.connections.per.ip": INT_MAX}
 

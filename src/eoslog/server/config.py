@@ -90,6 +90,21 @@ _SIMPLE_INTS = {
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 0),
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", 1),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", 1),
+    # share groups (KIP-932, docs/share-groups.md): Kafka 4.2's GroupCoordinatorConfig and ShareGroupConfig
+    "group.share.session.timeout.ms": ("group_share_session_timeout_ms", 1),
+    "group.share.min.session.timeout.ms": ("group_share_min_session_timeout_ms", 1),
+    "group.share.max.session.timeout.ms": ("group_share_max_session_timeout_ms", 1),
+    "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", 1),
+    "group.share.min.heartbeat.interval.ms": ("group_share_min_heartbeat_interval_ms", 1),
+    "group.share.max.heartbeat.interval.ms": ("group_share_max_heartbeat_interval_ms", 1),
+    "group.share.max.size": ("group_share_max_size", 1),
+    "group.share.record.lock.duration.ms": ("group_share_record_lock_duration_ms", 1000),
+    "group.share.min.record.lock.duration.ms": ("group_share_min_record_lock_duration_ms", 1000),
+    "group.share.max.record.lock.duration.ms": ("group_share_max_record_lock_duration_ms", 30_000),
+    "group.share.delivery.count.limit": ("group_share_delivery_count_limit", 2),
+    "group.share.partition.max.record.locks": ("group_share_partition_max_record_locks", 100),
+    "group.share.max.share.sessions": ("group_share_max_share_sessions", 1),
+    "group.share.initialize.retry.interval.ms": ("group_share_initialize_retry_interval_ms", 1),
     "offsets.retention.minutes": ("offsets_retention_minutes", 1),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 1),
@@ -130,7 +145,10 @@ _SIMPLE_INTS = {
 }
 
 # The plain integers with an upper bound too (Kafka's ConfigDef ranges).
-_MAXIMA = {"share.coordinator.snapshot.update.records.per.snapshot": 500}
+_MAXIMA = {"share.coordinator.snapshot.update.records.per.snapshot": 500, "group.share.max.size": 1000,
+           "group.share.record.lock.duration.ms": 3_600_000, "group.share.min.record.lock.duration.ms": 30_000,
+           "group.share.max.record.lock.duration.ms": 3_600_000, "group.share.delivery.count.limit": 10,
+           "group.share.partition.max.record.locks": 10_000}
 
 
 # Other names set_property takes; with the dicts above and the security names, what a typo is compared to.
@@ -143,7 +161,7 @@ _OTHER_PROPERTIES = frozenset({
     "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
     "eoslog.schema.registry.listen", "eoslog.schema.registry.command.config", "eoslog.schema.registry.basic.auth",
     "eoslog.schema.registry.authorization",
-    "group.consumer.assignors",
+    "group.consumer.assignors", "eoslog.share.persist.acquisitions",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
 # the broker on the default. eoslog knows every name it accepts, and a typo of one of them is by far the
@@ -293,6 +311,24 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # share groups (KIP-932, docs/share-groups.md): Kafka 4.2's names, defaults and bounds
+    group_share_session_timeout_ms: int = 45_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2_000
+    group_share_max_share_sessions: int = 2_000
+    group_share_initialize_retry_interval_ms: int = 30_000
+    # eoslog's own: write acquisitions to the share coordinator too, so a failover finds exact delivery
+    # counts (Kafka does not; docs/share-groups.md, "Persisting acquisitions")
+    share_persist_acquisitions: bool = True
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000  # Kafka's default, 10 minutes
     transaction_max_timeout_ms: int = 900_000
@@ -476,6 +512,8 @@ class BrokerConfig:
             if not names or unknown:
                 raise ConfigError(f"{name}: {', '.join(unknown) or 'empty'}; eoslog's assignors are {sorted(ASSIGNORS)}")
             self.group_consumer_assignors = names
+        elif name == "eoslog.share.persist.acquisitions":
+            self.share_persist_acquisitions = _bool(name, value)
         elif name == "auto.create.topics.enable":
             self.auto_create_topics_enable = _bool(name, value)
         elif name == "unclean.leader.election.enable":

@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoslog import api
@@ -41,12 +42,16 @@ class Dispatcher:
         # server/request_metrics.py when the metrics endpoint is on (server/metrics.py); None costs the
         # request path one attribute check.
         self.request_metrics: RequestMetrics | None = None
+        # Told of each connection that closed (the broker ends its share session: share/manager.py).
+        self.close_listeners: list[Callable[[KafkaConnection], None]] = []
 
     def connection_opened(self, connection: KafkaConnection) -> None:
         self.connections.add(connection)
 
     def connection_closed(self, connection: KafkaConnection) -> None:
         self.connections.discard(connection)
+        for listener in self.close_listeners:
+            listener(connection)
 
     def dispatch(self, connection: KafkaConnection, frame: bytes) -> list[Any] | asyncio.Future | None:
         """Returns the encoded response, a future of it, or None when the request has no response."""

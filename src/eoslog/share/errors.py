@@ -1,8 +1,7 @@
 """The Kafka error names the share cores answer with.
 
 Each value is the name of the ``eoslog.protocol.errors.ErrorCode`` member the handler puts on the wire
-(``ErrorCode[error.value]``), as the transaction coordinator's TxnError does. SHARE_SESSION_LIMIT_REACHED
-(133, retriable, Kafka 4.1) is not in ErrorCode yet: it goes in with the ShareFetch handler (step 3).
+(``ErrorCode[error.value]``), as the transaction coordinator's TxnError does.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The share group records (types 10-14 in ``__consumer_offsets``): golden bytes written by hand from
+"""The share group records (types 10-15 in ``__consumer_offsets``): golden bytes written by hand from
 Kafka's ShareGroup*.json specs, round trips, what a damaged value does, and what the loader keeps."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from eoslog.coordinator.group import GroupConfig, LogEntry
 from eoslog.coordinator.group.errors import CorruptGroupRecordError
 from eoslog.coordinator.group.log_format import GroupMetadataKey, encode_group_metadata_key, load
 from eoslog.coordinator.group.share_group import ShareGroup, ShareMember
+from eoslog.coordinator.group.share_initialization import TopicPartitions
 from eoslog.coordinator.group.share_log_format import (
     current_member_assignment_value,
     decode_key,
@@ -23,6 +24,7 @@ from eoslog.coordinator.group.share_log_format import (
     key,
     member_metadata_value,
     rebuild,
+    state_partition_metadata_value,
     target_assignment_member_value,
     target_assignment_metadata_value,
     tombstone_order,
@@ -184,10 +186,31 @@ def test_the_loader_keeps_the_last_value_and_applies_tombstones():
     assert loaded.share_groups == {}
 
 
-def test_type_15_is_skipped_until_step_3():
-    state_metadata = (h("000f 0001 67"), h("0000 01 01 01 00"))
-    loaded = load(entries(state_metadata))
-    assert loaded.share_groups == {} and loaded.groups == {} and loaded.consumer_groups == {}
+def test_state_partition_metadata_golden_bytes_and_round_trip():
+    """Type 15 (ShareGroupStatePartitionMetadata): topic T initializing partitions 0 and 1 since 1000, topic
+    "u" (id 00..01) initialized with partition 2 since 5, nothing being deleted."""
+    u = uuid.UUID(int=1)
+    group = ShareGroup("g", GroupConfig())
+    group.state_partitions.initializing[T] = TopicPartitions("t", frozenset({0, 1}), 1000)
+    group.state_partitions.initialized[u] = TopicPartitions("u", frozenset({2}), 5)
+    value = state_partition_metadata_value(group.state_partitions)
+    assert value == h("0000 | 02" + TB.hex() + "02 74 | 03 00000000 00000001 | 00000000000003e8 00"
+                      "| 02" + u.bytes.hex() + "02 75 | 02 00000002 | 0000000000000005 00 | 01 | 00")
+    records = group_records(group)
+    assert records[key(15, "g")] == value
+    rebuilt = rebuild("g", records, GroupConfig(), now_ms=0)
+    assert rebuilt.state_partitions == group.state_partitions
+    assert rebuilt.state_partitions.is_initialized(u, 2) and not rebuilt.state_partitions.is_initialized(T, 0)
+    loaded = load(entries((key(15, "g"), value)))
+    assert loaded.share_groups == {"g": {key(15, "g"): value}}
+    # its tombstone comes last, after the group's own
+    assert tombstone_order([key(15, "g"), key(11, "g")]) == [key(11, "g"), key(15, "g")]
+    with pytest.raises(CorruptGroupRecordError):
+        rebuild("g", {key(15, "g"): value[:-3]}, GroupConfig(), now_ms=0)
+
+
+def test_a_group_without_share_state_writes_no_type_15():
+    assert key(15, "g") not in group_records(ShareGroup("g", GroupConfig()))
 
 
 def test_the_later_group_type_wins():

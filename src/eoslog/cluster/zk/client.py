@@ -603,6 +603,29 @@ class ZooKeeper:
         the znode's version: a concurrent change by another broker is read and applied to, never lost."""
         self._alter_entity_config(layout.user_config_path(user), layout.user_entity_path(user), change)
 
+    def read_group_configs(self, watch: Callable | None = None) -> dict[str, dict[str, str]]:
+        """Every ``/config/groups/<group>`` config map, by group id; ``watch`` is left on the children of
+        ``/config/changes`` first, as for users."""
+        client = self.client
+        client.get_children(layout.CONFIG_CHANGES, watch=watch)
+        reads = {name: client.get_async(f"{layout.CONFIG_GROUPS}/{name}")
+                 for name in client.get_children(layout.CONFIG_GROUPS)}
+        groups = {}
+        for name, result in reads.items():
+            path = f"{layout.CONFIG_GROUPS}/{name}"
+            try:
+                groups[layout.desanitize_entity_name(name)] = layout.decode_entity_config(path, result.get()[0])
+            except NoNodeError:
+                continue
+            except layout.LayoutError:
+                log.exception("ignoring group config znode %s: unreadable", path)
+        return groups
+
+    def alter_group_config(self, group_id: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """Rewrites ``/config/groups/<group>`` with ``change(current)``, announced under ``/config/changes``
+        in the same transaction (deleted when empty), as for users."""
+        self._alter_entity_config(layout.group_config_path(group_id), layout.group_entity_path(group_id), change)
+
     def read_broker_configs(self, entities: list[str], watch: Callable | None = None) -> dict[str, dict[str, str]]:
         """``/config/brokers/<entity>`` for each entity (absent: {}); ``watch`` is left on the children of
         ``/config/changes`` first, so any change written after this read begins fires it."""

@@ -20,12 +20,13 @@ CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
 CONFIG_BROKERS = "/config/brokers"  # <id> and <default>: dynamic broker configs (server/dynamic_broker_configs.py)
+CONFIG_GROUPS = "/config/groups"  # <group id>: group configs (cluster/group_configs.py); eoslog's, Kafka keeps them in KRaft
 BROKER_DEFAULT_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Created at startup so watches and conditional writes always have a parent to hang on.
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_USERS, CONFIG_BROKERS, CONFIG_CHANGES,
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_USERS, CONFIG_BROKERS, CONFIG_GROUPS, CONFIG_CHANGES,
                     "/admin/delete_topics", "/isr_change_notification")
 # Kafka's ZkNodeChangeNotificationListener purges notifications older than this (changeExpirationMs).
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
@@ -429,3 +430,11 @@ class ClusterView:
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     # Topics whose znodes could not be read this time: nothing is concluded about them (no deletion).
     unreadable_topics: set[str] = field(default_factory=set)
+
+
+def group_config_path(group_id: str) -> str:
+    return f"{CONFIG_GROUPS}/{sanitize_entity_name(group_id)}"
+
+
+def group_entity_path(group_id: str) -> str:
+    return f"groups/{sanitize_entity_name(group_id)}"

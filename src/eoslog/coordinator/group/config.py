@@ -48,6 +48,9 @@ class GroupConfig:
     share_max_heartbeat_interval_ms: int = 15_000
     # group.share.max.size: members of one share group (Kafka: between 1 and 1000).
     share_max_size: int = 200
+    # group.share.initialize.retry.interval.ms: a share partition still initializing after this long (its
+    # InitializeShareGroupState lost, say to a coordinator failover) is initialized again.
+    share_initialize_retry_interval_ms: int = 30_000
 
     def __post_init__(self) -> None:
         # Kafka refuses such a broker config at startup (GroupCoordinatorConfig's require checks).

@@ -59,6 +59,7 @@ def default_member_id() -> str:
 class ConsumerGroups:
     def __init__(self, config: GroupConfig, new_member_id: Callable[[], str] = default_member_id) -> None:
         self.config = config
+        self.config_for: Callable[[str], GroupConfig] = lambda group_id: self.config  # with its group configs
         self.groups: dict[str, ConsumerGroup] = {}
         self._new_member_id = new_member_id
 
@@ -70,7 +71,7 @@ class ConsumerGroups:
                 # Kafka's answer too: the client rejoins with epoch 0 (its partitions are lost).
                 return ConsumerHeartbeatResponse(Errors.UNKNOWN_MEMBER_ID, f"consumer group {group_id} not found",
                                                  request.member_id or None)
-            group = ConsumerGroup(group_id, self.config)
+            group = ConsumerGroup(group_id, self.config_for(group_id))
             self.groups[group_id] = group
         elif group.state is ConsumerGroupState.DEAD:
             # Being deleted: the client looks the coordinator up again and retries, by then on a new group.

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.consumer_apis import ConsumerGroupApis
 from eoslog.coordinator.group.consumer_coordinator import ConsumerGroups
 from eoslog.coordinator.group.consumer_log_format import Records, rebuild
 from eoslog.coordinator.group.consumer_state import ConsumerGroupState as CS
+from eoslog.coordinator.group.dynamic_configs import group_config_for
 from eoslog.coordinator.group.errors import Errors, GroupCoordinatorError
 from eoslog.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Effects, JoinGroupRequest
 from eoslog.coordinator.group.group_removal import GroupRemoval
@@ -75,7 +76,11 @@ def _default_member_id(client_id: str) -> str:
 class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupApis):
     def __init__(self, config: GroupConfig | None = None, *,
                  member_id_factory: Callable[[str], str] = _default_member_id,
-                 ownership: Callable[[int], Errors] | None = None) -> None:
+                 ownership: Callable[[int], Errors] | None = None, share_state: bool = False,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
+        """``share_state``: a share coordinator is wired (the broker), so share groups initialize the state
+        of their share partitions before assigning them (share_initialization.py). ``group_configs``: a
+        group's own configs (dynamic_configs.py; the GROUP config resource), over ``config``."""
         self.config = config or GroupConfig()
         # Whether this broker serves a __consumer_offsets partition's groups now: NONE, or the error its
         # groups answer (NOT_COORDINATOR: look again; COORDINATOR_LOAD_IN_PROGRESS: retry here). Every
@@ -89,9 +94,12 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupAp
         self._consumer_written: dict[str, Records] = {}
         self._consumer_durable: dict[str, Records] = {}
         # KIP-932 share groups, and their records as last appended and as last made durable.
-        self.share = ShareGroups(self.config)
+        self.share = ShareGroups(self.config, initialize_state=share_state)
+        self._group_configs = group_configs or (lambda group_id: {})
+        self.consumer.config_for = self.share.config_for = self.config_for
         self._share_written: dict[str, ShareRecords] = {}
         self._share_durable: dict[str, ShareRecords] = {}
+        self.share_initializations = []
         self.offsets = OffsetStore()
         self._member_id_factory = member_id_factory
         self._tokens = itertools.count(1)
@@ -100,6 +108,17 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupAp
 
     # ------------------------------------------------------------------------------------------------
     # Plumbing
+
+    def config_for(self, group_id: str) -> GroupConfig:
+        """The settings of one group: the broker's, with the group's own configs over them."""
+        return group_config_for(self.config, self._group_configs(group_id))
+
+    def group_config_changed(self, group_id: str) -> None:
+        """A group's configs changed: the live group uses them from its next heartbeat on."""
+        for groups in (self.consumer.groups, self.share.groups):
+            group = groups.get(group_id)
+            if group is not None:
+                group.config = self.config_for(group_id)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -374,10 +393,11 @@ class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupAp
                 group_id, value, self.config, now_ms, new_token=self._new_token,
                 new_member_id=self._member_id_factory)
         for group_id, records in loaded.consumer_groups.items():
-            self.consumer.groups[group_id] = rebuild(group_id, records, self.config, now_ms)
+            self.consumer.groups[group_id] = rebuild(group_id, records, self.config_for(group_id), now_ms)
             self._consumer_written[group_id] = self._consumer_durable[group_id] = records
         for group_id, share_records in loaded.share_groups.items():
-            self.share.groups[group_id] = rebuild_share_group(group_id, share_records, self.config, now_ms)
+            self.share.groups[group_id] = self.share.adopt(
+                rebuild_share_group(group_id, share_records, self.config_for(group_id), now_ms))
             self._share_written[group_id] = self._share_durable[group_id] = share_records
         self.offsets.load(loaded)
         for group_id in self.offsets.groups():

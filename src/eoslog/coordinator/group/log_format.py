@@ -35,9 +35,8 @@ OFFSET_COMMIT_KEY_VERSION = 1  # 0 and 1 share a layout; Kafka writes 1
 GROUP_METADATA_KEY_VERSION = 2
 # Consumer group (KIP-848) records: loaded as raw key/value per group here, decoded by consumer_log_format.
 CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(3, 9))
-# Share group (KIP-932) records, likewise decoded by share_log_format. 15 (ShareGroupStatePartitionMetadata)
-# joins with step 3; until then it is skipped like the other types eoslog does not run.
-SHARE_GROUP_KEY_VERSIONS = frozenset(range(10, 15))
+# Share group (KIP-932) records, likewise decoded by share_log_format (15: ShareGroupStatePartitionMetadata).
+SHARE_GROUP_KEY_VERSIONS = frozenset(range(10, 16))
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1  # the only version carrying expire_timestamp
 GROUP_METADATA_VALUE_VERSION = 3
@@ -439,7 +438,7 @@ def load(entries: Iterable[LogEntry]) -> LoadedPartition:
             if entry.value is not None:
                 out.groups.pop(group_id, None)
                 out.consumer_groups.pop(group_id, None)
-        # Other UnknownKeys (streams groups, share-state metadata for now): skipped like Kafka skips unknown
+        # Other UnknownKeys (streams groups): skipped like Kafka skips unknown
         # record types it is told to ignore.
     return out
 

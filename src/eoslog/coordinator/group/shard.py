@@ -15,22 +15,29 @@ Contract
   loaded yet is read with the rest of its log when it loads.
 - API handlers call :meth:`call`; it returns the response, or an awaitable of it when the core answers
   later (a JoinGroup waiting for the barrier, a commit waiting for its fsync).
+- Share groups (KIP-932) need the share coordinator, reached through a ``Persister``
+  (coordinator/share/persister.py): the initializations a heartbeat plans run once its records are
+  durable, in tasks of their own (the heartbeat is answered without waiting, as Kafka's is), and report
+  back with ``share_group_initialized``; :meth:`delete_groups` deletes a share group's share-partition
+  state before its records. Without a persister, share partitions are assigned without state (unit tests).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from eoslog.cluster.topics import CONSUMER_OFFSETS
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.coordinator import GroupCoordinator
+from eoslog.coordinator.group.dynamic_configs import ShareLimits
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.log_format import LogEntry, Marker
-from eoslog.coordinator.group.results import Result, Write
+from eoslog.coordinator.group.results import DeletedGroup, DeleteGroupsResponse, Result, Write
+from eoslog.coordinator.group.share_initialization import ShareInitialization
 from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership, now_ms
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode
@@ -40,6 +47,7 @@ from eoslog.records.control import parse_control_batch
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition, PartitionAppend
+    from eoslog.coordinator.share.persister import Persister
     from eoslog.log.log import Log
 
 log = logging.getLogger(__name__)
@@ -68,12 +76,23 @@ def write_error_for(exc: BaseException) -> Errors:
 
 
 class GroupShard:
-    def __init__(self, runtime: CoordinatorRuntime, config: GroupConfig) -> None:
+    def __init__(self, runtime: CoordinatorRuntime, config: GroupConfig, persister: Persister | None = None,
+                 group_configs: Callable[[str], Any] | None = None, share_limits: ShareLimits | None = None) -> None:
+        """``group_configs(group_id)``: a group's own configs; ``share_limits``: the broker's share-group
+        settings the group configs are checked against (dynamic_configs.py)."""
         self.runtime = runtime
+        self.share_limits = share_limits or ShareLimits()
         # The group -> partition hash must use the topic's real size, whatever the config says now.
         config = replace(config, offsets_topic_num_partitions=runtime.partition_count(CONSUMER_OFFSETS))
-        self.core = GroupCoordinator(config, ownership=self._ownership)
+        self.persister = persister
+        self.core = GroupCoordinator(config, ownership=self._ownership, share_state=persister is not None,
+                                     group_configs=group_configs)
         self._futures: dict[int, asyncio.Future] = {}
+        self._tasks: set[asyncio.Task] = set()
+        # Told of share group members leaving or removed (``member_left(group_id, member_id)``: the
+        # share-partition manager gives back their records) and of deleted share groups
+        # (``group_deleted(group_id)``); added by the broker.
+        self.share_listeners: list[Any] = []
         self._next_retention_ms = now_ms() + config.offsets_retention_check_interval_ms
 
     def _ownership(self, index: int) -> Errors:
@@ -112,6 +131,8 @@ class GroupShard:
             if not future.done():
                 future.cancel()
         self._futures.clear()
+        for task in list(self._tasks):
+            task.cancel()
 
     # ---- calls from the API handlers --------------------------------------------------------------
 
@@ -131,6 +152,39 @@ class GroupShard:
         return self.core.fetch_offsets(group_id, topic_partitions, require_stable=require_stable,
                                        member_id=member_id, member_epoch=member_epoch).response
 
+    async def delete_groups(self, group_ids: list[str]) -> Any:
+        """DeleteGroups. An Empty share group's share-partition state is deleted at the share coordinator
+        first (Kafka's DeleteShareGroupState before the group's tombstones); a group whose state could not
+        be deleted answers that error and keeps its records, so a retry finds them."""
+        refused: dict[str, Errors] = {}
+        if self.persister is not None:
+            for group_id in dict.fromkeys(group_ids):
+                partitions = self.core.share_group_state_partitions(group_id)
+                if partitions:
+                    error = await self._delete_share_state(group_id, partitions)
+                    if error is not Errors.NONE:
+                        refused[group_id] = error
+        wanted = [g for g in group_ids if g not in refused]
+        answer = await _resolve(self.call("delete_groups", wanted)) if wanted else DeleteGroupsResponse(())
+        by_id = {g.group_id: g for g in answer.groups}
+        for group_id, deleted in by_id.items():
+            if deleted.error is Errors.NONE:
+                for listener in self.share_listeners:
+                    listener.group_deleted(group_id)
+        return DeleteGroupsResponse(tuple(
+            by_id.get(g) or DeletedGroup(g, refused[g]) for g in dict.fromkeys(group_ids)))
+
+    async def _delete_share_state(self, group_id: str, partitions: dict) -> Errors:
+        answers = await asyncio.gather(*(
+            self.persister.delete_state(group_id, topic_id, p)
+            for topic_id, ps in partitions.items() for p in sorted(ps)))
+        for answer in answers:
+            if answer.error is not ErrorCode.NONE:
+                log.warning("could not delete the share state of group %r: %s", group_id, answer.error.name)
+                return Errors[answer.error.name] if answer.error.name in Errors.__members__ \
+                    else Errors.COORDINATOR_NOT_AVAILABLE
+        return Errors.NONE
+
     def on_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` is durable on ``__consumer_offsets``-``partition``."""
         self._process(self.core.complete_txn(producer_id, committed, partitions=(partition,), now_ms=now_ms()))
@@ -145,6 +199,39 @@ class GroupShard:
         for write in result.writes:
             self._append(write)
         self.runtime.schedule(CONSUMER_OFFSETS)
+        departed, self.core.share.departed = self.core.share.departed, []
+        for group_id, member_id in departed:
+            for listener in self.share_listeners:
+                listener.member_left(group_id, member_id)
+        if self.core.share_initializations:
+            initializations, self.core.share_initializations = self.core.share_initializations, []
+            for initialization in initializations:
+                if self.persister is not None:
+                    self._spawn(self._initialize_share_state(initialization))
+
+    def _spawn(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _initialize_share_state(self, initialization: ShareInitialization) -> None:
+        """InitializeShareGroupState of every partition planned, then the outcome to the core (Kafka's
+        persisterInitialize, run off the heartbeat's path)."""
+        calls = [(item.topic_id, p, item.start_offset) for item in initialization.items for p in sorted(item.partitions)]
+        answers = await asyncio.gather(*(
+            self.persister.initialize_state(initialization.group_id, topic_id, p,
+                                            state_epoch=initialization.state_epoch, start_offset=start)
+            for topic_id, p, start in calls), return_exceptions=True)
+        succeeded: dict = {}
+        failed: dict = {}
+        for (topic_id, p, _), answer in zip(calls, answers):
+            ok = not isinstance(answer, BaseException) and answer.error is ErrorCode.NONE
+            if not ok:
+                log.warning("could not initialize the share state of %s %s-%d: %s", initialization.group_id,
+                            topic_id, p, answer if isinstance(answer, BaseException) else answer.error.name)
+            (succeeded if ok else failed).setdefault(topic_id, set()).add(p)
+        names = {item.topic_id: item.topic_name for item in initialization.items}
+        self.call("share_group_initialized", initialization.group_id, succeeded, failed, names)
 
     def _append(self, write: Write) -> None:
         batch = build_batch(
@@ -163,6 +250,10 @@ class GroupShard:
                 log_offset=appended.first_offset if appended is not None else -1))
 
         self.runtime.write(CONSUMER_OFFSETS, write.partition, batch, durable)
+
+
+async def _resolve(answer: Any) -> Any:
+    return await answer if isinstance(answer, asyncio.Future) else answer
 
 
 def read_entries(partition_log: Log) -> Iterator[LogEntry]:

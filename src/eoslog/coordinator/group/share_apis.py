@@ -11,6 +11,7 @@ Heartbeat, LeaveGroup (UNKNOWN_MEMBER_ID: no classic group by that id); those ch
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from eoslog.coordinator.group.errors import Errors
@@ -18,12 +19,17 @@ from eoslog.coordinator.group.results import Completion, Effects, Pending, Resul
 from eoslog.coordinator.group.share_assignor import TopicMetadata
 from eoslog.coordinator.group.share_coordinator import ShareGroupDescription
 from eoslog.coordinator.group.share_group import ShareHeartbeat, ShareHeartbeatResponse, invalid_heartbeat
+from eoslog.coordinator.group.share_initialization import ShareInitialization
 from eoslog.coordinator.group.share_log_format import Records, group_records, rebuild, tombstone_order
+from eoslog.coordinator.group.share_state import ShareGroupState
 
 
 class ShareGroupApis:
     _share_written: dict[str, Records]
     _share_durable: dict[str, Records]
+    # InitializeShareGroupState to send (share_initialization.py), each added once the records marking its
+    # partitions initializing are durable; the shard takes them after every call.
+    share_initializations: list[ShareInitialization]
 
     def share_group_heartbeat(self, group_id: str, request: ShareHeartbeat, *, topics: Mapping[str, TopicMetadata],
                               now_ms: int) -> Result:
@@ -42,16 +48,47 @@ class ShareGroupApis:
         group = self.share.groups.get(group_id)
         if created and group is not None and group.is_empty() and group.group_epoch == 0:
             del self.share.groups[group_id]  # a refused first heartbeat leaves nothing behind
+        initialization = None
+        if self.share.initialize_state and group is not None and response.error is Errors.NONE:
+            items = group.state_partitions.plan(topics, group.subscribed_topic_names(), now_ms,
+                                                self.config.share_initialize_retry_interval_ms)
+            if items:
+                initialization = ShareInitialization(group_id, group.group_epoch, items)
         pending = Pending(self._new_token(), "share_group_heartbeat", group_id, request.member_id)
 
         def on_done(error: Errors | None, fx: Effects) -> None:
             answer = response if error is None else ShareHeartbeatResponse(error)
+            if error is None and initialization is not None:
+                self.share_initializations.append(initialization)
             fx.completed.append(Completion(pending.token, pending.api, group_id, request.member_id, answer))
 
         write = self._persist_share_group(group_id, on_done)
         # The answer waits until the change is durable: a client never acts on an epoch or assignment that
         # a coordinator restart could forget.
         return Result(response) if write is None else Result(pending=pending, writes=[write])
+
+    def share_group_initialized(self, group_id: str, succeeded: Mapping[uuid.UUID, Iterable[int]],
+                                failed: Mapping[uuid.UUID, Iterable[int]], names: Mapping[uuid.UUID, str], *,
+                                now_ms: int) -> Result:
+        """The share coordinator answered an initialization: the initialized partitions become assignable
+        (the group epoch moves on, so the next heartbeat computes a new target), the failed ones are tried
+        again by a later heartbeat. Kafka's initializeShareGroupState / uninitializeShareGroupState."""
+        group = self.share.groups.get(group_id)
+        if self._check(group_id) is not Errors.NONE or group is None or group.state is ShareGroupState.DEAD:
+            return Result()  # moved, unloaded or deleted meanwhile: a later heartbeat starts again
+        if group.state_partitions.completed(succeeded, failed, names, now_ms):
+            group.group_epoch += 1
+        write = self._persist_share_group(group_id)
+        return Result(writes=[write] if write is not None else [])
+
+    def share_group_state_partitions(self, group_id: str) -> dict[uuid.UUID, frozenset[int]] | None:
+        """The share partitions an Empty share group may hold state of, for DeleteGroups to delete at the
+        share coordinator first; None if ``group_id`` is not such a group (DeleteGroups answers it)."""
+        group = self.share.groups.get(group_id)
+        if self._check(group_id) is not Errors.NONE or group is None or not group.is_empty() \
+                or group.state is ShareGroupState.DEAD:
+            return None
+        return group.state_partitions.with_state()
 
     def share_group_describe(self, group_ids: Iterable[str]) -> list[ShareGroupDescription]:
         """ShareGroupDescribe: one description per id, in request order."""
@@ -103,7 +140,7 @@ class ShareGroupApis:
                 durable = self._share_durable.get(group_id, {})
                 self._share_written[group_id] = durable
                 if durable:
-                    self.share.groups[group_id] = rebuild(group_id, durable, self.config, now)
+                    self.share.groups[group_id] = self.share.adopt(rebuild(group_id, durable, self.config, now))
                 else:
                     self.share.groups.pop(group_id, None)
                     self._share_written.pop(group_id, None)
@@ -116,7 +153,7 @@ class ShareGroupApis:
                                      answers: dict[str, Errors | None]) -> Write:
         """DeleteGroups of an Empty share group: Dead (heartbeats answered COORDINATOR_NOT_AVAILABLE,
         described as gone) until the tombstones of its records are durable; a failed write brings it back
-        as Empty. Step 3 adds the share coordinator's DeleteShareGroupState before these tombstones."""
+        as Empty. The share coordinator's state of its share partitions was deleted before (GroupShard)."""
         group = self.share.groups[group_id]
         group.mark_dead()
         tombstones = tuple((k, None) for k in tombstone_order(self._share_written.get(group_id, {})))

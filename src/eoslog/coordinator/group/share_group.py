@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from eoslog.coordinator.group.config import GroupConfig
 from eoslog.coordinator.group.errors import Errors
 from eoslog.coordinator.group.share_assignor import Assignable, ShareAssignment, TopicMetadata, simple_assign
+from eoslog.coordinator.group.share_initialization import ShareStatePartitions
 from eoslog.coordinator.group.share_state import (
     ShareGroupState,
     ShareMemberState,
@@ -118,8 +119,10 @@ class ShareGroup:
         self.members: dict[str, ShareMember] = {}
         self.target: dict[str, ShareAssignment] = {}
         self.state = G.EMPTY
-        # Which share partitions may be assigned (step 3: those whose state the share coordinator has
-        # initialized, Kafka's ShareGroupStatePartitionMetadata); None: every partition.
+        # Which share partitions have state at the share coordinator (Kafka's ShareGroupStatePartitionMetadata,
+        # share_initialization.py), and which may be assigned: with a share coordinator wired, only the
+        # initialized ones (ShareGroups.adopt); None: every partition (the core on its own, in unit tests).
+        self.state_partitions = ShareStatePartitions()
         self.assignable = assignable
         # The subscribed topics as the last heartbeat saw them, so that a session expiring (no metadata at
         # hand) recomputes the hash as Kafka's fencing does. Not persisted: empty after a load, and then

@@ -14,12 +14,15 @@ Kafka's specs are group-coordinator/src/main/resources/common/message/ShareGroup
     type 13  ShareGroupTargetAssignmentMember   group, member -> TopicPartitions [(TopicId, [int32])]
     type 14  ShareGroupCurrentMemberAssignment  group, member -> MemberEpoch, PreviousMemberEpoch int32,
                                                                 State int8, AssignedPartitions [(TopicId, [int32])]
+    type 15  ShareGroupStatePartitionMetadata   group         -> InitializingTopics, InitializedTopics
+                                                                [(TopicId, TopicName, [int32], CreateTimestamp int64)],
+                                                                DeletingTopics [(TopicId, TopicName)]
 
 MetadataHash came after the share group records were first released (KIP-1101), so it is a tagged
 field, written only when it is not its default 0, as Kafka's generated code does; unknown tags (a newer
-Kafka's) are skipped on reading. Type 15, ShareGroupStatePartitionMetadata (which share partitions have
-state at the share coordinator), belongs to step 3: until then the loader skips it like any record type
-eoslog does not run.
+Kafka's) are skipped on reading. Type 15 says which share partitions have state at the share coordinator
+(share_initialization.py); it is written only once the group has such partitions. Its CreateTimestamp is
+in the newest copy of Kafka's spec read, not confirmed against the 4.2 release (docs/share-groups.md).
 
 The coordinator writes a group's records as a diff against what it wrote last (changed values, and
 tombstones for what is gone), as for consumer groups; replaying the last value per key rebuilds the group.
@@ -37,6 +40,7 @@ from eoslog.coordinator.group.errors import CorruptGroupRecordError
 from eoslog.coordinator.group.log_format import _Reader, _Writer
 from eoslog.coordinator.group.share_assignor import ShareAssignment
 from eoslog.coordinator.group.share_group import ShareGroup, ShareMember
+from eoslog.coordinator.group.share_initialization import ShareStatePartitions, TopicPartitions
 from eoslog.coordinator.group.share_state import ShareMemberState
 from eoslog.protocol.wire import Malformed, read_uvarint, uvarint
 
@@ -45,8 +49,8 @@ GROUP_METADATA = 11
 TARGET_ASSIGNMENT_METADATA = 12
 TARGET_ASSIGNMENT_MEMBER = 13
 CURRENT_MEMBER_ASSIGNMENT = 14
-# 15 ShareGroupStatePartitionMetadata: step 3 (see the module docstring).
-RECORD_TYPES = frozenset(range(MEMBER_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1))
+STATE_PARTITION_METADATA = 15
+RECORD_TYPES = frozenset(range(MEMBER_METADATA, STATE_PARTITION_METADATA + 1))
 _MEMBER_TYPES = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -95,6 +99,9 @@ class _Out:
 
     def int32(self, v: int) -> None:
         self.parts.append(_I32.pack(v))
+
+    def int64(self, v: int) -> None:
+        self.parts.append(_I64.pack(v))
 
     def string(self, v: str | None) -> None:
         if v is None:
@@ -154,6 +161,9 @@ class _In:
 
     def int32(self) -> int:
         return _I32.unpack(self.fixed(4))[0]
+
+    def int64(self) -> int:
+        return _I64.unpack(self.fixed(8))[0]
 
     def nullable_string(self) -> str | None:
         n = self.uvarint()
@@ -241,6 +251,43 @@ def current_member_assignment_value(m: ShareMember) -> bytes:
     return out.getvalue()
 
 
+def state_partition_metadata_value(state: ShareStatePartitions) -> bytes:
+    out = _Out()
+    for table in (state.initializing, state.initialized):
+        out.count(len(table))
+        for topic_id, entry in sorted(table.items(), key=lambda item: item[1].name):
+            out.parts.append(topic_id.bytes)
+            out.string(entry.name)
+            out.count(len(entry.partitions))
+            out.parts.extend(_I32.pack(p) for p in sorted(entry.partitions))
+            out.int64(entry.create_timestamp)
+            out.tags({})
+    out.count(len(state.deleting))
+    for topic_id, name in sorted(state.deleting.items(), key=lambda item: item[1]):
+        out.parts.append(topic_id.bytes)
+        out.string(name)
+        out.tags({})
+    return out.getvalue()
+
+
+def _read_state_partitions(raw_value: bytes) -> ShareStatePartitions:
+    r = _In(raw_value, "ShareGroupStatePartitionMetadataValue")
+    state = ShareStatePartitions()
+    for table in (state.initializing, state.initialized):
+        for _ in range(r.count()):
+            topic_id = uuid.UUID(bytes=r.fixed(16))
+            name = r.string()
+            partitions = frozenset(r.int32() for _ in range(r.count()))
+            table[topic_id] = TopicPartitions(name, partitions, r.int64())
+            r.tags()
+    for _ in range(r.count()):
+        topic_id = uuid.UUID(bytes=r.fixed(16))
+        state.deleting[topic_id] = r.string()
+        r.tags()
+    r.done()
+    return state
+
+
 def group_records(group: ShareGroup) -> Records:
     """Every record describing ``group`` now, in the order Kafka's heartbeat writes them (member
     subscriptions, group epoch, target members, target epoch, current assignments)."""
@@ -254,14 +301,17 @@ def group_records(group: ShareGroup) -> Records:
     out[key(TARGET_ASSIGNMENT_METADATA, g)] = target_assignment_metadata_value(group.assignment_epoch)
     for m in members:
         out[key(CURRENT_MEMBER_ASSIGNMENT, g, m.member_id)] = current_member_assignment_value(m)
+    if not group.state_partitions.is_empty():
+        out[key(STATE_PARTITION_METADATA, g)] = state_partition_metadata_value(group.state_partitions)
     return out
 
 
 def tombstone_order(keys: Iterable[bytes]) -> list[bytes]:
     """Kafka's order for a group's tombstones (ShareGroup.createGroupTombstoneRecords): current
-    assignments, target members, target epoch, member subscriptions, then the group."""
+    assignments, target members, target epoch, member subscriptions, the group, then which share partitions
+    have state."""
     rank = {CURRENT_MEMBER_ASSIGNMENT: 0, TARGET_ASSIGNMENT_MEMBER: 1, TARGET_ASSIGNMENT_METADATA: 2,
-            MEMBER_METADATA: 3, GROUP_METADATA: 4}
+            MEMBER_METADATA: 3, GROUP_METADATA: 4, STATE_PARTITION_METADATA: 5}
     return sorted(keys, key=lambda k: (rank[decode_key(k)[0]], k))
 
 
@@ -287,6 +337,8 @@ def rebuild(group_id: str, records: Records, config: GroupConfig, now_ms: int) -
                 if len(tagged[METADATA_HASH_TAG]) != 8:
                     raise CorruptGroupRecordError("ShareGroupMetadataValue: MetadataHash is not 8 bytes")
                 group.metadata_hash = _I64.unpack(tagged[METADATA_HASH_TAG])[0]
+        elif record_type == STATE_PARTITION_METADATA:
+            group.state_partitions = _read_state_partitions(raw_value)
         elif record_type == TARGET_ASSIGNMENT_METADATA:
             r = _In(raw_value, "ShareGroupTargetAssignmentMetadataValue")
             group.assignment_epoch = r.int32()

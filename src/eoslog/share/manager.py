@@ -1,0 +1,393 @@
+"""The share partitions this broker leads (Kafka's SharePartitionManager): the state of each share
+partition (group, topic, partition) kept as a :class:`~eoslog.share.partition_state.SharePartition`,
+loaded from and persisted to the share coordinator, and changed by ShareFetch and ShareAcknowledge
+(share/fetch.py), lock expiry and departing members.
+
+Contract
+- Owns one holder per share partition touched here: its value (None until loaded), a lock, the timer of
+  its earliest acquisition lock, and the futures of ShareFetch long polls waiting for records to come
+  back. Only the broker's event loop calls it.
+- The rules the pure core leaves to its caller (docs/share-groups.md, "Decisions step 3 inherits"):
+  operations on one share partition run one at a time (an asyncio lock per share partition, held across
+  the share coordinator's write); each starts with ``expire_locks(now)`` and the log start offset, so what
+  expired can go out again at once; each Change's update is written through the ``Persister`` and only
+  then does ``after`` replace the value (a failed write keeps the old value: Kafka's rollback; a fenced
+  one drops it, to be read again). A timer per share partition, armed at ``next_deadline()``, gives
+  expired records back even when nobody fetches.
+- Loading: the share coordinator's state (ReadShareGroupState with this leader's epoch). A start offset
+  of -1 (initialized by the group coordinator, never placed) is placed now by the group's
+  ``share.auto.offset.reset`` (earliest: the log start; latest: the high watermark, or the last stable
+  offset under read_committed; by_duration: the first batch written since then, else latest) and written
+  at once, so a restart does not place it again.
+- Acquisitions are written too (``persist_acquisitions``, docs/share-groups.md "Persisting acquisitions"):
+  the delivery count a failover finds is then exact. Kafka does not write them; with the flag off eoslog
+  behaves as Kafka does, and a crash may deliver a record once more than its limit.
+- Departures: a member leaving or timing out (the group coordinator tells :meth:`member_left`), its share
+  session closing or its connection dropping (share/fetch.py) gives back every record it holds here.
+- A cluster (issue 37, step 4) changes who leads a partition: the holder's leader epoch is the seam, and
+  the persister then sends Kafka's RPCs instead of calling the local share coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from eoslog.coordinator.group.dynamic_configs import AutoOffsetReset
+from eoslog.coordinator.share.log_format import NO_START_OFFSET, SharePartitionKey
+from eoslog.coordinator.share.log_format import StateBatch as PersistedBatch
+from eoslog.protocol.errors import ErrorCode, error_for_code
+from eoslog.share.errors import ShareError
+from eoslog.share.in_flight import (
+    AcknowledgementBatch,
+    OffsetRange,
+    PersistedState,
+    StateBatch,
+    persisted_within,
+)
+from eoslog.share.partition_state import (
+    AcquireMode,
+    Acquisition,
+    Change,
+    SharePartition,
+    SharePartitionConfig,
+)
+from eoslog.share.record_state import RecordState
+from eoslog.share.sessions import ShareSessions
+
+if TYPE_CHECKING:
+    from eoslog.cluster.partition import Partition
+    from eoslog.coordinator.share.persister import Persister
+
+log = logging.getLogger(__name__)
+
+# A share coordinator answering this cannot be used for now: the operation is tried again later.
+_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT})
+# The state moved on without this leader (a newer leader, or the group re-initialized it): read it again.
+_FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class ShareManagerConfig:
+    """The broker's share-partition settings (group.share.*)."""
+
+    max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    max_share_sessions: int = 2000  # group.share.max.share.sessions
+    persist_acquisitions: bool = True  # eoslog.share.persist.acquisitions
+
+
+class ShareGroupSettings(NamedTuple):
+    """A share group's configs as a share partition uses them (group config, else the broker's)."""
+
+    record_lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    auto_offset_reset: AutoOffsetReset = AutoOffsetReset("latest")
+    isolation_level: int = 0  # READ_UNCOMMITTED, or READ_COMMITTED
+
+
+class ShareStateUnavailable(Exception):
+    """The share coordinator could not be used just now (retriable): nothing changed."""
+
+
+@dataclass(eq=False)
+class _Holder:
+    key: SharePartitionKey
+    topic: str
+    value: SharePartition | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    timer: asyncio.TimerHandle | None = None
+    waiters: set[asyncio.Future] = field(default_factory=set)
+
+
+class Acquired(NamedTuple):
+    """What one share partition handed out to one ShareFetch."""
+
+    acquired: tuple  # AcquiredRecords, ascending
+    read: object  # the LogRead the records came from (share/log_reads.py), or None
+    lock_duration_ms: int
+
+
+class SharePartitionManager:
+    def __init__(self, replicas, topics_by_id: Callable[[uuid.UUID], str | None], persister: Persister,
+                 settings: Callable[[str], ShareGroupSettings], config: ShareManagerConfig | None = None) -> None:
+        """``replicas``: the replica manager (which partitions this broker leads); ``topics_by_id``: a
+        topic id's name, or None; ``settings(group_id)``: the group's share settings now."""
+        self.replicas = replicas
+        self.topic_name = topics_by_id
+        self.persister = persister
+        self.settings = settings
+        self.config = config or ShareManagerConfig()
+        self.sessions = ShareSessions(self.config.max_share_sessions)
+        self._holders: dict[SharePartitionKey, _Holder] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self.writes = 0  # share-state writes made (bench/ and tests read it)
+
+    # ---- reading ------------------------------------------------------------------------------------
+
+    def value(self, key: SharePartitionKey) -> SharePartition | None:
+        holder = self._holders.get(key)
+        return None if holder is None else holder.value
+
+    def partition(self, topic: str, index: int) -> Partition:
+        return self.replicas.leader_partition(topic, index)
+
+    # ---- operations -----------------------------------------------------------------------------------
+
+    async def acquire(self, key: SharePartitionKey, topic: str, member_id: str, *, max_records: int,
+                      max_bytes: int, min_one_batch: bool, mode: AcquireMode, batch_size: int) -> Acquired:
+        """ShareFetch: the records of ``key`` handed to ``member_id`` and the log batches holding them.
+        Raises the partition's error (not the leader, no such partition, the state unavailable)."""
+        from eoslog.share.log_reads import read_for_share
+
+        settings = self.settings(key.group_id)
+        partition = self.partition(topic, key.partition)
+        reads = []
+
+        def operation(value: SharePartition, now: int) -> Change:
+            if not value.can_acquire():
+                return Change(after=value)
+            read = read_for_share(partition, value.next_fetch_offset(), max_bytes, settings.isolation_level,
+                                  min_one_batch)
+            reads.append(read)
+            if not read.batches:
+                return Change(after=value)
+            return value.acquire(member_id, value.next_fetch_offset(), read.ranges, now_ms=now,
+                                 max_records=max_records, upper_bound=read.upper_bound, aborted=read.aborted,
+                                 mode=mode, batch_size=batch_size, lock_ms=settings.record_lock_duration_ms)
+
+        change = await self._run(key, topic, partition, settings, operation,
+                                 persist=self.config.persist_acquisitions)
+        acquired = getattr(change, "acquired_records", ())
+        return Acquired(tuple(acquired), reads[0] if reads and acquired else None, settings.record_lock_duration_ms)
+
+    async def acknowledge(self, key: SharePartitionKey, topic: str, member_id: str,
+                          batches: Sequence[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
+        """ShareFetch's or ShareAcknowledge's batches for one share partition, as one unit."""
+        settings = self.settings(key.group_id)
+        try:
+            partition = self.partition(topic, key.partition)
+            change = await self._run(key, topic, partition, settings, lambda value, now: value.acknowledge(
+                member_id, batches, now_ms=now, lock_ms=settings.record_lock_duration_ms))
+        except Exception as exc:  # noqa: BLE001 - the partition's AcknowledgeErrorCode, mapped in one place
+            return _error_of(exc)
+        error = getattr(change, "error", ShareError.NONE)
+        if error is not ShareError.NONE:
+            return ErrorCode[error.value], _ACK_MESSAGES.get(error)
+        return ErrorCode.NONE, None
+
+    async def release_member(self, key: SharePartitionKey, member_id: str) -> None:
+        """Everything ``member_id`` holds in ``key`` goes back (its session closed, its connection dropped,
+        it left the group); a failure leaves them to their locks."""
+        holder = self._holders.get(key)
+        if holder is None or holder.value is None or not holder.value.acquired_count(member_id):
+            return
+        try:
+            partition = self.partition(holder.topic, key.partition)
+            await self._run(key, holder.topic, partition, self.settings(key.group_id),
+                            lambda value, now: value.release_member(member_id))
+        except Exception as exc:  # noqa: BLE001 - the locks run out instead
+            log.info("could not release the records of %s in %s: %s", member_id, key, exc)
+
+    # ---- departures ---------------------------------------------------------------------------------------
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The group coordinator removed ``member_id`` (it left, or its session timed out)."""
+        for key in [k for k in self._holders if k.group_id == group_id]:
+            self._spawn(self.release_member(key, member_id))
+
+    def group_deleted(self, group_id: str) -> None:
+        """DeleteGroups removed the group and its share state: forget what is held of it here."""
+        for key in [k for k in self._holders if k.group_id == group_id]:
+            holder = self._holders.pop(key)
+            if holder.timer is not None:
+                holder.timer.cancel()
+
+    def session_released(self, group_id: str, member_id: str, partitions: Iterable) -> list:
+        """The coroutines giving back what a closed share session's member holds in ``partitions``
+        ((topic id, partition) pairs)."""
+        return [self.release_member(SharePartitionKey(group_id, topic_id, index), member_id)
+                for topic_id, index in partitions]
+
+    def connection_closed(self, connection_id: str) -> None:
+        session = self.sessions.connection_closed(connection_id)
+        if session is not None:
+            for work in self.session_released(session.key.group_id, session.key.member_id, session.partitions):
+                self._spawn(work)
+
+    # ---- waiting for records --------------------------------------------------------------------------
+
+    def add_waiter(self, key: SharePartitionKey, future: asyncio.Future) -> None:
+        holder = self._holders.get(key)
+        if holder is not None:
+            holder.waiters.add(future)
+
+    def remove_waiter(self, key: SharePartitionKey, future: asyncio.Future) -> None:
+        holder = self._holders.get(key)
+        if holder is not None:
+            holder.waiters.discard(future)
+
+    async def stop(self) -> None:
+        for holder in self._holders.values():
+            if holder.timer is not None:
+                holder.timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ---- carrying out ---------------------------------------------------------------------------------------
+
+    async def _run(self, key: SharePartitionKey, topic: str, partition: Partition, settings: ShareGroupSettings,
+                   operation: Callable[[SharePartition, int], Change], persist: bool = True) -> Change:
+        """``operation`` on the share partition, after the locks that ran out and the log start offset;
+        what changed is written, then kept. Returns the operation's own Change."""
+        holder = self._holders.get(key)
+        if holder is None:
+            holder = self._holders[key] = _Holder(key, topic)
+        async with holder.lock:
+            before = await self._loaded(holder, partition, settings)
+            now = now_ms()
+            expired = before.expire_locks(now)
+            moved = expired.after.advance_log_start_offset(partition.log_start_offset)
+            change = operation(moved.after, now)
+            steps = (expired, moved, change) if persist else (expired, moved)
+            if any(step.write_needed for step in steps):
+                await self._write(holder, partition, change.after, (expired, moved, change))
+            holder.value = change.after
+            self._arm(holder)
+            if expired.write_needed or (not isinstance(change, Acquisition) and change.after is not moved.after):
+                self._wake(holder)  # records may be free again: long polls of other members look
+            return change
+
+    async def _write(self, holder: _Holder, partition: Partition, after: SharePartition,
+                     steps: Sequence[Change]) -> None:
+        touched = [OffsetRange(b.first_offset, b.last_offset) for step in steps for b in step.state_batches]
+        batches = persisted_within(after.in_flight, touched)
+        key = holder.key
+        answer = await self.persister.write_state(
+            key.group_id, key.topic_id, key.partition, state_epoch=after.state_epoch,
+            leader_epoch=_leader_epoch(partition), start_offset=after.start_offset,
+            state_batches=[PersistedBatch(b.first_offset, b.last_offset, b.delivery_state.value, b.delivery_count)
+                           for b in batches])
+        self.writes += 1
+        if answer.error is not ErrorCode.NONE:
+            if answer.error in _FENCED:
+                holder.value = None  # read again: a newer leader or a new initialization wrote it
+            raise _state_error(answer.error, answer.message)
+
+    async def _loaded(self, holder: _Holder, partition: Partition, settings: ShareGroupSettings) -> SharePartition:
+        config = SharePartitionConfig(settings.delivery_count_limit, self.config.max_record_locks,
+                                      settings.record_lock_duration_ms)
+        value = holder.value
+        if value is not None:
+            if value.config != config:  # a group config changed
+                value = holder.value = dataclasses.replace(value, config=config)
+            return value
+        key = holder.key
+        epoch = _leader_epoch(partition)
+        answer = await self.persister.read_state(key.group_id, key.topic_id, key.partition, leader_epoch=epoch)
+        if answer.error is not ErrorCode.NONE:
+            raise _state_error(answer.error, answer.message)
+        state = answer.state
+        if state.start_offset == NO_START_OFFSET:
+            start = _reset_offset(partition, settings)
+            placed = await self.persister.write_state(key.group_id, key.topic_id, key.partition,
+                                                      state_epoch=state.state_epoch, leader_epoch=epoch,
+                                                      start_offset=start, state_batches=())
+            if placed.error is not ErrorCode.NONE:
+                raise _state_error(placed.error, placed.message)
+            value = SharePartition.initial(config, start, state.state_epoch)
+            log.info("share partition %s starts at offset %d (share.auto.offset.reset=%s)", key, start,
+                     settings.auto_offset_reset.strategy)
+        else:
+            batches = tuple(StateBatch(b.first_offset, b.last_offset, RecordState.from_id(b.delivery_state),
+                                       b.delivery_count) for b in state.state_batches)
+            value = SharePartition.load(config, PersistedState(state.start_offset, state.state_epoch, batches))
+        holder.value = value
+        return value
+
+    def _arm(self, holder: _Holder) -> None:
+        if holder.timer is not None:
+            holder.timer.cancel()
+            holder.timer = None
+        deadline = holder.value.next_deadline() if holder.value is not None else None
+        if deadline is not None:
+            delay = max(deadline - now_ms(), 0) / 1000
+            holder.timer = asyncio.get_running_loop().call_later(delay, self._on_deadline, holder)
+
+    def _on_deadline(self, holder: _Holder) -> None:
+        holder.timer = None
+        if self._holders.get(holder.key) is holder:
+            self._spawn(self._expire(holder))
+
+    async def _expire(self, holder: _Holder) -> None:
+        try:
+            partition = self.partition(holder.topic, holder.key.partition)
+            await self._run(holder.key, holder.topic, partition, self.settings(holder.key.group_id),
+                            lambda value, now: Change(after=value))
+        except Exception as exc:  # noqa: BLE001 - tried again at the next deadline or fetch
+            log.info("could not expire the locks of %s: %s", holder.key, exc)
+            if self._holders.get(holder.key) is holder and holder.timer is None:
+                holder.timer = asyncio.get_running_loop().call_later(1.0, self._on_deadline, holder)
+
+    def _wake(self, holder: _Holder) -> None:
+        waiters, holder.waiters = holder.waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def _spawn(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+_ACK_MESSAGES = {
+    ShareError.INVALID_RECORD_STATE: "the records are not acquired by this member, or their lock ran out",
+    ShareError.INVALID_REQUEST: "the acknowledgement batches are malformed or reach past the records handed out",
+}
+
+
+def _leader_epoch(partition: Partition) -> int:
+    return partition.leader_epoch if partition.leader_epoch is not None else 0
+
+
+def _reset_offset(partition: Partition, settings: ShareGroupSettings) -> int:
+    latest = partition.fetch_upper_bound(settings.isolation_level)
+    reset = settings.auto_offset_reset
+    if reset.strategy == "earliest":
+        return partition.log_start_offset
+    if reset.strategy == "by_duration":
+        found = partition.log.offset_for_timestamp(now_ms() - reset.duration_ms)
+        return latest if found is None else min(found.offset, latest)
+    return latest
+
+
+def _state_error(code: ErrorCode, message: str | None) -> Exception:
+    if code in _RETRIABLE:
+        return ShareStateUnavailable(f"the share coordinator answered {code.name}: {message or ''}")
+    if code in _FENCED:
+        return error_for_code(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))(f"share state fenced ({code.name})")
+    if code is ErrorCode.INVALID_REQUEST:  # never initialized: not assigned to anyone yet
+        return error_for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))(
+            "the share partition has no state yet (the group coordinator initializes it on assignment)")
+    return error_for_code(int(code))(message or "")
+
+
+def _error_of(exc: BaseException) -> tuple[ErrorCode, str | None]:
+    from eoslog.protocol.error_mapping import error_code_for
+
+    if isinstance(exc, ShareStateUnavailable):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
+    return error_code_for(exc), str(exc) or None
+
+
