@@ -57,7 +57,7 @@ def handle(context: RequestContext, request: OffsetCommitRequest):
             "commit_offsets", request.group_id, commits, member_id=request.member_id,
             generation_id=request.generation_id_or_member_epoch,
             group_instance_id=request.group_instance_id if version >= 7 else None,
-            retention_ms=request.retention_time_ms if version <= 4 else -1)
+            retention_ms=request.retention_time_ms if version <= 4 else -1, api_version=version)
     return respond_to_commit(OffsetCommitResponse, request, answer, errors)
 
 

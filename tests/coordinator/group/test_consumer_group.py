@@ -267,6 +267,8 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     assert commit_error(member_id="a", generation_id=a.member_epoch - 1) is Errors.STALE_MEMBER_EPOCH
     assert commit_error(member_id="x", generation_id=a.member_epoch) is Errors.UNKNOWN_MEMBER_ID
     assert commit_error() is Errors.UNKNOWN_MEMBER_ID  # an admin commit while members are there
+    # librdkafka's self-named assign() consumer (KIP-1082): epoch -1 with an id the group never saw
+    assert commit_error(member_id="self-named", generation_id=-1) is Errors.UNKNOWN_MEMBER_ID
     txn = ch.answer(ch.run(ch.c.txn_commit_offsets("cg", 5, 0, commit, member_id="a",
                                                    generation_id=a.member_epoch + 1, now_ms=ch.now)))
     assert txn.partitions[0].error is Errors.STALE_MEMBER_EPOCH
@@ -277,6 +279,9 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     assert ch.c.fetch_offsets("cg", None, member_id="x", member_epoch=1).response.error is Errors.UNKNOWN_MEMBER_ID
     ch.hb("a", -1)
     assert commit_error() is Errors.NONE
+    # With no members, Kafka accepts a negative epoch whatever the member id.
+    assert commit_error(member_id="self-named", generation_id=-1) is Errors.NONE
+    assert commit_error(member_id="a", generation_id=-1) is Errors.NONE
 
 
 def test_consumer_group_offsets_expire_by_commit_time_and_an_expired_empty_group_is_deleted(make_harness):

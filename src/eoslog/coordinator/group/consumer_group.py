@@ -368,12 +368,17 @@ class ConsumerGroup:
         generation. The current epoch commits anything (as in Kafka); an older one only partitions the
         member has held since that epoch (KIP-1251), else STALE_MEMBER_EPOCH -- a commit that raced
         the member's own epoch bump is then accepted, one from before it lost a partition is not. A
-        commit without a member (epoch -1, no id) is an admin tool's, allowed only while the group is
-        empty -- or a transactional one from a pre-KIP-447 producer, accepted as the classic group does."""
+        commit with a negative epoch comes from outside group management (an admin tool, or a consumer
+        that used ``assign()``: librdkafka names such a consumer itself, KIP-1082, so its member id
+        need not be empty); as in Kafka it is allowed whenever the group has no members, whatever the
+        id. A transactional one without an id from a pre-KIP-447 producer is accepted as the classic
+        group does."""
         if self.state is G.DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE  # its tombstones are on their way
+        if member_epoch < 0 and not self.members:
+            return Errors.NONE
         if member_epoch < 0 and not member_id:
-            return Errors.NONE if transactional or not self.members else Errors.UNKNOWN_MEMBER_ID
+            return Errors.NONE if transactional else Errors.UNKNOWN_MEMBER_ID
         member = self.members.get(member_id)
         if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
             return Errors.UNKNOWN_MEMBER_ID

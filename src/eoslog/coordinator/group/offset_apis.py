@@ -41,9 +41,10 @@ class PartitionCommit(NamedTuple):
 class OffsetApis:
     def commit_offsets(self, group_id: str, offsets: Iterable[PartitionCommit], *, member_id: str = "",
                        generation_id: int = -1, group_instance_id: str | None = None,
-                       retention_ms: int = -1, now_ms: int) -> Result:
-        """OffsetCommit. ``generation_id=-1`` and no member id: a commit from a client that does not
-        use group management (allowed only while the group has no members)."""
+                       retention_ms: int = -1, api_version: int = 8, now_ms: int) -> Result:
+        """OffsetCommit. ``generation_id=-1``: a commit from a client that does not use group management
+        (allowed only while the group has no members). A member's commit into a group that does not
+        exist is ILLEGAL_GENERATION before v9 and GROUP_ID_NOT_FOUND from v9 (Kafka 4.x)."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id, allow_empty_id=True)
         if error is Errors.NONE and group_id in self.share.groups:
@@ -59,7 +60,8 @@ class OffsetApis:
             return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id, NO_PRODUCER_ID, -1)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None and generation_id >= 0:
-            error = Errors.ILLEGAL_GENERATION  # the group is gone, or the commit is from a stale member
+            # the group is gone, or the commit is from a stale member
+            error = Errors.GROUP_ID_NOT_FOUND if api_version >= 9 else Errors.ILLEGAL_GENERATION
         if error is Errors.NONE:
             group = self._get_or_create(group_id, now_ms)
             error = group.validate_offset_commit(member_id, generation_id, group_instance_id, False)
