@@ -93,3 +93,134 @@ def test_consumer_protocol_assign_commit_refused_while_the_group_has_members(bro
     finally:
         outsider.close()
         member.close()
+
+
+# ---- item 3: per-record validation on Produce (KIP-467) --------------------------------------------
+
+
+def deliveries(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], **kw) -> list:
+    """Produces ``records`` in one batch (a long linger, one flush) and returns each delivery's error."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "enable.idempotence": False,
+                         "retries": 0, **kw})
+    errors: list = [None] * len(records)
+
+    def report(index):
+        def done(error, _message):
+            errors[index] = error if error is not None else "delivered"
+        return done
+
+    for i, (key, value) in enumerate(records):
+        producer.produce(topic, value, key=key, on_delivery=report(i))
+    assert producer.flush(30) == 0
+    return errors
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("watermarks")})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)[1]
+    finally:
+        consumer.close()
+
+
+def test_keyless_record_on_a_compacted_topic_fails_the_whole_batch(broker):
+    topic = unique("compacted")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    errors = deliveries(broker.bootstrap, topic, [(b"k1", b"a"), (None, b"b"), (b"k3", b"c")])
+    assert [e if isinstance(e, str) else e.name() for e in errors] == ["INVALID_RECORD"] * 3, errors
+    assert end_offset(broker.bootstrap, topic) == 0  # nothing of the batch was written
+    assert deliveries(broker.bootstrap, topic, [(b"k1", b"a"), (b"k2", b"b")]) == ["delivered"] * 2
+
+
+def _produce_raw(broker, topic: str, records, version: int = 9, **batch):
+    from eoslog.client.connection import BrokerConnection
+    from eoslog.protocol import messages
+    from eoslog.records.builder import SimpleRecord, build_batch
+
+    p = messages.ProduceRequest
+    data = build_batch([SimpleRecord(key, value, ()) for key, value in records], **batch)
+    with BrokerConnection.from_bootstrap(broker.bootstrap) as wire:
+        response = wire.request(0, version, p(acks=-1, timeout_ms=10000, topic_data=[p.TopicProduceData(
+            name=topic, partition_data=[p.PartitionProduceData(index=0, records=data)])]))
+    (topic_response,) = response.responses
+    (partition,) = topic_response.partition_responses
+    return partition
+
+
+def test_produce_response_carries_kip_467_record_errors(broker):
+    topic = unique("compacted-raw")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    partition = _produce_raw(broker, topic, [(b"k", b"a"), (None, b"b"), (None, b"c")])
+    reason = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
+    assert partition.error_code == 87  # INVALID_RECORD
+    assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] == [
+        (1, reason), (2, reason)]
+    assert partition.error_message == (
+        "One or more records have been rejected due to 2 record errors in total, and only showing the "
+        f"first three errors at most: [RecordError(batchIndex=1, message='{reason}'), "
+        f"RecordError(batchIndex=2, message='{reason}')]")
+    assert partition.base_offset == -1 and partition.log_start_offset == 0
+
+
+def test_timestamps_out_of_the_topic_bounds_are_refused(broker):
+    """Kafka 4.x refuses a CreateTime record more than message.timestamp.after.max.ms (an hour by default)
+    ahead of the broker's clock, or more than message.timestamp.before.max.ms behind it."""
+    import time
+
+    now = int(time.time() * 1000)
+    topic = unique("timestamps")
+    create_topic(broker.bootstrap, topic)
+    producer_errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    for timestamp in (now + 2 * 3600_000, now + 1800_000, now - 30 * 86400_000):
+        producer.produce(topic, b"v", key=b"k", timestamp=timestamp,
+                         on_delivery=lambda error, _m: producer_errors.append(error and error.name()))
+        producer.flush(30)
+    assert producer_errors == ["INVALID_TIMESTAMP", None, None]
+
+    strict = unique("timestamps-strict")
+    create_topic(broker.bootstrap, strict, config={"message.timestamp.before.max.ms": "60000",
+                                                   "message.timestamp.after.max.ms": "60000"})
+    partition = _produce_raw(broker, strict, [(b"k", b"old"), (b"k", b"fine")], base_timestamp=now - 3600_000)
+    assert partition.error_code == 32  # INVALID_TIMESTAMP
+    assert partition.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [e.batch_index for e in partition.record_errors] == [0, 1]
+    message = partition.record_errors[0].batch_index_error_message
+    assert message.startswith(f"Timestamp {now - 3600_000} of message with offset 0 is out of range. "
+                              "The timestamp should be within ["), message
+    low, high = (int(x) for x in message.rsplit("[", 1)[1].rstrip("]").split(", "))
+    assert high - low == 120_000 and abs(low + 60_000 - now) < 60_000
+    assert _produce_raw(broker, strict, [(b"k", b"now")]).error_code == 0
+
+
+def test_a_producer_may_not_set_log_append_time(broker):
+    topic = unique("append-time")
+    create_topic(broker.bootstrap, topic, config={"message.timestamp.type": "LogAppendTime"})
+    partition = _produce_raw(broker, topic, [(b"k", b"v")], timestamp_type=1)
+    assert partition.error_code == 32
+    (error,) = partition.record_errors
+    assert error.batch_index == 0 and error.batch_index_error_message.startswith(
+        "Invalid timestamp type in message DefaultRecord(offset=0, timestamp=")
+    assert error.batch_index_error_message.endswith(
+        "key=1 bytes, value=1 bytes). Producer should not set timestamp type to LogAppendTime.")
+    assert _produce_raw(broker, topic, [(b"k", b"v")]).error_code == 0
+
+
+def test_batch_rules_of_kafka_log_validator(broker):
+    topic = unique("batch-rules")
+    create_topic(broker.bootstrap, topic)
+    shifted = _produce_raw(broker, topic, [(b"k", b"v")], base_offset=5)
+    assert (shifted.error_code, shifted.error_message) == (
+        87, f"The baseOffset of the record batch in the append to {topic}-0 should be 0, but it is 5")
+    unsequenced = _produce_raw(broker, topic, [(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=-1)
+    assert (unsequenced.error_code, unsequenced.error_message) == (
+        87, f"Invalid sequence number -1 in record batch with producerId 7 in topic partition {topic}-0")
+    assert shifted.record_errors == [] and unsequenced.record_errors == []
+    assert end_offset(broker.bootstrap, topic) == 0
+
+
+def test_record_errors_before_produce_v8_are_the_error_code_alone(broker):
+    topic = unique("compacted-v7")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    partition = _produce_raw(broker, topic, [(None, b"v")], version=7)
+    assert partition.error_code == 87 and partition.record_errors == [] and partition.error_message is None

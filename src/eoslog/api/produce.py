@@ -36,6 +36,7 @@ from eoslog.api._deadlines import deadlines_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.coordinator.runtime import Ownership
 from eoslog.log.eager_future import EagerFuture
+from eoslog.log.record_validation import RecordValidationError
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -62,6 +63,7 @@ IMPLICIT_ADD_SINCE = 12
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+RecordError = ProduceResponse.BatchIndexAndErrorMessage
 NO_TIMESTAMP = -1
 NOTHING_REFUSED: dict = {}  # never written to
 REMOTE_VERIFY_TIMEOUT_S = 10.0
@@ -72,10 +74,24 @@ _RETRIABLE_VERIFY_CODES = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_CO
 
 
 def _partition_response(index: int, code: int, base_offset: int = -1, log_append_time: int = NO_TIMESTAMP,
-                        log_start_offset: int = -1, message: str | None = None) -> PartitionResponse:
+                        log_start_offset: int = -1, message: str | None = None,
+                        record_errors: list | None = None) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=base_offset,
                              log_append_time_ms=log_append_time, log_start_offset=log_start_offset,
-                             record_errors=[], error_message=message)
+                             record_errors=record_errors or [], error_message=message)
+
+
+def _refusal(index: int, exc: Exception, partition) -> PartitionResponse:
+    """A partition's failed append. Records refused one by one (log/record_validation.py, and any
+    extension's RecordCheck) are named in KIP-467's ``record_errors`` (v8+; older versions carry only
+    the error code), with the log start offset as Kafka answers them."""
+    code = error_code_for(exc)
+    if isinstance(exc, RecordValidationError):
+        return _partition_response(index, code, log_start_offset=partition.log_start_offset, message=str(exc),
+                                   record_errors=[RecordError(batch_index=e.batch_index,
+                                                              batch_index_error_message=e.message)
+                                                  for e in exc.record_errors])
+    return _partition_response(index, code, message=str(exc) or None)
 
 
 def handle(context: RequestContext, request: ProduceRequest):
@@ -242,6 +258,7 @@ def _append(context, request, verified=frozenset(), refused=None):
                 code, message = refused[(topic_data.name, data.index)]
                 partition_responses.append(_partition_response(data.index, int(code), message=message))
                 continue
+            partition = None
             try:
                 if topic_data.name is None:
                     raise UnknownTopicIdError(f"no topic has the id {topic_data.topic_id}")
@@ -255,8 +272,7 @@ def _append(context, request, verified=frozenset(), refused=None):
                 info = partition.append(data.records, transactional_id=request.transactional_id,
                                         verified=(topic_data.name, data.index) in verified)
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
-                code = error_code_for(exc)
-                partition_responses.append(_partition_response(data.index, code, message=str(exc) or None))
+                partition_responses.append(_refusal(data.index, exc, partition))
                 continue
             response = _partition_response(
                 data.index, 0, info.first_offset, info.log_append_time, partition.log_start_offset

@@ -29,6 +29,8 @@ LOG_DEFAULTS = {
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
     "message.max.bytes": "max.message.bytes",
     "log.cleanup.policy": "cleanup.policy",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
