@@ -224,3 +224,102 @@ def test_record_errors_before_produce_v8_are_the_error_code_alone(broker):
     create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
     partition = _produce_raw(broker, topic, [(None, b"v")], version=7)
     assert partition.error_code == 87 and partition.record_errors == [] and partition.error_message is None
+
+
+# ---- item 4: every Kafka broker property is a broker config ----------------------------------------
+
+
+def _alter_broker(bootstrap: str, name: str, value: str | None, broker_id: str = "0", incremental: bool = True):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    resource = ConfigResource(ResourceType.BROKER, broker_id,
+                              incremental_configs=[ConfigEntry(name, value, incremental_operation=op)])
+    if incremental:
+        (future,) = admin.incremental_alter_configs([resource]).values()
+    else:
+        resource = ConfigResource(ResourceType.BROKER, broker_id, set_config={name: value})
+        (future,) = admin.alter_configs([resource]).values()
+    return future.result(15)
+
+
+def _describe_broker(bootstrap: str, broker_id: str = "0") -> dict:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, broker_id)]).values()
+    return future.result(15)
+
+
+def _documentation(bootstrap: str, name: str) -> tuple[str | None, str | None]:
+    """The documentation DescribeConfigs v4 gives for a broker config, with and without asking for it."""
+    from eoslog.client.connection import BrokerConnection
+    from eoslog.protocol import messages
+
+    r = messages.DescribeConfigsRequest
+    found = []
+    with BrokerConnection.from_bootstrap(bootstrap) as wire:
+        for asked in (True, False):
+            response = wire.request(32, 4, r(include_synonyms=False, include_documentation=asked, resources=[
+                r.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=[name])]))
+            (result,) = response.results
+            (entry,) = result.configs
+            found.append(entry.documentation)
+    return tuple(found)
+
+
+def test_a_kafka_broker_property_eoslog_does_not_use_is_stored_and_described(broker):
+    from confluent_kafka.admin import ConfigSource
+
+    name = "sasl.kerberos.min.time.before.relogin"
+    _alter_broker(broker.bootstrap, name, "120000")
+    entry = _describe_broker(broker.bootstrap)[name]
+    assert entry.value == "120000" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert not entry.is_read_only
+    assert _documentation(broker.bootstrap, name) == (
+        "An Apache Kafka broker config: eoslog keeps its value but does not use it.", None)
+    _alter_broker(broker.bootstrap, name, None)  # DELETE
+    assert name not in _describe_broker(broker.bootstrap)
+    # the older whole-set AlterConfigs too
+    _alter_broker(broker.bootstrap, "log.cleaner.threads", "2", incremental=False)
+    assert _describe_broker(broker.bootstrap)["log.cleaner.threads"].value == "2"
+    _alter_broker(broker.bootstrap, "log.cleaner.threads", None)
+
+
+def _alter_default_level(bootstrap: str, name: str, value: str | None) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of the cluster-wide default resource ("", which confluent-kafka cannot name)."""
+    from eoslog.client.connection import BrokerConnection
+    from eoslog.protocol import messages
+
+    r = messages.IncrementalAlterConfigsRequest
+    op = 0 if value is not None else 1
+    with BrokerConnection.from_bootstrap(bootstrap) as wire:
+        response = wire.request(44, 1, r(validate_only=False, resources=[r.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[r.AlterableConfig(name=name, config_operation=op,
+                                                                          value=value)])]))
+    (result,) = response.responses
+    return result.error_code, result.error_message
+
+
+def test_kafka_broker_properties_at_the_cluster_wide_level(broker):
+    assert _alter_default_level(broker.bootstrap, "log.cleaner.threads", "2") == (0, None)
+    entry = _describe_broker(broker.bootstrap)["log.cleaner.threads"]
+    assert entry.value == "2" and entry.source == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert _alter_default_level(broker.bootstrap, "log.cleaner.threads", None) == (0, None)
+    code, message = _alter_default_level(broker.bootstrap, "sasl.kerberos.service.name", "kafka")
+    assert code == 42 and message.endswith("Cannot update these configs at default cluster level, broker id "
+                                           "must be specified: sasl.kerberos.service.name")  # INVALID_REQUEST
+
+
+def test_broker_config_typos_and_kafka_read_only_properties_are_still_refused(broker):
+    with pytest.raises(KafkaException) as typo:
+        _alter_broker(broker.bootstrap, "sasl.kerberos.min.time.before.relogn", "1")
+    assert typo.value.args[0].name() == "INVALID_CONFIG"
+    assert "sasl.kerberos.min.time.before.relogin" in typo.value.args[0].str()
+    with pytest.raises(KafkaException) as read_only:  # Kafka: "Cannot update these configs dynamically"
+        _alter_broker(broker.bootstrap, "sasl.oauthbearer.scope", "x")
+    assert read_only.value.args[0].name() == "INVALID_REQUEST"
+    with pytest.raises(KafkaException) as bad_value:
+        _alter_broker(broker.bootstrap, "sasl.kerberos.min.time.before.relogin", "soon")
+    assert bad_value.value.args[0].name() == "INVALID_CONFIG"
