@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.testing.embedded import EmbeddedBroker
@@ -29,7 +29,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
                  replica_assignment=None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if replica_assignment is not None:
-        topic = NewTopic(name, replica_assignment=replica_assignment, config=config or {})
+        topic = NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment, config=config or {})
     else:
         topic = NewTopic(name, partitions, 1, config=config or {})
     admin.create_topics([topic])[name].result(30)
@@ -323,3 +323,34 @@ def test_broker_config_typos_and_kafka_read_only_properties_are_still_refused(br
     with pytest.raises(KafkaException) as bad_value:
         _alter_broker(broker.bootstrap, "sasl.kerberos.min.time.before.relogin", "soon")
     assert bad_value.value.args[0].name() == "INVALID_CONFIG"
+
+
+# ---- item 5: CreateTopics with a manual replica assignment on a single node ------------------------
+
+
+def _create_refusal(bootstrap: str, topic) -> KafkaError:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([topic])[topic.topic].result(30)
+    return refused.value.args[0]
+
+
+def test_a_manual_assignment_naming_this_broker_creates_the_topic(broker):
+    from confluent_kafka.admin import NewPartitions
+
+    create_topic(broker.bootstrap, "manual-1", replica_assignment=[[0], [0]])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.list_topics("manual-1", timeout=10).topics["manual-1"]
+    assert {p: m.replicas for p, m in described.partitions.items()} == {0: [0], 1: [0]}
+    admin.create_partitions([NewPartitions("manual-1", 3, replica_assignment=[[0]])])["manual-1"].result(30)
+    assert len(admin.list_topics("manual-1", timeout=10).topics["manual-1"].partitions) == 3
+    produce(broker.bootstrap, "manual-1", [b"a"])
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ([[1]], "The manual partition assignment includes broker 1, but no such broker is registered."),
+    ([[0, 0]], "The manual partition assignment includes the broker 0 more than once."),
+])
+def test_a_manual_assignment_is_checked_as_kafka_checks_it(broker, assignment, message):
+    error = _create_refusal(broker.bootstrap, NewTopic("manual-bad", len(assignment), replica_assignment=assignment))
+    assert (error.name(), error.str()) == ("INVALID_REPLICA_ASSIGNMENT", f"INVALID_REPLICA_ASSIGNMENT: {message}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from eoslog.cluster.election import ReplicaAssignmentError, check_manual_assignments
 from eoslog.cluster.topic_configs import check_names
 from eoslog.cluster.topics import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from eoslog.protocol.errors import (
@@ -54,8 +55,8 @@ class TopicAdmin:
             if replication_factor not in (-1, 1):
                 raise InvalidReplicationFactorError(
                     f"replication factor {replication_factor} is larger than the 1 broker available")
-            if assignments:
-                raise InvalidRequestError("manual replica assignment is not supported on a single node")
+            if assignments:  # Kafka takes one that names registered brokers: here, this one only
+                num_partitions = len(self._single_node_assignments(assignments))
             if validate_only:
                 return registry.create_topic(name, num_partitions, configs, validate_only=True), 1
             return await registry.create_topic_async(name, num_partitions, configs), 1
@@ -69,6 +70,14 @@ class TopicAdmin:
             validate_topic_name(name)
             return TopicInfo(name, NO_TOPIC_ID, len(replicas), configs), factor
         return await registry.topics.create(name, replicas, configs, timeout_s=timeout_s), factor
+
+    def _single_node_assignments(self, assignments: dict[int, list[int]], first_partition: int = 0
+                                 ) -> dict[int, tuple[int, ...]]:
+        try:
+            return check_manual_assignments(assignments, [self.registry.config.node_id], first_partition,
+                                            1 if first_partition else None)
+        except ReplicaAssignmentError as exc:
+            raise InvalidReplicaAssignmentError(str(exc)) from None
 
     def resolve(self, name: str | None, topic_id: uuid.UUID | None) -> str:
         """A topic named by name or (DeleteTopics v6) by id; internal topics may not be touched."""
@@ -93,6 +102,12 @@ class TopicAdmin:
         if count <= info.partitions:
             raise InvalidPartitionsError(
                 f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
+        if not self._clustered and assignments:
+            if len(assignments) != count - info.partitions:
+                raise InvalidReplicaAssignmentError(
+                    f"Attempted to add {count - info.partitions} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.")
+            self._single_node_assignments(dict(enumerate(assignments, info.partitions)), info.partitions)
         if validate_only:
             return
         if not self._clustered:
