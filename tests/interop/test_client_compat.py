@@ -354,3 +354,36 @@ def test_a_manual_assignment_naming_this_broker_creates_the_topic(broker):
 def test_a_manual_assignment_is_checked_as_kafka_checks_it(broker, assignment, message):
     error = _create_refusal(broker.bootstrap, NewTopic("manual-bad", len(assignment), replica_assignment=assignment))
     assert (error.name(), error.str()) == ("INVALID_REPLICA_ASSIGNMENT", f"INVALID_REPLICA_ASSIGNMENT: {message}")
+
+
+# ---- item 6: protocol versions Kafka 4.0 dropped (KIP-896) that maintained tools still send ---------
+
+
+def test_list_offsets_v0_from_a_client_forced_to_kafka_0_9(broker):
+    """librdkafka without version negotiation, as for a 0.9 broker: its watermark query is ListOffsets v0
+    (what Sarama sends whatever it is configured for)."""
+    topic = f"old-offsets-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"])
+    old = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "old", "api.version.request": False,
+                    "broker.version.fallback": "0.9.0"})
+    try:
+        assert old.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 3)
+    finally:
+        old.close()
+
+
+def test_list_offsets_v0_from_kafka_python_pinned_to_0_10_0(broker):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    topic = f"old-offsets-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [b"a", b"b"])
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 0))
+    try:
+        partition = KafkaPythonPartition(topic, 0)
+        assert consumer.end_offsets([partition]) == {partition: 2}
+        assert consumer.beginning_offsets([partition]) == {partition: 0}
+    finally:
+        consumer.close()

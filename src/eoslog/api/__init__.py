@@ -21,7 +21,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "metadata": (3, 0, 13),
     "produce": (0, 3, 13),
     "fetch": (1, 4, 18),
-    "list_offsets": (2, 1, 10),
+    "list_offsets": (2, 0, 10),
     "create_topics": (19, 2, 7),
     "delete_topics": (20, 1, 6),
     "create_partitions": (37, 0, 3),
