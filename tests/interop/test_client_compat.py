@@ -387,3 +387,74 @@ def test_list_offsets_v0_from_kafka_python_pinned_to_0_10_0(broker):
         assert consumer.beginning_offsets([partition]) == {partition: 0}
     finally:
         consumer.close()
+
+
+def test_a_kafka_python_client_pinned_to_0_10_0_produces_and_consumes(broker):
+    """Produce v2 with magic 1 message sets and Fetch v2, converted up and down as Kafka 3.9 did; a
+    current client reads what the old one wrote, and the other way round."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    topic = f"old-format-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    old = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 0), compression_type="gzip",
+                        linger_ms=50)
+    try:
+        sent = [old.send(topic, key=b"k%d" % i, value=b"old %d" % i, timestamp_ms=1_700_000_000_000 + i)
+                for i in range(5)]
+        offsets = [future.get(timeout=15).offset for future in sent]
+    finally:
+        old.close()
+    assert offsets == [0, 1, 2, 3, 4]
+    produce(broker.bootstrap, topic, [b"new"])  # a v2 batch, read back below as magic 1
+
+    current = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "new-reader", "enable.auto.commit": False})
+    try:
+        current.assign([TopicPartition(topic, 0, 0)])
+        seen = []
+        while len(seen) < 6:
+            message = current.poll(10)
+            assert message is not None, seen
+            assert message.error() is None
+            seen.append((message.offset(), message.key(), message.value(), message.timestamp()[1]))
+    finally:
+        current.close()
+    assert seen[:5] == [(i, b"k%d" % i, b"old %d" % i, 1_700_000_000_000 + i) for i in range(5)]
+    assert seen[5][:3] == (5, b"k", b"new")
+
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 0), consumer_timeout_ms=10_000)
+    try:
+        reader.assign([KafkaPythonPartition(topic, 0)])
+        reader.seek_to_beginning()
+        read = [(m.offset, m.key, m.value, m.timestamp) for m, _ in zip(reader, range(6), strict=False)]
+    finally:
+        reader.close()
+    assert read[:5] == [(i, b"k%d" % i, b"old %d" % i, 1_700_000_000_000 + i) for i in range(5)]
+    assert read[5][:3] == (5, b"k", b"new")
+
+
+def test_librdkafka_forced_to_kafka_0_9_produces_and_consumes(broker):
+    """Produce v1 and Fetch v1 with magic 0 messages (no timestamps), as librdkafka talks to a 0.9 broker."""
+    topic = f"old-format-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    fallback = {"bootstrap.servers": broker.bootstrap, "api.version.request": False,
+                "broker.version.fallback": "0.9.0"}
+    producer = Producer({**fallback, "compression.codec": "snappy"})
+    delivered = []
+    for i in range(3):
+        producer.produce(topic, b"v%d" % i, key=b"k", on_delivery=lambda err, msg: delivered.append(
+            (err, msg.offset())))
+    assert producer.flush(30) == 0
+    assert delivered == [(None, 0), (None, 1), (None, 2)]
+    consumer = Consumer({**fallback, "group.id": "old-reader", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen = []
+        while len(seen) < 3:
+            message = consumer.poll(10)
+            assert message is not None, seen
+            assert message.error() is None, message.error()
+            seen.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    assert seen == [(i, b"k", b"v%d" % i) for i in range(3)]

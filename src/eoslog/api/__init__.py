@@ -19,8 +19,8 @@ from types import ModuleType
 APIS: dict[str, tuple[int, int, int]] = {
     "api_versions": (18, 0, 4),
     "metadata": (3, 0, 13),
-    "produce": (0, 3, 13),
-    "fetch": (1, 4, 18),
+    "produce": (0, 0, 13),
+    "fetch": (1, 0, 18),
     "list_offsets": (2, 0, 10),
     "create_topics": (19, 2, 7),
     "delete_topics": (20, 1, 6),

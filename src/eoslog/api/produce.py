@@ -23,12 +23,18 @@ partition's producer state (whose epoch the bumped markers raised) refuses it to
 broker coordinates the transactional id. When another broker does, the leader asks it with
 AddPartitionsToTxn v5 (VerifyOnly false), Kafka's broker-to-coordinator form, in place of the part 1
 DescribeTransactions question, with the same hold and the same guard.
+
+v0-v2, which Kafka 4.0 dropped (KIP-896), are served as Kafka 3.9 served them, for clients that still
+send them (docs/clients.md): their message sets (magic 0 or 1) are converted up to one v2 batch each on
+arrival (records/legacy.py), then take the path every batch takes; a set that does not parse is left as
+it came, and the log refuses it as corrupt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from typing import TYPE_CHECKING
 
 from eoslog.api import _leader_hints as leader_hints
@@ -56,9 +62,10 @@ if TYPE_CHECKING:
     from eoslog.protocol.messages import ProduceRequest
 
 API_KEY = 0
-MIN_VERSION = 3
+MIN_VERSION = 0
 MAX_VERSION = 13  # 12 = 11 plus transaction version 2's implicit add; 13 names topics by id (KIP-516)
 TOPIC_IDS_SINCE = 13
+OLDEST_V2_PRODUCE = 3  # Produce v3 (Kafka 0.11) is the first that carries v2 batches only
 IMPLICIT_ADD_SINCE = 12
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -108,9 +115,25 @@ def _resolve_topic_ids(services, request) -> None:
         topic_data.name = info.name if info is not None else None
 
 
+def _up_convert(request) -> None:
+    """Produce v0-v2: message sets of magic 0 or 1 as v2 batches (records/legacy.py)."""
+    from eoslog.records.legacy import magic_of, up_convert
+
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            if data.records and magic_of(data.records) in (0, 1):
+                try:
+                    data.records = up_convert(data.records)
+                except Exception:  # left as it came: the log refuses it as corrupt
+                    logging.getLogger(__name__).info("an old message set for %s does not parse", topic_data.name,
+                                                     exc_info=True)
+
+
 def _handle(context, request):
     if context.api_version >= TOPIC_IDS_SINCE:
         _resolve_topic_ids(context.services, request)
+    if context.api_version < OLDEST_V2_PRODUCE:
+        _up_convert(request)
     if request.acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
     # Kafka's order: the transactional id first (the whole request), then WRITE per topic.
