@@ -458,3 +458,57 @@ def test_librdkafka_forced_to_kafka_0_9_produces_and_consumes(broker):
     finally:
         consumer.close()
     assert seen == [(i, b"k", b"v%d" % i) for i in range(3)]
+
+
+def _committed_records(bootstrap: str, group: str) -> list:
+    """The group's OffsetCommitValues in __consumer_offsets, in log order."""
+    from eoslog.coordinator.group.log_format import OffsetCommitKey, decode_key, decode_offset_commit_value
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"].partitions
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                       "enable.auto.commit": False, "enable.partition.eof": True})
+    found = []
+    try:
+        reader.assign([TopicPartition("__consumer_offsets", p, 0) for p in partitions])
+        ended = set()
+        while len(ended) < len(partitions):
+            message = reader.poll(10)
+            assert message is not None
+            if message.error() is not None:
+                ended.add(message.partition())
+                continue
+            key = decode_key(message.key())
+            if isinstance(key, OffsetCommitKey) and key.group == group and message.value() is not None:
+                found.append((key.topic, key.partition, decode_offset_commit_value(message.value())))
+    finally:
+        reader.close()
+    return found
+
+
+def test_offset_commit_v1_keeps_the_clients_commit_timestamp(broker):
+    """OffsetCommit v1 (what librdkafka sends when told its broker is 0.8.2): stored with the commit time
+    the client gave, or the coordinator's clock for -1; read back with OffsetFetch."""
+    from eoslog.client.connection import BrokerConnection
+    from eoslog.protocol import messages
+
+    topic, group = f"v1-commit-{uuid.uuid4().hex[:6]}", f"v1-group-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    r = messages.OffsetCommitRequest
+    with BrokerConnection.from_bootstrap(broker.bootstrap) as wire:
+        response = wire.request(8, 1, r(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+            r.OffsetCommitRequestTopic(name=topic, partitions=[
+                r.OffsetCommitRequestPartition(partition_index=0, committed_offset=7,
+                                               commit_timestamp=1_600_000_000_000, committed_metadata="old"),
+                r.OffsetCommitRequestPartition(partition_index=1, committed_offset=9, commit_timestamp=-1,
+                                               committed_metadata=None)])]))
+    assert [(p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [(0, 0), (1, 0)]
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = reader.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+    finally:
+        reader.close()
+    assert [(c.partition, c.offset) for c in committed] == [(0, 7), (1, 9)]
+    stored = {partition: value for _, partition, value in _committed_records(broker.bootstrap, group)}
+    assert (stored[0].commit_timestamp, stored[0].metadata) == (1_600_000_000_000, "old")
+    assert stored[1].commit_timestamp > 1_700_000_000_000  # now, by the coordinator's clock

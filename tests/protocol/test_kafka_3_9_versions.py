@@ -18,14 +18,14 @@ from eoslog.records.compression import CompressionType
 from eoslog.records.control import ControlType, build_control_batch
 
 # Kafka 4.x's lowest version of each API (its ApiVersions), and the lower one eoslog serves instead.
-KAFKA_4_LOWEST = {0: 3, 1: 4, 2: 1}
-SERVED_LOWER = {0: 0, 1: 0, 2: 0}
+KAFKA_4_LOWEST = {0: 3, 1: 4, 2: 1, 8: 2}
+SERVED_LOWER = {0: 0, 1: 0, 2: 0, 8: 1}
 
 
 def test_only_the_listed_versions_go_below_kafka_4():
     assert schema.KAFKA_39_LOWEST_VERSIONS == {
         "ListOffsetsRequest": 0, "ListOffsetsResponse": 0, "FetchRequest": 0, "FetchResponse": 0,
-        "ProduceRequest": 0, "ProduceResponse": 0}
+        "ProduceRequest": 0, "ProduceResponse": 0, "OffsetCommitRequest": 1, "OffsetCommitResponse": 1}
     for key, lowest in SERVED_LOWER.items():
         assert schema.request_spec(key).valid_versions.low == schema.response_spec(key).valid_versions.low == lowest
         assert lowest < KAFKA_4_LOWEST[key]

@@ -37,7 +37,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "sync_group": (14, 0, 5),
     "heartbeat": (12, 0, 4),
     "leave_group": (13, 0, 5),
-    "offset_commit": (8, 2, 9),
+    "offset_commit": (8, 1, 9),
     "offset_fetch": (9, 1, 9),
     "list_groups": (16, 0, 5),
     "describe_groups": (15, 0, 6),

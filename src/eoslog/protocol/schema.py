@@ -281,7 +281,8 @@ def extension_spec_names() -> tuple[str, ...]:
 # that still send them (docs/clients.md lists which and why): spec name -> the lowest version. Kafka's
 # 4.x spec files keep these versions' fields, so only the valid range widens.
 KAFKA_39_LOWEST_VERSIONS = {"ListOffsetsRequest": 0, "ListOffsetsResponse": 0, "FetchRequest": 0, "FetchResponse": 0,
-                            "ProduceRequest": 0, "ProduceResponse": 0}
+                            "ProduceRequest": 0, "ProduceResponse": 0, "OffsetCommitRequest": 1,
+                            "OffsetCommitResponse": 1}
 
 
 @functools.cache

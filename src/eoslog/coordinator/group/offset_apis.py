@@ -36,6 +36,7 @@ class PartitionCommit(NamedTuple):
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+    commit_timestamp: int = -1  # OffsetCommit v1 only: the client's commit time (-1: the coordinator's now)
 
 
 class OffsetApis:
@@ -98,7 +99,8 @@ class OffsetApis:
     def _commit(self, group_id: str, offsets: list[PartitionCommit], now_ms: int, expire: int | None,
                 api: str, member_id: str, producer_id: int, producer_epoch: int) -> Result:
         tps = [TopicPartition(c.topic, c.partition) for c in offsets]
-        values = [(tp, OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata or "", now_ms, expire))
+        values = [(tp, OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata or "",
+                                         now_ms if c.commit_timestamp == -1 else c.commit_timestamp, expire))
                   for tp, c in zip(tps, offsets)]
         refused, plan = self.offsets.prepare_commit(
             group_id, values, metadata_max_bytes=self.config.offset_metadata_max_bytes,
