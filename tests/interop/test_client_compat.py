@@ -95,6 +95,63 @@ def test_consumer_protocol_assign_commit_refused_while_the_group_has_members(bro
         member.close()
 
 
+# ---- item 2: a group's regular expressions are resolved for the whole group -----------------------
+
+
+def test_two_consumer_protocol_members_on_one_regex_share_new_topics_without_a_revocation(broker):
+    import time
+
+    prefix = unique("rx")
+    group = unique("regex-group")
+    events: dict[str, list] = {"a": [], "b": []}
+    consumers = {}
+    for name in ("a", "b"):
+        consumers[name] = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                    "group.protocol": "consumer", "enable.auto.commit": False,
+                                    "topic.metadata.refresh.interval.ms": 500})
+
+        def record(kind, name=name):
+            return lambda _consumer, partitions: events[name].append(
+                (kind, sorted((p.topic, p.partition) for p in partitions)))
+
+        consumers[name].subscribe([f"^{prefix}-.*"], on_assign=record("assign"), on_revoke=record("revoke"))
+
+    def held(name) -> set:
+        out = set()
+        for kind, partitions in events[name]:
+            out = out | set(partitions) if kind == "assign" else out - set(partitions)
+        return out
+
+    def poll_until(condition, what: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {events}"
+            for consumer in consumers.values():
+                consumer.poll(0.1)
+
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        def members() -> int:
+            (future,) = admin.describe_consumer_groups([group]).values()
+            try:
+                return len(future.result(10).members)
+            except KafkaException as exc:  # not made yet: no member has heartbeated
+                assert exc.args[0].name() == "GROUP_ID_NOT_FOUND"
+                return 0
+
+        poll_until(lambda: members() == 2, "both members in the group")
+        create_topic(broker.bootstrap, f"{prefix}-1", partitions=2)
+        create_topic(broker.bootstrap, f"{prefix}-2", partitions=2)
+        poll_until(lambda: len(held("a")) == 2 and len(held("b")) == 2, "two partitions each")
+        assert held("a") | held("b") == {(f"{prefix}-{t}", p) for t in (1, 2) for p in (0, 1)}
+        revoked = [(n, partitions) for n in events for kind, partitions in events[n] if kind == "revoke" and partitions]
+        assert revoked == [], events
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+
+
 # ---- item 3: per-record validation on Produce (KIP-467) --------------------------------------------
 
 

@@ -533,3 +533,33 @@ def test_classic_members_carry_on_inside_a_consumer_group(ch, make_harness):
     assert ch.group("mix").state.name == "STABLE"
     assert ch.c.list_groups(types=["classic"])[0].group_id == "mix"
     assert ch.c.fetch_offsets("mix", [("t", min(kept[m1]))]).response.partitions[0].offset == 1
+
+
+def test_a_regex_is_resolved_for_the_whole_group_in_one_round(ch):
+    """Two members on one regex: topics that start to match reach both in the same assignment round, not
+    all to the member that heartbeats first and half back from it later (a needless revocation)."""
+    ch.topics = {"other": 2}
+    a = ch.hb("a", 0, subscribed_topic_regex="orders-.*")
+    b = ch.hb("b", 0, subscribed_topic_regex="orders-.*")
+    a = ch.hb("a", a.member_epoch, owned=a.assignment)
+    assert a.assignment == {} and b.assignment == {}
+    ch.topics.update({"orders-1": 2, "orders-2": 2})
+    a = ch.hb("a", a.member_epoch, owned=a.assignment)
+    group = ch.c.consumer.groups["cg"]
+    assert sum(len(ps) for ps in group.target["a"].values()) == 2  # half, b's half kept for b
+    assert sum(len(ps) for ps in group.target["b"].values()) == 2
+    b = ch.hb("b", b.member_epoch, owned=b.assignment)
+    assert sum(len(ps) for ps in b.assignment.values()) == 2
+    assert group.members["b"].regex_topics == {"orders-1", "orders-2"}
+
+
+def test_a_regex_is_shared_only_between_members_of_the_same_principal(ch):
+    ch.topics = {"other": 2}
+    a = ch.hb("a", 0, subscribed_topic_regex="o.*", may_describe=lambda t: True, principal="User:alice")
+    b = ch.hb("b", 0, subscribed_topic_regex="o.*", may_describe=lambda t: t != "orders", principal="User:bob")
+    ch.topics["orders"] = 2
+    ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=lambda t: True, principal="User:alice")
+    group = ch.c.consumer.groups["cg"]
+    assert group.members["b"].regex_topics == {"other"}  # bob's rights were never asked: unchanged
+    ch.hb("b", b.member_epoch, owned=b.assignment, may_describe=lambda t: t != "orders", principal="User:bob")
+    assert group.members["b"].regex_topics == {"other"} and group.members["a"].regex_topics == {"other", "orders"}
