@@ -569,3 +569,31 @@ def test_offset_commit_v1_keeps_the_clients_commit_timestamp(broker):
     stored = {partition: value for _, partition, value in _committed_records(broker.bootstrap, group)}
     assert (stored[0].commit_timestamp, stored[0].metadata) == (1_600_000_000_000, "old")
     assert stored[1].commit_timestamp > 1_700_000_000_000  # now, by the coordinator's clock
+
+
+# ---- found by kafka-python's own integration suite (docs/clients.md) --------------------------------
+
+
+def test_kafka_4_standard_authorizer_is_an_authorizer(tmp_path):
+    """A Kafka 4.x server.properties names org.apache.kafka.metadata.authorizer.StandardAuthorizer: the
+    broker starts with it and keeps ACLs (not SECURITY_DISABLED), as with Kafka's older names."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    properties = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                  "allow.everyone.if.no.acl.found": "true"}
+    with EmbeddedBroker(data_dir=tmp_path / "data", properties=properties) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap})
+        binding = AclBinding(ResourceType.TOPIC, "guarded", ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        (created,) = admin.create_acls([binding]).values()
+        created.result(15)
+        found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "guarded", ResourcePatternType.LITERAL,
+                                                     None, None, AclOperation.ANY, AclPermissionType.ANY)).result(15)
+        assert found == [binding]
