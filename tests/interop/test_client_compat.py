@@ -597,3 +597,26 @@ def test_kafka_4_standard_authorizer_is_an_authorizer(tmp_path):
         found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "guarded", ResourcePatternType.LITERAL,
                                                      None, None, AclOperation.ANY, AclPermissionType.ANY)).result(15)
         assert found == [binding]
+
+
+def test_a_reassignment_on_a_single_node_is_answered_as_kafka_answers_a_cluster_of_one(broker):
+    """kafka-python's own suite moves a partition to [the one broker]: done, nothing moves. A cancellation
+    finds no move in progress, and a target of another broker is refused with Kafka's words."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KafkaPythonPartition
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    topic = unique("reassign")
+    create_topic(broker.bootstrap, topic)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        partition = KafkaPythonPartition(topic, 0)
+        assert admin.alter_partition_reassignments({partition: [0]}) == {partition: None}
+        # per-partition errors come back as error classes, not raised
+        assert admin.alter_partition_reassignments({partition: None}) == {partition: NoReassignmentInProgressError}
+        assert admin.alter_partition_reassignments({partition: [1]}) == {
+            partition: InvalidReplicationAssignmentError}
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()
+    produce(broker.bootstrap, topic, [b"still served"])

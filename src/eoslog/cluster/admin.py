@@ -23,6 +23,7 @@ from eoslog.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 NO_TOPIC_ID = uuid.UUID(int=0)
 InvalidReplicaAssignmentError = error_for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
 NotControllerError = error_for_code(ErrorCode.NOT_CONTROLLER)
+NoReassignmentInProgressError = error_for_code(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
 
 
 class TopicAdmin:
@@ -139,14 +141,23 @@ class TopicAdmin:
         except NotController as exc:
             raise NotControllerError(str(exc)) from exc
 
-    def check_reassignments(self) -> None:
-        """AlterPartitionReassignments needs other brokers to move replicas to."""
-        if not self._clustered:
-            raise InvalidReplicaAssignmentError("a single node has no other broker to move replicas to")
-
     async def reassign(self, name: str, targets: dict[int, list[int] | None]) -> None:
-        self.check_reassignments()
+        if not self._clustered:
+            self._reassign_on_a_single_node(name, targets)
+            return
         await self.registry.topics.reassign(name, targets)
+
+    def _reassign_on_a_single_node(self, name: str, targets: dict[int, list[int] | None]) -> None:
+        """As Kafka answers on a cluster of one: a target naming registered brokers can only be this
+        broker, where every replica already is (done, nothing moves); a cancellation finds no move in
+        progress; a bad target is refused with Kafka's words."""
+        info = self.registry.topics.get(name)
+        for index, replicas in targets.items():
+            if info is None or not 0 <= index < info.partitions:
+                raise UnknownTopicOrPartitionError(f"topic partition {name}-{index} does not exist")
+            if replicas is None:
+                raise NoReassignmentInProgressError(f"no reassignment of {name}-{index} is in progress")
+            self._single_node_assignments({0: replicas})
 
     def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
         """ListPartitionReassignments: (topic, partition, replicas, adding, removing) of every partition
