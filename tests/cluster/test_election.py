@@ -52,6 +52,26 @@ class TestAssignment:
         with pytest.raises(ReplicaAssignmentError, match="unknown brokers"):
             election.check_manual_assignment([1, 9], [1, 2])
 
+    INCONSISTENT = ("The manual partition assignment includes a partition with 1 replica(s), but this is not "
+                    "consistent with previous partitions, which have 2 replica(s).")
+
+    @pytest.mark.parametrize(("manual", "first", "factor", "message"), [
+        ({0: []}, 0, None, "The manual partition assignment includes an empty replica list."),
+        ({0: [9, 7, 1]}, 0, None, "The manual partition assignment includes broker 7, but no such broker is registered."),
+        ({0: [2, 1, 2]}, 0, None, "The manual partition assignment includes the broker 2 more than once."),
+        ({0: [1, 2], 1: [1]}, 0, None, INCONSISTENT),
+        ({3: [1]}, 3, 2, INCONSISTENT),
+        ({0: [1], 2: [2]}, 0, None, "partitions should be a consecutive 0-based integer sequence"),
+    ])
+    def test_manual_assignments_are_refused_with_kafkas_words(self, manual, first, factor, message):
+        with pytest.raises(ReplicaAssignmentError) as refused:
+            election.check_manual_assignments(manual, [1, 2], first, factor)
+        assert str(refused.value) == message
+
+    def test_manual_assignments_keep_their_order_of_replicas(self):
+        assert election.check_manual_assignments({0: [2, 1], 1: [1, 2]}, [1, 2]) == {0: (2, 1), 1: (1, 2)}
+        assert election.check_manual_assignments({4: [2]}, [1, 2], 4, 1) == {4: (2,)}
+
 
 class TestElection:
     def test_new_partition_takes_live_replicas(self):

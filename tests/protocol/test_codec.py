@@ -53,7 +53,10 @@ def test_unknown_api_key():
     assert isinstance(info.value, InvalidRequest) and info.value.code == ErrorCode.INVALID_REQUEST
 
 
-@pytest.mark.parametrize("api_key,version", [(0, 2), (0, 14), (1, 3), (18, 5), (18, -1), (3, 200)])
+# below the lowest version: OffsetCommit v0 and OffsetFetch v0, whose offsets Kafka 3.9 kept in ZooKeeper
+# (Produce v0-v2, Fetch v0-v3 and OffsetCommit v1 are served as Kafka 3.9 served them:
+# tests/protocol/test_kafka_3_9_versions.py)
+@pytest.mark.parametrize("api_key,version", [(8, 0), (0, 14), (9, 0), (18, 5), (18, -1), (3, 200)])
 def test_unsupported_version_carries_the_header(api_key, version):
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(_header(api_key, version, 31, "kp") + b"\x00garbage")
@@ -241,7 +244,7 @@ def test_message_classes_follow_the_naming_rule():
     assert m().responses == [] and m().responses is not m().responses
     r = messages.ProduceRequest()
     assert r.transactional_id is None and r.topic_data == []
-    assert messages.ProduceRequest.API_KEY == 0 and str(messages.ProduceRequest.VALID_VERSIONS) == "3-13"
+    assert messages.ProduceRequest.API_KEY == 0 and str(messages.ProduceRequest.VALID_VERSIONS) == "0-13"  # v0-v2: Kafka 3.9's
     assert "FetchRequest" in dir(messages)
     with pytest.raises(AttributeError):
         _ = messages.NoSuchRequest

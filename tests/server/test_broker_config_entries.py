@@ -37,9 +37,11 @@ def test_every_implemented_property_is_described_and_none_that_is_only_ignored()
     assert not set(entries) & KAFKA_PROPERTIES_NOT_IMPLEMENTED
     # and every name a properties file may set is described (its time aliases and the old renamed one as
     # synonyms or not at all)
-    from eoslog.server.config import _RENAMED, _TIME_ALIASES
+    from eoslog.server.config import _RENAMED, _TIME_ALIASES, is_ignored_kafka_property
 
-    assert known_properties() - KAFKA_PROPERTIES_NOT_IMPLEMENTED - set(_TIME_ALIASES) - set(_RENAMED) <= set(entries)
+    implemented = {n for n in known_properties() if not is_ignored_kafka_property(n)}
+    assert implemented - set(_TIME_ALIASES) - set(_RENAMED) <= set(entries)
+    assert not {n for n in entries if is_ignored_kafka_property(n)}  # those only once given
     assert all(e.source == DEFAULT_CONFIG and e.read_only for e in entries.values())
     assert entries["log.segment.bytes"].value == "1073741824"  # the topic default it provides
     assert entries["max.connections"].value == str(2**31 - 1)  # Kafka's "no limit"
@@ -146,3 +148,30 @@ def test_values_read_from_zookeeper_that_do_not_parse_are_left_out(tmp_path, cap
     configs.replace_levels({"max.connections": "many", "max.connections.per.ip": "4"}, {"max.connections": "9"})
     assert (quotas.max_connections, quotas.max_per_ip) == (9, 4)  # the default, as the broker's own is invalid
     assert "ignoring dynamic broker config max.connections=many of 2" in caplog.text
+
+
+def test_kafka_properties_eoslog_ignores_are_kept_where_given_and_survive_a_restart(tmp_path):
+    """A Kafka broker property eoslog does not use (server/kafka_broker_properties.py): the properties
+    file's value is STATIC_BROKER_CONFIG, a dynamic one wins over it and is persisted, a password is never
+    shown, each entry carries the note that eoslog ignores it."""
+    from eoslog.server.kafka_broker_properties import IGNORED_NOTE
+
+    config, _, configs = dynamic(tmp_path, {"log.cleaner.threads": "1", "delegation.token.secret.key": "s3"})
+    asyncio.run(configs.alter(False, setting({"log.cleaner.threads": "4"})))
+    entries = {e.name: e for e in describe_broker_configs(config, None, True, dynamic=configs)}
+    cleaner = entries["log.cleaner.threads"]
+    assert (cleaner.value, cleaner.source, cleaner.read_only, cleaner.documentation) == (
+        "4", DYNAMIC_BROKER_CONFIG, False, IGNORED_NOTE)
+    assert [(s.value, s.source) for s in cleaner.synonyms] == [("4", DYNAMIC_BROKER_CONFIG),
+                                                                ("1", STATIC_BROKER_CONFIG)]
+    secret = entries["delegation.token.secret.key"]
+    assert (secret.value, secret.sensitive, secret.read_only) == (None, True, True)
+    with pytest.raises(InvalidRequestError, match="Cannot update these configs dynamically"):
+        check_alterable(config, ["delegation.token.secret.key"], configs)  # Kafka: read-only
+    with pytest.raises(InvalidConfigError, match="Not a number of type INT"):
+        asyncio.run(configs.alter(False, setting({"log.cleaner.threads": "four"})))
+    config, _, configs = dynamic(tmp_path)  # a restart reads what was acknowledged
+    assert {e.name: e.value for e in describe_broker_configs(config, ["log.cleaner.threads"], dynamic=configs)} == {
+        "log.cleaner.threads": "4"}
+    with pytest.raises(ConfigError, match="Not a number of type INT"):
+        configured({"log.cleaner.threads": "four"})

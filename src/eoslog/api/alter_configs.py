@@ -42,7 +42,7 @@ async def _alter(context, request):
             context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
             own = broker_configs.is_own(resource.resource_name)
             configs = _configs(resource)
-            broker_configs.check_alterable(configs)
+            broker_configs.check_alterable(configs, cluster_default=not own)
             await broker_configs.alter(not own, lambda _current, wanted=configs: dict(wanted), request.validate_only)
         elif resource.resource_type != TOPIC:
             raise InvalidRequestError(f"only topic configs can be altered (resource type {resource.resource_type})")

@@ -80,7 +80,8 @@ def handle(context: RequestContext, request: ConsumerGroupHeartbeatRequest):
         subscribed_topic_names=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
         subscribed_topic_regex=request.subscribed_topic_regex if version >= 1 else None,
         server_assignor=request.server_assignor, owned=owned, client_id=context.client_id or "",
-        client_host=client_host(context), may_describe=may_describe)
+        client_host=client_host(context), may_describe=may_describe,
+        principal=None if may_describe is None else context.connection.principal)
     answer = group_coordinator(context).call("consumer_group_heartbeat", request.group_id, heartbeat,
                                    topics={info.name: info.partitions for info in infos})
     ids = {info.name: info.topic_id for info in infos}

@@ -51,7 +51,7 @@ class BrokerConfigResource(Protocol):
     def describe(self, resource_name: str, keys: Iterable[str] | None, include_synonyms: bool) -> list[Any]:
         """The entries (name, value, read_only, source, sensitive, synonyms, config_type) of the resource."""
 
-    def check_alterable(self, names: Iterable[str]) -> None:
+    def check_alterable(self, names: Iterable[str], cluster_default: bool = False) -> None:
         """Raises unless every name may be changed dynamically."""
 
     def alter(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],

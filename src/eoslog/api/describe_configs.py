@@ -40,7 +40,8 @@ def _broker_entries(services, resource, request) -> list:
         Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
               is_default=e.source == DEFAULT_CONFIG, is_sensitive=e.sensitive,
               synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in e.synonyms],
-              config_type=e.config_type, documentation=None)
+              config_type=e.config_type,
+              documentation=e.documentation if request.include_documentation else None)
         for e in described
     ]
 

@@ -9,6 +9,10 @@ UNKNOWN_TOPIC_ID for its partitions, and the response names topics by the ids as
 follower's id in ReplicaState. v16+ refused partitions name their current leader (KIP-951,
 api/_leader_hints.py). v17 and v18 add only tagged request fields for KRaft followers (a replica's
 directory id, its high watermark), which consumers never set and we do not need.
+
+v0-v3, which Kafka 4.0 dropped (KIP-896), are served as Kafka 3.9 served them, for clients that still
+send them (docs/clients.md): the records are converted down to the client's message format
+(records/legacy.py), so those answers are read and copied, not sent from the files.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from eoslog.protocol.messages import FetchRequest
 
 API_KEY = 1
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 18
 
 TopicResponse = FetchResponse.FetchableTopicResponse
@@ -194,7 +198,29 @@ async def _long_poll(services, request, denied, respond):
 
 
 def _respond(context, responses):
+    if context.api_version < OLDEST_V2_FETCH:
+        _down_convert(responses, magic=0 if context.api_version < 2 else 1)
     return leader_hints.add_to_fetch(context, _response(responses))
+
+
+OLDEST_V2_FETCH = 4  # Fetch v4 (Kafka 0.11) is the first that reads v2 batches
+
+
+def _down_convert(responses, magic: int) -> None:
+    """Fetch v0-v3: each partition's records as messages of the client's format (records/legacy.py). Read
+    now, on the loop, while the file regions are still the partition's."""
+    import os
+
+    from eoslog.log.region import FileRegion
+    from eoslog.records.legacy import down_convert
+
+    for topic in responses:
+        for partition in topic.partitions:
+            if not partition.records:
+                continue
+            data = b"".join(os.pread(piece.fd, piece.length, piece.position) if isinstance(piece, FileRegion)
+                            else bytes(piece) for piece in partition.records)
+            partition.records = down_convert(data, magic)
 
 
 def _response(responses):

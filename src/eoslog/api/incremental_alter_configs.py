@@ -58,7 +58,7 @@ async def _alter_broker(context, resource, validate_only: bool) -> None:
     broker_configs = context.services.broker_configs
     context.require(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
     own = broker_configs.is_own(resource.resource_name)
-    broker_configs.check_alterable([op.name for op in resource.configs])
+    broker_configs.check_alterable([op.name for op in resource.configs], cluster_default=not own)
     if not resource.configs:
         return
     for op in resource.configs:

@@ -5,11 +5,16 @@ for a topic without remote storage -- which every eoslog topic is: earliest-loca
 start offset, as earliest; latest-tiered (-5) is "nothing tiered", offset -1 with leader epoch -1;
 v10's TimeoutMs bounds remote lookups, and we do none. v11's earliest-pending-upload (-6, KIP-1023)
 is not advertised.
+
+v0, which Kafka 4.0 dropped (KIP-896), is served as Kafka 3.9 served it, since Go's Sarama sends it
+whatever version it is configured for (docs/clients.md): a list of up to MaxNumOffsets offsets, the
+newest first, taken from segment boundaries by their files' modification times (``legacy_offsets``).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 
 from eoslog.protocol.error_mapping import error_code_for
@@ -23,7 +28,7 @@ if TYPE_CHECKING:
     from eoslog.protocol.messages import ListOffsetsRequest
 
 API_KEY = 2
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 10
 
 LATEST = -1
@@ -71,6 +76,38 @@ def lookup(partition, timestamp: int, isolation_level: int) -> tuple[int, int]:
     return -1, -1
 
 
+def legacy_offsets(segments: list[tuple[int, int, int]], log_start: int, log_end: int, high_watermark: int,
+                   timestamp: int, max_offsets: int, now_ms: int) -> list[int]:
+    """ListOffsets v0's answer (Kafka 3.9's legacyFetchOffsetsBefore, for a consumer): ``segments`` are
+    (base offset, size in bytes, file modification time in ms), oldest first. The candidates are each
+    segment's base (no lower than the log start) stamped with its file's time, and the log end, stamped
+    now, when the active segment holds data; latest starts from the newest, earliest from the oldest,
+    another time from the newest stamped no later than it. Up to ``max_offsets`` are given, newest first,
+    none past the high watermark (which takes the place of those that were)."""
+    candidates = [(max(base, log_start), modified) for base, _, modified in segments]
+    if segments and segments[-1][1] > 0:
+        candidates.append((log_end, now_ms))
+    if timestamp == LATEST:
+        start = len(candidates) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(candidates) - 1
+        while start >= 0 and candidates[start][1] > timestamp:
+            start -= 1
+    count = max(0, min(max_offsets, start + 1))
+    offsets = sorted((candidates[start - j][0] for j in range(count)), reverse=True)
+    if any(offset > high_watermark for offset in offsets):
+        offsets = [high_watermark, *(offset for offset in offsets if offset <= high_watermark)]
+    return offsets
+
+
+def _legacy_lookup(partition, timestamp: int, max_offsets: int) -> list[int]:
+    segments = [(s.base_offset, s.size, int(os.fstat(s.fd).st_mtime * 1000)) for s in partition.log.segments]
+    return legacy_offsets(segments, partition.log_start_offset, partition.log_end_offset,
+                          partition.high_watermark, timestamp, max_offsets, int(time.time() * 1000))
+
+
 def handle(context: RequestContext, request: ListOffsetsRequest):
     services = context.services
     isolation = request.isolation_level if context.api_version >= 2 else 0
@@ -84,6 +121,11 @@ def handle(context: RequestContext, request: ListOffsetsRequest):
                 if topic.name not in described:
                     raise TopicAuthorizationFailedError(f"may not DESCRIBE {topic.name}")
                 partition = services.replicas.leader_partition(topic.name, wanted.partition_index)
+                if context.api_version == 0:
+                    old_style = _legacy_lookup(partition, wanted.timestamp, wanted.max_num_offsets)
+                    partitions.append(PartitionResponse(partition_index=wanted.partition_index, error_code=0,
+                                                        old_style_offsets=old_style))
+                    continue
                 timestamp, offset = lookup(partition, wanted.timestamp, isolation)
                 code = 0
                 epoch = partition.leader_epoch if partition.leader_epoch is not None else 0

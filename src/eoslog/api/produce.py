@@ -23,12 +23,18 @@ partition's producer state (whose epoch the bumped markers raised) refuses it to
 broker coordinates the transactional id. When another broker does, the leader asks it with
 AddPartitionsToTxn v5 (VerifyOnly false), Kafka's broker-to-coordinator form, in place of the part 1
 DescribeTransactions question, with the same hold and the same guard.
+
+v0-v2, which Kafka 4.0 dropped (KIP-896), are served as Kafka 3.9 served them, for clients that still
+send them (docs/clients.md): their message sets (magic 0 or 1) are converted up to one v2 batch each on
+arrival (records/legacy.py), then take the path every batch takes; a set that does not parse is left as
+it came, and the log refuses it as corrupt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from typing import TYPE_CHECKING
 
 from eoslog.api import _leader_hints as leader_hints
@@ -36,6 +42,7 @@ from eoslog.api._deadlines import deadlines_for
 from eoslog.cluster.topics import INTERNAL_TOPICS
 from eoslog.coordinator.runtime import Ownership
 from eoslog.log.eager_future import EagerFuture
+from eoslog.log.record_validation import RecordValidationError
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -55,13 +62,15 @@ if TYPE_CHECKING:
     from eoslog.protocol.messages import ProduceRequest
 
 API_KEY = 0
-MIN_VERSION = 3
+MIN_VERSION = 0
 MAX_VERSION = 13  # 12 = 11 plus transaction version 2's implicit add; 13 names topics by id (KIP-516)
 TOPIC_IDS_SINCE = 13
+OLDEST_V2_PRODUCE = 3  # Produce v3 (Kafka 0.11) is the first that carries v2 batches only
 IMPLICIT_ADD_SINCE = 12
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+RecordError = ProduceResponse.BatchIndexAndErrorMessage
 NO_TIMESTAMP = -1
 NOTHING_REFUSED: dict = {}  # never written to
 REMOTE_VERIFY_TIMEOUT_S = 10.0
@@ -72,10 +81,24 @@ _RETRIABLE_VERIFY_CODES = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_CO
 
 
 def _partition_response(index: int, code: int, base_offset: int = -1, log_append_time: int = NO_TIMESTAMP,
-                        log_start_offset: int = -1, message: str | None = None) -> PartitionResponse:
+                        log_start_offset: int = -1, message: str | None = None,
+                        record_errors: list | None = None) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=base_offset,
                              log_append_time_ms=log_append_time, log_start_offset=log_start_offset,
-                             record_errors=[], error_message=message)
+                             record_errors=record_errors or [], error_message=message)
+
+
+def _refusal(index: int, exc: Exception, partition) -> PartitionResponse:
+    """A partition's failed append. Records refused one by one (log/record_validation.py, and any
+    extension's RecordCheck) are named in KIP-467's ``record_errors`` (v8+; older versions carry only
+    the error code), with the log start offset as Kafka answers them."""
+    code = error_code_for(exc)
+    if isinstance(exc, RecordValidationError):
+        return _partition_response(index, code, log_start_offset=partition.log_start_offset, message=str(exc),
+                                   record_errors=[RecordError(batch_index=e.batch_index,
+                                                              batch_index_error_message=e.message)
+                                                  for e in exc.record_errors])
+    return _partition_response(index, code, message=str(exc) or None)
 
 
 def handle(context: RequestContext, request: ProduceRequest):
@@ -92,9 +115,25 @@ def _resolve_topic_ids(services, request) -> None:
         topic_data.name = info.name if info is not None else None
 
 
+def _up_convert(request) -> None:
+    """Produce v0-v2: message sets of magic 0 or 1 as v2 batches (records/legacy.py)."""
+    from eoslog.records.legacy import magic_of, up_convert
+
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            if data.records and magic_of(data.records) in (0, 1):
+                try:
+                    data.records = up_convert(data.records)
+                except Exception:  # left as it came: the log refuses it as corrupt
+                    logging.getLogger(__name__).info("an old message set for %s does not parse", topic_data.name,
+                                                     exc_info=True)
+
+
 def _handle(context, request):
     if context.api_version >= TOPIC_IDS_SINCE:
         _resolve_topic_ids(context.services, request)
+    if context.api_version < OLDEST_V2_PRODUCE:
+        _up_convert(request)
     if request.acks not in (-1, 0, 1):
         raise InvalidRequiredAcksError(f"acks must be -1, 0 or 1, got {request.acks}")
     # Kafka's order: the transactional id first (the whole request), then WRITE per topic.
@@ -242,6 +281,7 @@ def _append(context, request, verified=frozenset(), refused=None):
                 code, message = refused[(topic_data.name, data.index)]
                 partition_responses.append(_partition_response(data.index, int(code), message=message))
                 continue
+            partition = None
             try:
                 if topic_data.name is None:
                     raise UnknownTopicIdError(f"no topic has the id {topic_data.topic_id}")
@@ -255,8 +295,7 @@ def _append(context, request, verified=frozenset(), refused=None):
                 info = partition.append(data.records, transactional_id=request.transactional_id,
                                         verified=(topic_data.name, data.index) in verified)
             except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
-                code = error_code_for(exc)
-                partition_responses.append(_partition_response(data.index, code, message=str(exc) or None))
+                partition_responses.append(_refusal(data.index, exc, partition))
                 continue
             response = _partition_response(
                 data.index, 0, info.first_offset, info.log_append_time, partition.log_start_offset

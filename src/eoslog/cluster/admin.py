@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from eoslog.cluster.election import ReplicaAssignmentError, check_manual_assignments
 from eoslog.cluster.topic_configs import check_names
 from eoslog.cluster.topics import INTERNAL_TOPICS, TopicInfo, validate_topic_name
 from eoslog.protocol.errors import (
@@ -22,6 +23,7 @@ from eoslog.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 NO_TOPIC_ID = uuid.UUID(int=0)
 InvalidReplicaAssignmentError = error_for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
 NotControllerError = error_for_code(ErrorCode.NOT_CONTROLLER)
+NoReassignmentInProgressError = error_for_code(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
 
 
 class TopicAdmin:
@@ -54,8 +57,8 @@ class TopicAdmin:
             if replication_factor not in (-1, 1):
                 raise InvalidReplicationFactorError(
                     f"replication factor {replication_factor} is larger than the 1 broker available")
-            if assignments:
-                raise InvalidRequestError("manual replica assignment is not supported on a single node")
+            if assignments:  # Kafka takes one that names registered brokers: here, this one only
+                num_partitions = len(self._single_node_assignments(assignments))
             if validate_only:
                 return registry.create_topic(name, num_partitions, configs, validate_only=True), 1
             return await registry.create_topic_async(name, num_partitions, configs), 1
@@ -69,6 +72,14 @@ class TopicAdmin:
             validate_topic_name(name)
             return TopicInfo(name, NO_TOPIC_ID, len(replicas), configs), factor
         return await registry.topics.create(name, replicas, configs, timeout_s=timeout_s), factor
+
+    def _single_node_assignments(self, assignments: dict[int, list[int]], first_partition: int = 0
+                                 ) -> dict[int, tuple[int, ...]]:
+        try:
+            return check_manual_assignments(assignments, [self.registry.config.node_id], first_partition,
+                                            1 if first_partition else None)
+        except ReplicaAssignmentError as exc:
+            raise InvalidReplicaAssignmentError(str(exc)) from None
 
     def resolve(self, name: str | None, topic_id: uuid.UUID | None) -> str:
         """A topic named by name or (DeleteTopics v6) by id; internal topics may not be touched."""
@@ -93,6 +104,12 @@ class TopicAdmin:
         if count <= info.partitions:
             raise InvalidPartitionsError(
                 f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
+        if not self._clustered and assignments:
+            if len(assignments) != count - info.partitions:
+                raise InvalidReplicaAssignmentError(
+                    f"Attempted to add {count - info.partitions} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.")
+            self._single_node_assignments(dict(enumerate(assignments, info.partitions)), info.partitions)
         if validate_only:
             return
         if not self._clustered:
@@ -124,14 +141,23 @@ class TopicAdmin:
         except NotController as exc:
             raise NotControllerError(str(exc)) from exc
 
-    def check_reassignments(self) -> None:
-        """AlterPartitionReassignments needs other brokers to move replicas to."""
-        if not self._clustered:
-            raise InvalidReplicaAssignmentError("a single node has no other broker to move replicas to")
-
     async def reassign(self, name: str, targets: dict[int, list[int] | None]) -> None:
-        self.check_reassignments()
+        if not self._clustered:
+            self._reassign_on_a_single_node(name, targets)
+            return
         await self.registry.topics.reassign(name, targets)
+
+    def _reassign_on_a_single_node(self, name: str, targets: dict[int, list[int] | None]) -> None:
+        """As Kafka answers on a cluster of one: a target naming registered brokers can only be this
+        broker, where every replica already is (done, nothing moves); a cancellation finds no move in
+        progress; a bad target is refused with Kafka's words."""
+        info = self.registry.topics.get(name)
+        for index, replicas in targets.items():
+            if info is None or not 0 <= index < info.partitions:
+                raise UnknownTopicOrPartitionError(f"topic partition {name}-{index} does not exist")
+            if replicas is None:
+                raise NoReassignmentInProgressError(f"no reassignment of {name}-{index} is in progress")
+            self._single_node_assignments({0: replicas})
 
     def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
         """ListPartitionReassignments: (topic, partition, replicas, adding, removing) of every partition

@@ -15,18 +15,27 @@ from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from eoslog.cluster.election import ReplicaAssignmentError, assign_replicas, check_manual_assignment
+from eoslog.cluster.election import (
+    ReplicaAssignmentError,
+    assign_replicas,
+    check_manual_assignment,
+    check_manual_assignments,
+)
 from eoslog.cluster.topics import TopicInfo, validate_topic_name
 from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, TopicAssignment
 from eoslog.protocol.errors import (
+    ErrorCode,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    error_for_code,
 )
 
 if TYPE_CHECKING:
     from eoslog.cluster.service import ClusterService
+
+InvalidReplicaAssignmentError = error_for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
 
 
 class ClusterTopics:
@@ -75,13 +84,12 @@ class ClusterTopics:
                         manual: dict[int, list[int]] | None = None, first_partition: int = 0
                         ) -> dict[int, tuple[int, ...]]:
         view = self.service.view
-        if manual:
-            if sorted(manual) != list(range(first_partition, first_partition + len(manual))):
-                raise InvalidPartitionsError("manual assignments must name partitions consecutively from 0")
+        if manual:  # a growing topic's new partitions have as many replicas as its others, as in Kafka
             try:
-                return {p: check_manual_assignment(r, view.brokers) for p, r in manual.items()}
+                return check_manual_assignments(manual, view.brokers, first_partition,
+                                                replication_factor if first_partition else None)
             except ReplicaAssignmentError as exc:
-                raise InvalidReplicationFactorError(str(exc)) from None
+                raise InvalidReplicaAssignmentError(str(exc)) from None
         racks = {b: r.rack for b, r in view.brokers.items()}
         try:
             return assign_replicas(racks, partitions, replication_factor, first_partition=first_partition,

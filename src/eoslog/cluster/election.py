@@ -95,6 +95,40 @@ def check_manual_assignment(replicas: Iterable[int], known_brokers: Iterable[int
     return replicas
 
 
+def check_manual_assignments(manual: Mapping[int, Iterable[int]], known_brokers: Iterable[int],
+                             first_partition: int = 0, replication_factor: int | None = None
+                             ) -> dict[int, tuple[int, ...]]:
+    """CreateTopics' and CreatePartitions' manual assignments checked as Kafka's controller checks them
+    (validateManualPartitionAssignment), with its words: each list not empty, every broker registered and
+    named once (checked in ascending id order, so the least offender is named), every list as long as the
+    ones before it (or as the topic's, when it grows), and the partitions consecutive from the first new
+    one."""
+    known = set(known_brokers)
+    checked: dict[int, tuple[int, ...]] = {}
+    for partition, replicas in manual.items():
+        replicas = tuple(replicas)
+        if not replicas:
+            raise ReplicaAssignmentError("The manual partition assignment includes an empty replica list.")
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in known:
+                raise ReplicaAssignmentError(f"The manual partition assignment includes broker {broker}, but "
+                                             "no such broker is registered.")
+            if broker == previous:
+                raise ReplicaAssignmentError(f"The manual partition assignment includes the broker {broker} "
+                                             "more than once.")
+            previous = broker
+        if replication_factor is not None and len(replicas) != replication_factor:
+            raise ReplicaAssignmentError(
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
+                f"this is not consistent with previous partitions, which have {replication_factor} replica(s).")
+        replication_factor = len(replicas)
+        checked[partition] = replicas
+    if sorted(checked) != list(range(first_partition, first_partition + len(checked))):
+        raise ReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
+    return checked
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the controller writes for one partition (``None`` state: create nothing yet)."""

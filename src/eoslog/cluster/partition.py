@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from eoslog.log.leader_epoch import LeaderEpochCache
 from eoslog.log.producer_state import CompletedTxn, Duplicate, ProducerStateTable
 from eoslog.log.producer_validation import AppendOrigin
+from eoslog.log.record_validation import RecordCheck, check_client_batch, validate_records
 from eoslog.log.transaction_index import AbortedTransactionIndex, AbortedTxn
 from eoslog.protocol.errors import (
     ErrorCode,
@@ -96,6 +97,9 @@ class Partition:
         # producer_epoch, topic, partition) for each transactional batch; raises when the partition is
         # not part of the producer's ongoing transaction.
         self.transaction_verifier = transaction_verifier
+        # Extensions' per-record rules for client batches (log/record_validation.py RecordCheck): each
+        # refused record becomes a KIP-467 record error and the batch is not appended.
+        self.record_checks: tuple[RecordCheck, ...] = ()
         self.producer_state = ProducerStateTable()
         # Transactions closed by a marker that is not below the high watermark yet: they still hold the
         # last stable offset back (Kafka's "unreplicated transactions"), so a read_committed consumer
@@ -167,6 +171,11 @@ class Partition:
             raise error_for_code(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)(
                 "a transactional batch needs the request's transactional id")
         now_ms = int(time.time() * 1000)
+        # Kafka's LogValidator, before producer state as in Kafka: the batch's rules, then its records'
+        # (a refused record fails the whole batch, naming each bad record: KIP-467).
+        check_client_batch(header, self.name)
+        validate_records(view, header, self.log.config, topic_partition=self.name, now_ms=now_ms,
+                         checks=self.record_checks)
         prepared = self.producer_state.prepare_append(header, now_ms)
         if isinstance(prepared, Duplicate):
             if not self.test_disable_duplicate_detection:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -107,6 +108,9 @@ class ReplicaManager:
         self.sole_broker = zk is None
         # Replicas whose new logs a worker thread is making: not served yet, and not asked for again.
         self._opening: set[tuple[str, int]] = set()
+        # The topic id each local replica (open or opening) was made for: a view whose topic has another
+        # id shows a topic deleted and made again, even when no view showed it gone (views coalesce).
+        self._incarnations: dict[tuple[str, int], uuid.UUID] = {}
         self.on_replicas_opened: Callable[[], None] = lambda: None  # the service reads the view again
         self.on_leaders_writable: Callable[[], None] = lambda: None  # the service wakes whoever waits
         self._new_leaders: list[tuple[tuple[str, int], Partition, int]] = []  # this view's, until durable
@@ -162,6 +166,12 @@ class ReplicaManager:
         self.fenced = False
         wanted: set[tuple[str, int]] = set()
         new_logs: dict[str, list[int]] = {}
+        # A replica of an earlier incarnation of a topic is not this one's (its records, epochs and
+        # state are the deleted topic's): it goes, and the loop below makes the new one.
+        stale = [tp for tp in self.partitions if tp not in self._opening and (assignment := view.topics.get(tp[0]))
+                 is not None and self._incarnations.get(tp, assignment.topic_id) != assignment.topic_id]
+        if stale:
+            self._remove(stale)
         for topic, assignment in view.topics.items():
             for index, replicas in assignment.replicas.items():
                 if self.broker_id not in replicas:
@@ -171,10 +181,14 @@ class ReplicaManager:
                 if tp not in self.partitions:
                     if tp in self._opening:
                         continue
+                    self._incarnations[tp] = assignment.topic_id
                     if not self.local.has_log(topic, index):
                         # Files to make: in a worker thread, so a 1,000-partition topic does not stop the
                         # loop for seconds. Its state is applied by the view read once they are open.
+                        # Marked opening now, not when the worker starts: a view applied meanwhile must
+                        # not ask for the same files again.
                         new_logs.setdefault(topic, []).append(index)
+                        self._opening.add(tp)
                         continue
                     self.local.open_replica(topic, index)
                 state = view.states.get(tp)
@@ -182,11 +196,9 @@ class ReplicaManager:
                     continue
                 self._apply_state(tp, replicas, state)
         removed = [tp for tp in self.partitions if tp not in wanted and tp[0] not in view.unreadable_topics]
-        for tp in removed:
-            # Deleted topic, or a replica moved elsewhere: this copy is no longer part of the cluster.
-            self._forget(tp)
         if removed:
-            self.local.remove_replicas(removed)
+            # Deleted topic, or a replica moved elsewhere: this copy is no longer part of the cluster.
+            self._remove(removed)
         if self._new_leaders:
             new_leaders, self._new_leaders = self._new_leaders, []
             self._spawn(self._take_writes(new_leaders))
@@ -200,17 +212,24 @@ class ReplicaManager:
                 self._tasks.add(asyncio.get_running_loop().create_task(fetcher.stop()))
                 del self.fetchers[broker_id]
 
+    def _remove(self, replicas: list[tuple[str, int]]) -> None:
+        for tp in replicas:
+            self._forget(tp)
+            self._incarnations.pop(tp, None)
+        self.local.remove_replicas(replicas)
+
     async def _open_new(self, new_logs: dict[str, list[int]]) -> None:
         opened = False
         for topic, indexes in new_logs.items():
             opening = {(topic, index) for index in indexes}
-            self._opening |= opening
             try:
                 await self.local.open_new_replicas(topic, indexes)
                 opened = True
             except Exception:
                 # Not read again at once (a full disk would make that a loop): the next view tries again.
                 log.exception("opening %d new replica(s) of %s failed", len(indexes), topic)
+                for tp in opening - self.partitions.keys():
+                    self._incarnations.pop(tp, None)
             finally:
                 self._opening -= opening
         if opened:

@@ -27,7 +27,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, int]] = {
     "max.message.bytes": ("1048588", 3),
     "message.timestamp.type": ("CreateTime", 2),
     "message.timestamp.before.max.ms": (LONG_MAX, 5),
-    "message.timestamp.after.max.ms": (LONG_MAX, 5),
+    "message.timestamp.after.max.ms": ("3600000", 5),  # Kafka 4.x: an hour ahead at most
     "min.cleanable.dirty.ratio": ("0.5", 6),
     "min.compaction.lag.ms": ("0", 5),
     "min.insync.replicas": ("1", 3),

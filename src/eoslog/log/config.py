@@ -46,6 +46,10 @@ class LogConfig:
     # else to rely on. Off, durability follows flush.messages / flush.ms. docs/durability.md.
     fsync_on_ack: bool = True
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    # How far a CreateTime record's timestamp may lie behind / ahead of the broker's clock (Kafka 4.x's
+    # defaults: any time in the past, at most an hour ahead); log/record_validation.py.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
     cleanup_policy: frozenset[str] = frozenset({"delete"})
@@ -180,6 +184,8 @@ _PROPERTY_BY_FIELD = {
     "flush_ms": "flush.ms",
     "fsync_on_ack": "eoslog.fsync.on.ack",
     "message_timestamp_type": "message.timestamp.type",
+    "message_timestamp_before_max_ms": "message.timestamp.before.max.ms",
+    "message_timestamp_after_max_ms": "message.timestamp.after.max.ms",
     "max_message_bytes": "max.message.bytes",
     "file_delete_delay_ms": "file.delete.delay.ms",
     "cleanup_policy": "cleanup.policy",
@@ -202,6 +208,8 @@ _RULES: dict[str, tuple[int, int]] = {
     "flush_messages": (1, LONG_MAX),
     "flush_ms": (0, LONG_MAX),
     "max_message_bytes": (0, INT_MAX),
+    "message_timestamp_before_max_ms": (0, LONG_MAX),
+    "message_timestamp_after_max_ms": (0, LONG_MAX),
     "file_delete_delay_ms": (0, LONG_MAX),
     "min_compaction_lag_ms": (0, LONG_MAX),
     "max_compaction_lag_ms": (1, LONG_MAX),
@@ -227,8 +235,6 @@ OTHER_TOPIC_PROPERTIES = frozenset(
         "local.retention.ms",
         "message.downconversion.enable",
         "message.format.version",
-        "message.timestamp.after.max.ms",
-        "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
         "min.insync.replicas",
         "preallocate",

@@ -23,6 +23,7 @@ responses, which always use v0 so that a client can read the reply whatever vers
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -276,6 +277,14 @@ def extension_spec_names() -> tuple[str, ...]:
     return _json_names(EXTENSION_PACKAGE)
 
 
+# Versions Kafka 4.0 removed (KIP-896) that eoslog still serves as Kafka 3.9 did, for maintained tools
+# that still send them (docs/clients.md lists which and why): spec name -> the lowest version. Kafka's
+# 4.x spec files keep these versions' fields, so only the valid range widens.
+KAFKA_39_LOWEST_VERSIONS = {"ListOffsetsRequest": 0, "ListOffsetsResponse": 0, "FetchRequest": 0, "FetchResponse": 0,
+                            "ProduceRequest": 0, "ProduceResponse": 0, "OffsetCommitRequest": 1,
+                            "OffsetCommitResponse": 1}
+
+
 @functools.cache
 def load_spec(name: str) -> MessageSpec:
     """The parsed spec ``name`` (e.g. ``"ProduceRequest"``); KeyError if there is none."""
@@ -287,7 +296,11 @@ def load_spec(name: str) -> MessageSpec:
         package = EXTENSION_PACKAGE
     else:
         raise KeyError(name)
-    return parse_spec(_spec_text(package, name))
+    spec = parse_spec(_spec_text(package, name))
+    lowest = KAFKA_39_LOWEST_VERSIONS.get(name)
+    if lowest is not None and lowest < spec.valid_versions.low:
+        spec = dataclasses.replace(spec, valid_versions=VersionRange(lowest, spec.valid_versions.high))
+    return spec
 
 
 def _spec_text(package: str, name: str) -> str:

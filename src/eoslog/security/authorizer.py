@@ -27,11 +27,12 @@ from eoslog.security.acl import (
 
 log = logging.getLogger(__name__)
 
-# The names ``authorizer.class.name`` accepts: Kafka's two ZooKeeper-era authorizers and ours. All mean
-# the same ACL semantics.
+# The names ``authorizer.class.name`` accepts: Kafka's two ZooKeeper-era authorizers, Kafka 4.x's
+# StandardAuthorizer (what a Kafka 4.x server.properties names) and ours. All mean the same ACL semantics.
 AUTHORIZER_CLASS_NAMES = frozenset({
     "kafka.security.authorizer.AclAuthorizer",
     "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "eoslog.security.AclAuthorizer",
 })
 

@@ -10,8 +10,11 @@ stay thin. Names, sources and types are Kafka's (DescribeConfigsResponse's Confi
 - DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG for the dynamic configs
   (server/dynamic_broker_configs.py), the only entries that are not read-only;
 - passwords and key material are sensitive: their value is null, as in Kafka;
-- an alter of any other broker property is refused with Kafka's words ("Cannot update these configs
-  dynamically"), never accepted and ignored.
+- an alter of any other property eoslog implements is refused with Kafka's words ("Cannot update these
+  configs dynamically"), never accepted and ignored;
+- a Kafka broker property eoslog does not use (server/kafka_broker_properties.py) is accepted where Kafka
+  accepts it: at start, and in an alter when Kafka's update mode allows it (not read-only; a per-broker one
+  not at the cluster-wide level). It is kept and listed, as it was given, with a note that eoslog ignores it.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class BrokerConfigEntry:
     sensitive: bool
     read_only: bool = True
     synonyms: tuple[Synonym, ...] = field(default=())
+    documentation: str | None = None
 
 
 def _optional(value) -> str | None:
@@ -190,7 +194,42 @@ def describe_broker_configs(config: BrokerConfig, keys: Iterable[str] | None = N
         entries.append(BrokerConfigEntry(name=name, value=None if sensitive else value, source=source,
                                          config_type=config_type, sensitive=sensitive, synonyms=synonyms,
                                          read_only=dynamic is None or name not in DYNAMIC_PROPERTIES))
+    entries += _ignored_entries(config, wanted, include_synonyms, dynamic)
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _ignored_entries(config: BrokerConfig, wanted: set[str] | None, include_synonyms: bool,
+                     dynamic) -> list[BrokerConfigEntry]:
+    """The Kafka broker properties this broker was given but does not use, as given: dynamic levels
+    first, then the properties file; each with a note that eoslog ignores it."""
+    from eoslog.server.kafka_broker_properties import IGNORED_NOTE, config_type, is_sensitive
+
+    levels = [] if dynamic is None else [(dynamic.per_broker, DYNAMIC_BROKER_CONFIG),
+                                         (dynamic.default, DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    levels.append((config.ignored_properties, STATIC_BROKER_CONFIG))
+    names = {n for level, _ in levels for n in level if broker_config.is_ignored_kafka_property(n)}
+    entries = []
+    for name in sorted(names):
+        if wanted is not None and name not in wanted:
+            continue
+        sensitive = is_sensitive(name)
+        found = [Synonym(name, None if sensitive else level[name], source) for level, source in levels
+                 if name in level]
+        entries.append(BrokerConfigEntry(
+            name=name, value=found[0].value, source=found[0].source, config_type=config_type(name),
+            sensitive=sensitive, read_only=dynamic is None or not keeps_dynamically(name),
+            synonyms=tuple(found) if include_synonyms else (), documentation=IGNORED_NOTE))
     return entries
+
+
+def keeps_dynamically(name: str) -> bool:
+    """A Kafka broker property eoslog does not use, that Kafka lets an alter change (not read-only), and
+    whose value is no secret (eoslog does not keep a password it has no use for)."""
+    from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
+
+    known = KAFKA_BROKER_PROPERTIES.get(name)
+    return (known is not None and known.dynamic and known.type != "password"
+            and broker_config.is_ignored_kafka_property(name))
 
 
 def describe_default_configs(dynamic, keys: Iterable[str] | None = None) -> list[BrokerConfigEntry]:
@@ -198,11 +237,17 @@ def describe_default_configs(dynamic, keys: Iterable[str] | None = None) -> list
     wanted = None if keys is None else set(keys)
     if dynamic is None:
         return []
-    return [BrokerConfigEntry(name=name, value=value, source=DYNAMIC_DEFAULT_BROKER_CONFIG,
-                              config_type=_value_and_type(BrokerConfig(), name)[1], sensitive=False,
-                              read_only=False,
-                              synonyms=(Synonym(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG),))
-            for name, value in sorted(dynamic.default.items()) if wanted is None or name in wanted]
+    from eoslog.server.kafka_broker_properties import IGNORED_NOTE, config_type
+
+    def entry(name: str, value: str) -> BrokerConfigEntry:
+        ignored = broker_config.is_ignored_kafka_property(name)
+        return BrokerConfigEntry(
+            name=name, value=value, source=DYNAMIC_DEFAULT_BROKER_CONFIG,
+            config_type=config_type(name) if ignored else _value_and_type(BrokerConfig(), name)[1],
+            sensitive=False, read_only=False, synonyms=(Synonym(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG),),
+            documentation=IGNORED_NOTE if ignored else None)
+
+    return [entry(name, value) for name, value in sorted(dynamic.default.items()) if wanted is None or name in wanted]
 
 
 def check_broker_resource(config: BrokerConfig, resource_name: str) -> bool:
@@ -220,28 +265,37 @@ def check_broker_resource(config: BrokerConfig, resource_name: str) -> bool:
     return True
 
 
-def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None) -> None:
-    """Raises unless every name is a dynamic config of this broker. An unknown name is INVALID_CONFIG
-    naming the closest known ones; a static one is Kafka's INVALID_REQUEST "Cannot update these configs
-    dynamically" naming the ones that are (``dynamic``: the broker's DynamicBrokerConfigs)."""
+def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None, cluster_default: bool = False) -> None:
+    """Raises unless every name is a dynamic config of this broker (``dynamic``: the broker's
+    DynamicBrokerConfigs), or a Kafka broker property eoslog keeps without using it that Kafka lets an
+    alter change. An unknown name is INVALID_CONFIG naming the closest known ones; a static one is Kafka's
+    INVALID_REQUEST "Cannot update these configs dynamically" naming the ones that are; a per-broker Kafka
+    property at the cluster-wide level (``cluster_default``) is Kafka's INVALID_REQUEST too."""
     from eoslog.server.dynamic_broker_configs import DYNAMIC_PROPERTIES
+    from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES, PER_BROKER
 
     names = list(dict.fromkeys(names))
     known = implemented_properties(config)
     for name in names:
-        if name not in known:
+        if name not in known and not broker_config.is_ignored_kafka_property(name):
             import difflib  # only for a mistyped name's hint
 
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            close = difflib.get_close_matches(name, [*known, *KAFKA_BROKER_PROPERTIES], n=3, cutoff=0.6)
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise InvalidConfigError(f"unknown broker config {name!r}{hint}")
-    static = [name for name in names if dynamic is None or name not in DYNAMIC_PROPERTIES]
+    static = [name for name in names
+              if dynamic is None or (name not in DYNAMIC_PROPERTIES and not keeps_dynamically(name))]
     if static:
         reason = (f"the dynamic ones are {', '.join(DYNAMIC_PROPERTIES)}" if dynamic is not None else
                   "this broker has no dynamic configs")
         raise InvalidRequestError(
             f"Cannot update these configs dynamically: {', '.join(static)} ({reason}; set the others in the "
             "properties file or with --set, and restart the broker)")
+    per_broker = [name for name in names if name in KAFKA_BROKER_PROPERTIES and name not in DYNAMIC_PROPERTIES
+                  and KAFKA_BROKER_PROPERTIES[name].update_mode == PER_BROKER]
+    if cluster_default and per_broker:
+        raise InvalidRequestError("Cannot update these configs at default cluster level, broker id must be "
+                                  f"specified: {', '.join(per_broker)}")
 
 
 class BrokerConfigResource:
@@ -262,8 +316,8 @@ class BrokerConfigResource:
             return describe_broker_configs(self._config, keys, include_synonyms, self._cluster_id, self._dynamic)
         return describe_default_configs(self._dynamic, keys)  # "": the dynamic defaults set, as in Kafka
 
-    def check_alterable(self, names: Iterable[str]) -> None:
-        check_alterable(self._config, names, self._dynamic)
+    def check_alterable(self, names: Iterable[str], cluster_default: bool = False) -> None:
+        check_alterable(self._config, names, self._dynamic, cluster_default)
 
     async def alter(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
                     validate_only: bool) -> None:

@@ -29,6 +29,8 @@ LOG_DEFAULTS = {
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
     "message.max.bytes": "max.message.bytes",
     "log.cleanup.policy": "cleanup.policy",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
@@ -167,7 +169,9 @@ _OTHER_PROPERTIES = frozenset({
 # the broker on the default. eoslog knows every name it accepts, and a typo of one of them is by far the
 # common mistake, so an unknown name is an error that suggests the nearest known one. The exception is a
 # real Kafka broker property eoslog has no use for (thread pools, socket buffers and other JVM-side tuning
-# in Kafka's stock server.properties): a Kafka config file must still start, so those warn and are ignored.
+# in Kafka's stock server.properties; every name of server/kafka_broker_properties.py eoslog does not
+# implement): a Kafka config file must still start, so those warn and are ignored. These older names are
+# not in Kafka 4.x's list but are still in many config files.
 KAFKA_PROPERTIES_NOT_IMPLEMENTED = frozenset({
     "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
     "background.threads", "queued.max.requests", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
@@ -179,12 +183,27 @@ KAFKA_PROPERTIES_NOT_IMPLEMENTED = frozenset({
 })
 
 
-def known_properties() -> frozenset[str]:
-    """Every broker property name set_property accepts exactly (prefix families aside)."""
+def implemented_names() -> frozenset[str]:
+    """Every broker property name eoslog acts on (prefix families aside)."""
     from eoslog.server.tls import SSL_PROPERTIES
 
     return frozenset({*LOG_DEFAULTS, *_TIME_ALIASES, *_RENAMED, *_SIMPLE_INTS, *_OTHER_PROPERTIES,
-                      *SSL_PROPERTIES, *SASL_PROPERTIES, *KAFKA_PROPERTIES_NOT_IMPLEMENTED})
+                      *SSL_PROPERTIES, *SASL_PROPERTIES})
+
+
+def is_ignored_kafka_property(name: str) -> bool:
+    """A Kafka broker property eoslog accepts but does not use."""
+    from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
+
+    return (name in KAFKA_PROPERTIES_NOT_IMPLEMENTED or name in KAFKA_BROKER_PROPERTIES) \
+        and name not in implemented_names()
+
+
+def known_properties() -> frozenset[str]:
+    """Every broker property name set_property accepts exactly (prefix families aside)."""
+    from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
+
+    return implemented_names() | KAFKA_PROPERTIES_NOT_IMPLEMENTED | KAFKA_BROKER_PROPERTIES.keys()
 
 
 def unknown_property_message(name: str) -> str:
@@ -402,6 +421,9 @@ class BrokerConfig:
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
+    # Kafka broker properties eoslog accepted but does not use (is_ignored_kafka_property), as given:
+    # DescribeConfigs reports them with a note that eoslog ignores them.
+    ignored_properties: dict[str, str] = field(default_factory=dict)
 
     def listeners(self) -> list:
         """Every listener, the primary first (its address as listen_host:listen_port say)."""
@@ -475,9 +497,17 @@ class BrokerConfig:
             self.set_property(name, value)
 
     def set_property(self, name: str, value: str) -> None:
+        if is_ignored_kafka_property(name):  # it configures nothing
+            from eoslog.server.kafka_broker_properties import value_error
+
+            error = value_error(name, value)
+            if error is not None:
+                raise ConfigError(error)
+            log.warning("ignoring %s=%s: a Kafka broker property eoslog does not implement", name, value)
+            self.ignored_properties[name] = value
+            return
         self._set_property(name, value)
-        if name not in KAFKA_PROPERTIES_NOT_IMPLEMENTED:  # ignored: it configures nothing
-            self.originals[name] = value  # only once accepted: a refused value is no source of anything
+        self.originals[name] = value  # only once accepted: a refused value is no source of anything
 
     def _set_property(self, name: str, value: str) -> None:
         if name in _TIME_ALIASES:
@@ -600,8 +630,6 @@ class BrokerConfig:
             self.schema_registry_command_config = value.strip() or None
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
-        elif name in KAFKA_PROPERTIES_NOT_IMPLEMENTED:
-            log.warning("ignoring %s=%s: a Kafka broker property eoslog does not implement", name, value)
         else:
             raise ConfigError(unknown_property_message(name))
 

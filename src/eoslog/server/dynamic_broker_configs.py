@@ -143,9 +143,19 @@ class DynamicBrokerConfigs:
         return None
 
     def check(self, configs: dict[str, str]) -> None:
-        """Every name dynamic and every value one that the properties file would take."""
+        """Every name dynamic and every value one that the properties file would take. A Kafka broker
+        property eoslog keeps without using it (server/broker_configs.py keeps_dynamically) needs only a
+        value of its type."""
+        from eoslog.server.broker_configs import keeps_dynamically
+        from eoslog.server.kafka_broker_properties import value_error
+
         scratch = replace(self.config, originals={}, log_defaults=dict(self.config.log_defaults))
         for name, value in configs.items():
+            if keeps_dynamically(name):
+                error = value_error(name, value)
+                if error is not None:
+                    raise InvalidConfigError(error)
+                continue
             if name not in DYNAMIC_PROPERTIES:
                 raise InvalidConfigError(f"{name} is not a dynamic broker config")
             try:

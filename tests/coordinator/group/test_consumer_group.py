@@ -267,6 +267,8 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     assert commit_error(member_id="a", generation_id=a.member_epoch - 1) is Errors.STALE_MEMBER_EPOCH
     assert commit_error(member_id="x", generation_id=a.member_epoch) is Errors.UNKNOWN_MEMBER_ID
     assert commit_error() is Errors.UNKNOWN_MEMBER_ID  # an admin commit while members are there
+    # librdkafka's self-named assign() consumer (KIP-1082): epoch -1 with an id the group never saw
+    assert commit_error(member_id="self-named", generation_id=-1) is Errors.UNKNOWN_MEMBER_ID
     txn = ch.answer(ch.run(ch.c.txn_commit_offsets("cg", 5, 0, commit, member_id="a",
                                                    generation_id=a.member_epoch + 1, now_ms=ch.now)))
     assert txn.partitions[0].error is Errors.STALE_MEMBER_EPOCH
@@ -277,6 +279,9 @@ def test_offset_commits_are_fenced_by_member_epoch(ch):
     assert ch.c.fetch_offsets("cg", None, member_id="x", member_epoch=1).response.error is Errors.UNKNOWN_MEMBER_ID
     ch.hb("a", -1)
     assert commit_error() is Errors.NONE
+    # With no members, Kafka accepts a negative epoch whatever the member id.
+    assert commit_error(member_id="self-named", generation_id=-1) is Errors.NONE
+    assert commit_error(member_id="a", generation_id=-1) is Errors.NONE
 
 
 def test_consumer_group_offsets_expire_by_commit_time_and_an_expired_empty_group_is_deleted(make_harness):
@@ -528,3 +533,33 @@ def test_classic_members_carry_on_inside_a_consumer_group(ch, make_harness):
     assert ch.group("mix").state.name == "STABLE"
     assert ch.c.list_groups(types=["classic"])[0].group_id == "mix"
     assert ch.c.fetch_offsets("mix", [("t", min(kept[m1]))]).response.partitions[0].offset == 1
+
+
+def test_a_regex_is_resolved_for_the_whole_group_in_one_round(ch):
+    """Two members on one regex: topics that start to match reach both in the same assignment round, not
+    all to the member that heartbeats first and half back from it later (a needless revocation)."""
+    ch.topics = {"other": 2}
+    a = ch.hb("a", 0, subscribed_topic_regex="orders-.*")
+    b = ch.hb("b", 0, subscribed_topic_regex="orders-.*")
+    a = ch.hb("a", a.member_epoch, owned=a.assignment)
+    assert a.assignment == {} and b.assignment == {}
+    ch.topics.update({"orders-1": 2, "orders-2": 2})
+    a = ch.hb("a", a.member_epoch, owned=a.assignment)
+    group = ch.c.consumer.groups["cg"]
+    assert sum(len(ps) for ps in group.target["a"].values()) == 2  # half, b's half kept for b
+    assert sum(len(ps) for ps in group.target["b"].values()) == 2
+    b = ch.hb("b", b.member_epoch, owned=b.assignment)
+    assert sum(len(ps) for ps in b.assignment.values()) == 2
+    assert group.members["b"].regex_topics == {"orders-1", "orders-2"}
+
+
+def test_a_regex_is_shared_only_between_members_of_the_same_principal(ch):
+    ch.topics = {"other": 2}
+    a = ch.hb("a", 0, subscribed_topic_regex="o.*", may_describe=lambda t: True, principal="User:alice")
+    b = ch.hb("b", 0, subscribed_topic_regex="o.*", may_describe=lambda t: t != "orders", principal="User:bob")
+    ch.topics["orders"] = 2
+    ch.hb("a", a.member_epoch, owned=a.assignment, may_describe=lambda t: True, principal="User:alice")
+    group = ch.c.consumer.groups["cg"]
+    assert group.members["b"].regex_topics == {"other"}  # bob's rights were never asked: unchanged
+    ch.hb("b", b.member_epoch, owned=b.assignment, may_describe=lambda t: t != "orders", principal="User:bob")
+    assert group.members["b"].regex_topics == {"other"} and group.members["a"].regex_topics == {"other", "orders"}

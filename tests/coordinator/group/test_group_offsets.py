@@ -58,14 +58,30 @@ def test_metadata_too_large_is_refused_per_partition(make_harness):
     assert fetch(h) == {("t", 1): (2, E.NONE)}
 
 
+def test_commit_with_negative_generation_into_an_empty_group_is_accepted_whatever_the_member_id(h):
+    """Kafka's ClassicGroup.validateOffsetCommit: a consumer that only used assign() may still carry a
+    member id of its own (librdkafka, KIP-1082)."""
+    assert h.answer(commit(h, group="simple", member_id="self-named", generation_id=-1)).error is E.NONE
+    assert h.answer(commit(h, group="simple", member_id="self-named", generation_id=-1,
+                           group_instance_id="static")).error is E.NONE
+    assert fetch(h, group="simple") == {("t", 0): (10, E.NONE)}
+    # a non-negative generation still needs the member
+    assert h.answer(commit(h, group="simple", member_id="self-named", generation_id=0)).error \
+        is E.UNKNOWN_MEMBER_ID
+
+
 def test_member_commit_checks_generation_and_member(h):
     a, b = h.stable_group(2)
     assert h.answer(commit(h, member_id=a, generation_id=1)).error is E.NONE
     assert h.answer(commit(h, member_id=a, generation_id=0)).error is E.ILLEGAL_GENERATION
     assert h.answer(commit(h, member_id="ghost", generation_id=1)).error is E.UNKNOWN_MEMBER_ID
-    # a commit without group management while the group has members
+    # a commit without group management while the group has members, also from a self-named
+    # assign() consumer (KIP-1082: a member id, generation -1)
     assert h.answer(commit(h)).error is E.UNKNOWN_MEMBER_ID
+    assert h.answer(commit(h, member_id="self-named", generation_id=-1)).error is E.UNKNOWN_MEMBER_ID
     assert h.answer(commit(h, group="gone", member_id=a, generation_id=3)).error is E.ILLEGAL_GENERATION
+    assert h.answer(commit(h, group="gone", member_id=a, generation_id=3, api_version=9)).error \
+        is E.GROUP_ID_NOT_FOUND  # Kafka 4.x from OffsetCommit v9
     h.join(a)  # PreparingRebalance: commits of the current generation are still fine (revocation)
     assert h.answer(commit(h, member_id=b, generation_id=1)).error is E.NONE
     h.join(b)  # CompletingRebalance

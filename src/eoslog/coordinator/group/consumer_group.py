@@ -52,6 +52,7 @@ class ConsumerHeartbeat:
     # Whether the member's principal may DESCRIBE a topic (None: no authorizer, every topic). A regex
     # only ever resolves to topics this allows (KAFKA-18813).
     may_describe: Callable[[str], bool] | None = None
+    principal: str | None = None  # whose rights may_describe checks (None without an authorizer)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class ConsumerGroup:
         return frozenset(names)
 
     def resolve_regex(self, member: ConsumerMember, topics: Mapping[str, int],
-                      may_describe: Callable[[str], bool] | None) -> bool:
+                      may_describe: Callable[[str], bool] | None, principal: str | None = None) -> bool:
         """Matches the member's regex against ``topics``, keeping those its principal may describe;
         True if that changes what the member is subscribed to (a new group epoch)."""
         before = self.subscribed_topics(member, topics)
@@ -126,7 +127,27 @@ class ConsumerGroup:
                                             and (may_describe is None or may_describe(t)))
         else:
             member.regex_topics = frozenset()
+        # whose rights resolved it: "" without an authorizer, None when rights were checked for an
+        # unnamed principal (then it is never shared)
+        member.regex_principal = "" if may_describe is None else principal
         return self.subscribed_topics(member, topics) != before
+
+    def resolve_regexes(self, member: ConsumerMember, topics: Mapping[str, int],
+                        may_describe: Callable[[str], bool] | None, principal: str | None) -> bool:
+        """The heartbeating member's regex, and those of the other members last resolved for the same
+        principal (the same rights, so the same answer): resolved together, as Kafka resolves a group's
+        regexes for the whole group, so that new matches reach every member in one assignment round
+        instead of all going to the first member to heartbeat and half coming back later. A member of
+        another principal keeps its own resolution until its own heartbeat. True for a new group epoch."""
+        changed = self.resolve_regex(member, topics, may_describe, principal)
+        rights = member.regex_principal
+        if rights is None:
+            return changed
+        for other in self.members.values():
+            if other is not member and other.subscribed_topic_regex and other.regex_topics is not None \
+                    and other.regex_principal == rights:
+                changed |= self.resolve_regex(other, topics, may_describe, principal)
+        return changed
 
     def topics_in_use(self) -> set[str]:
         """Every topic a member subscribes to, by name or through its regex as last resolved (Kafka's
@@ -194,7 +215,7 @@ class ConsumerGroup:
                 return self._error(Errors.FENCED_MEMBER_EPOCH, req,
                                    f"epoch {req.member_epoch}; the member is at {member.member_epoch}")
         bump |= self._update_member(member, req)
-        bump |= self.resolve_regex(member, topics, req.may_describe)
+        bump |= self.resolve_regexes(member, topics, req.may_describe, req.principal)
         self.advance(topics, bump)
         self.reconcile_member(member, req.owned, now_ms)
         member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
@@ -368,12 +389,17 @@ class ConsumerGroup:
         generation. The current epoch commits anything (as in Kafka); an older one only partitions the
         member has held since that epoch (KIP-1251), else STALE_MEMBER_EPOCH -- a commit that raced
         the member's own epoch bump is then accepted, one from before it lost a partition is not. A
-        commit without a member (epoch -1, no id) is an admin tool's, allowed only while the group is
-        empty -- or a transactional one from a pre-KIP-447 producer, accepted as the classic group does."""
+        commit with a negative epoch comes from outside group management (an admin tool, or a consumer
+        that used ``assign()``: librdkafka names such a consumer itself, KIP-1082, so its member id
+        need not be empty); as in Kafka it is allowed whenever the group has no members, whatever the
+        id. A transactional one without an id from a pre-KIP-447 producer is accepted as the classic
+        group does."""
         if self.state is G.DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE  # its tombstones are on their way
+        if member_epoch < 0 and not self.members:
+            return Errors.NONE
         if member_epoch < 0 and not member_id:
-            return Errors.NONE if transactional or not self.members else Errors.UNKNOWN_MEMBER_ID
+            return Errors.NONE if transactional else Errors.UNKNOWN_MEMBER_ID
         member = self.members.get(member_id)
         if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
             return Errors.UNKNOWN_MEMBER_ID

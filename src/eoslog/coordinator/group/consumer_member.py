@@ -70,6 +70,10 @@ class ConsumerMember:
     # another member's rights would hand it topics it may not see. Not persisted: None until the first
     # heartbeat after a load, and meanwhile the regex counts only the topics the member already had.
     regex_topics: frozenset[str] | None = None
+    # The principal regex_topics were resolved for ("": no authorizer): a member's heartbeat resolves
+    # the regexes of every member resolved for the same principal, so they all see new matches in the
+    # same assignment round (Kafka resolves a group's regexes for the whole group). Not persisted.
+    regex_principal: str | None = None
 
 
 @dataclass(frozen=True)

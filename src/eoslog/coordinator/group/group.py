@@ -188,9 +188,14 @@ class ClassicGroup:
 
     def validate_offset_commit(self, member_id: str, generation_id: int, group_instance_id: str | None,
                                transactional: bool) -> Errors:
-        """OffsetCommit / TxnOffsetCommit (KIP-447) fencing of a commit against this group."""
+        """OffsetCommit / TxnOffsetCommit (KIP-447) fencing of a commit against this group. A negative
+        generation into an Empty group is a commit from outside group management and is accepted
+        whatever member id it names (Kafka's ClassicGroup.validateOffsetCommit): librdkafka gives a
+        consumer that only used ``assign()`` a member id of its own (KIP-1082)."""
         if self.state is S.DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is S.EMPTY:
+            return Errors.NONE
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = self.validate_member(member_id, group_instance_id)
             if error is not Errors.NONE:

@@ -36,14 +36,16 @@ class PartitionCommit(NamedTuple):
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+    commit_timestamp: int = -1  # OffsetCommit v1 only: the client's commit time (-1: the coordinator's now)
 
 
 class OffsetApis:
     def commit_offsets(self, group_id: str, offsets: Iterable[PartitionCommit], *, member_id: str = "",
                        generation_id: int = -1, group_instance_id: str | None = None,
-                       retention_ms: int = -1, now_ms: int) -> Result:
-        """OffsetCommit. ``generation_id=-1`` and no member id: a commit from a client that does not
-        use group management (allowed only while the group has no members)."""
+                       retention_ms: int = -1, api_version: int = 8, now_ms: int) -> Result:
+        """OffsetCommit. ``generation_id=-1``: a commit from a client that does not use group management
+        (allowed only while the group has no members). A member's commit into a group that does not
+        exist is ILLEGAL_GENERATION before v9 and GROUP_ID_NOT_FOUND from v9 (Kafka 4.x)."""
         offsets = [PartitionCommit(*c) for c in offsets]
         error = self._check(group_id, allow_empty_id=True)
         if error is Errors.NONE and group_id in self.share.groups:
@@ -59,7 +61,8 @@ class OffsetApis:
             return self._commit(group_id, offsets, now_ms, expire, "offset_commit", member_id, NO_PRODUCER_ID, -1)
         group = self.groups.get(group_id)
         if error is Errors.NONE and group is None and generation_id >= 0:
-            error = Errors.ILLEGAL_GENERATION  # the group is gone, or the commit is from a stale member
+            # the group is gone, or the commit is from a stale member
+            error = Errors.GROUP_ID_NOT_FOUND if api_version >= 9 else Errors.ILLEGAL_GENERATION
         if error is Errors.NONE:
             group = self._get_or_create(group_id, now_ms)
             error = group.validate_offset_commit(member_id, generation_id, group_instance_id, False)
@@ -96,7 +99,8 @@ class OffsetApis:
     def _commit(self, group_id: str, offsets: list[PartitionCommit], now_ms: int, expire: int | None,
                 api: str, member_id: str, producer_id: int, producer_epoch: int) -> Result:
         tps = [TopicPartition(c.topic, c.partition) for c in offsets]
-        values = [(tp, OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata or "", now_ms, expire))
+        values = [(tp, OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata or "",
+                                         now_ms if c.commit_timestamp == -1 else c.commit_timestamp, expire))
                   for tp, c in zip(tps, offsets)]
         refused, plan = self.offsets.prepare_commit(
             group_id, values, metadata_max_bytes=self.config.offset_metadata_max_bytes,
