@@ -171,13 +171,14 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
         from eoslog.server.run import run
 
         run(config, port_file)
+    except (ListenerBindError, DataDirectoryError, LogDirectoryLockedError) as exc:
+        # The common mistakes (docs/operations.md "Common mistakes"): one line that says what and how to
+        # fix it, exit code 1, raised before anything is served. (A ListenerBindError is a ConfigError
+        # too, for an embedded broker's caller; its line needs no prefix.)
+        raise click.ClickException(str(exc)) from None
     except ConfigError as exc:
         raise click.ClickException(f"configuration error: {exc}") from None
     except BlockingIOError as exc:
-        raise click.ClickException(str(exc)) from None
-    except (ListenerBindError, DataDirectoryError, LogDirectoryLockedError) as exc:
-        # The common mistakes (docs/operations.md "Common mistakes"): one line that says what and how to
-        # fix it, exit code 1, raised before anything is served.
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
         from eoslog.cluster.zk.errors import ZooKeeperError

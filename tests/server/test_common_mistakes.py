@@ -90,7 +90,7 @@ def test_a_busy_metrics_or_console_port_is_one_line(tmp_path, option):
                         option, f"127.0.0.1:{port}")
     assert result.returncode == 1
     assert _last_line(result) == (f"Error: port 127.0.0.1:{port} is in use (another broker?) — stop it or choose "
-                                  f"another {option} HOST:PORT")
+                                  f"another {option} HOST:PORT (eoslog.{option[2:].replace('-', '.')})")
     assert "Traceback" not in result.stderr
     assert not data_dir.exists()
     assert not port_file.exists()

@@ -50,10 +50,14 @@ def test_create_describe_alter_and_delete_as_a_kafka_client_sees_them(eoslog_bro
     listed = json.loads(run("list", "-b", bootstrap, "--json", "--exclude-internal").output)
     assert listed == [{"topic": "orders", "partitions": 3, "replication_factor": 1, "internal": False}]
 
+    # Keyed: a compacted topic refuses a record without a key, as Kafka's does (KIP-467 record errors).
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    failed = []
     for n in range(5):
-        producer.produce("orders", value=b"v%d" % n, partition=1)
+        producer.produce("orders", key=b"k%d" % n, value=b"v%d" % n, partition=1,
+                         on_delivery=lambda err, _msg: err is not None and failed.append(err))
     assert producer.flush(10) == 0
+    assert failed == []
     [view] = json.loads(run("describe", "orders", "-b", bootstrap, "--json").output)
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
     try:

@@ -27,6 +27,7 @@ from eoslog.log.config import LogConfig
 from eoslog.log.data_dir_format import check_or_record
 from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
+from eoslog.server.group_settings import check_share_settings, group_settings
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
 from eoslog.server.listeners import ListenerBindError
 from eoslog.server.network import KafkaConnection, close_idle
@@ -126,7 +127,7 @@ class Broker:
                                                     self.registry.set_default_log_properties)
         # Share groups' settings checked now: a bad combination is a configuration error before anything
         # starts (the group coordinator that reads them is built on first use).
-        _check_share_settings(config)
+        check_share_settings(config)
         self.share_partitions = None  # share/manager.py: the share partitions led here, built on first use
         from eoslog.cluster.group_configs import GroupConfigs
 
@@ -375,7 +376,7 @@ class Broker:
         from eoslog.coordinator.group.shard import GroupShard
         from eoslog.coordinator.share.persister import LocalPersister
 
-        group_config, share_limits = _group_settings(self.config)
+        group_config, share_limits = group_settings(self.config)
         shard = GroupShard(self.coordinator_runtime, group_config, LocalPersister(lambda: self.coordinators),
                            group_configs=self.group_configs.get, share_limits=share_limits)
         shard.share_listeners.append(_ShareListener(self))
@@ -608,7 +609,7 @@ class Broker:
         try:
             self.metrics.start()
         except OSError as exc:
-            raise ListenerBindError.for_address(host, port, "--metrics-listen HOST:PORT", exc) from exc
+            raise ListenerBindError.for_address(host, port, "--metrics-listen HOST:PORT (eoslog.metrics.listen)", exc) from exc
 
     def _start_console(self) -> None:
         """Like the metrics endpoint: its port bound before the data directory is touched. The console
@@ -659,47 +660,3 @@ class _ShareListener:
     def group_deleted(self, group_id: str) -> None:
         if self._broker.share_partitions is not None:
             self._broker.share_partitions.group_deleted(group_id)
-
-
-def _check_share_settings(config: BrokerConfig) -> None:
-    """Kafka's startup checks of the group.share.* settings (GroupCoordinatorConfig, ShareGroupConfig)."""
-    for name in ("session.timeout.ms", "heartbeat.interval.ms", "record.lock.duration.ms"):
-        attribute = name.replace(".", "_")
-        low = getattr(config, f"group_share_min_{attribute}")
-        high = getattr(config, f"group_share_max_{attribute}")
-        if not low <= getattr(config, f"group_share_{attribute}") <= high:
-            raise ConfigError(f"group.share.{name} must lie between group.share.min.{name} and group.share.max.{name}")
-    if config.group_share_heartbeat_interval_ms >= config.group_share_session_timeout_ms:
-        raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
-
-
-def _group_settings(config: BrokerConfig):
-    """The group coordinator's GroupConfig and the share-group limits, from the broker's properties (built
-    with the group coordinator: importing coordinator/ waits for its first use)."""
-    from eoslog.coordinator.group.config import GroupConfig
-    from eoslog.coordinator.group.dynamic_configs import ShareLimits
-
-    try:
-        group_config = GroupConfig(
-            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=config.group_min_session_timeout_ms,
-            max_session_timeout_ms=config.group_max_session_timeout_ms,
-            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
-            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
-            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-            consumer_assignors=config.group_consumer_assignors,
-            share_session_timeout_ms=config.group_share_session_timeout_ms,
-            share_min_session_timeout_ms=config.group_share_min_session_timeout_ms,
-            share_max_session_timeout_ms=config.group_share_max_session_timeout_ms,
-            share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
-            share_min_heartbeat_interval_ms=config.group_share_min_heartbeat_interval_ms,
-            share_max_heartbeat_interval_ms=config.group_share_max_heartbeat_interval_ms,
-            share_max_size=config.group_share_max_size,
-            share_initialize_retry_interval_ms=config.group_share_initialize_retry_interval_ms)
-    except ValueError as exc:  # _check_share_settings refused these at start
-        raise ConfigError(str(exc)) from exc
-    limits = ShareLimits(config.group_share_record_lock_duration_ms, config.group_share_min_record_lock_duration_ms,
-                         config.group_share_max_record_lock_duration_ms, config.group_share_delivery_count_limit)
-    return group_config, limits

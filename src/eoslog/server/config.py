@@ -196,14 +196,25 @@ def is_ignored_kafka_property(name: str) -> bool:
     from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
 
     return (name in KAFKA_PROPERTIES_NOT_IMPLEMENTED or name in KAFKA_BROKER_PROPERTIES) \
-        and name not in implemented_names()
+        and name not in implemented_names() and not _is_listener_secret(name)
+
+
+def _is_listener_secret(name: str) -> bool:
+    """A credential of Kafka's for the listeners' TLS or SASL that eoslog takes in another form
+    (sasl.jaas.config, keystore passwords, PEM keys inline): ignored, the broker would secure its listeners
+    other than the operator believes, so it stays refused, naming the security properties eoslog takes."""
+    from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
+
+    known = KAFKA_BROKER_PROPERTIES.get(name)
+    return known is not None and known.type == "password" and name.startswith(("ssl.", "sasl."))
 
 
 def known_properties() -> frozenset[str]:
     """Every broker property name set_property accepts exactly (prefix families aside)."""
     from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
 
-    return implemented_names() | KAFKA_PROPERTIES_NOT_IMPLEMENTED | KAFKA_BROKER_PROPERTIES.keys()
+    return implemented_names() | KAFKA_PROPERTIES_NOT_IMPLEMENTED | {
+        n for n in KAFKA_BROKER_PROPERTIES if not _is_listener_secret(n) or n in implemented_names()}
 
 
 def unknown_property_message(name: str) -> str:

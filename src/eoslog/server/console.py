@@ -85,7 +85,7 @@ class ConsoleEndpoint:
         try:
             self.server = self._server_class(app, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
         except OSError as exc:
-            raise ListenerBindError.for_address(host, port, "--console-listen HOST:PORT", exc) from exc
+            raise ListenerBindError.for_address(host, port, "--console-listen HOST:PORT (eoslog.console.listen)", exc) from exc
         self.server.start()
         log.info("console on %s (through listener %s at %s, %s)", self.server.url, listener.name, bootstrap,
                  "writes allowed" if self.config.console_allow_writes else "read-only")

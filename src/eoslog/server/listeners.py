@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eoslog.security.properties import ConfigError
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 
@@ -25,9 +27,10 @@ class ListenerError(ValueError):
     pass
 
 
-class ListenerBindError(Exception):
+class ListenerBindError(ConfigError):
     """A listener's address could not be bound (a port in use, an address not of this machine); raised
-    before the broker touches its data directory, so nothing is left half-started."""
+    before the broker touches its data directory, so nothing is left half-started. A configuration error
+    to an embedded broker's caller: the setting named in the message must change."""
 
     @classmethod
     def from_os_error(cls, listener: Listener, flag: str, exc: OSError) -> ListenerBindError:

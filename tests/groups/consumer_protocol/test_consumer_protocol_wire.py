@@ -267,7 +267,7 @@ def test_groups_cli_shows_the_group_type(broker, conn):
     assert row == ["edge-cli", "consumer", "Stable", "consumer"]
     described = runner.invoke(groups_group, ["describe", "edge-cli", "-b", broker.bootstrap])
     assert described.exit_code == 0, described.output
-    assert "group edge-cli (consumer): Stable, protocol consumer/uniform, 1 members" in described.output
+    assert "group edge-cli (consumer): Stable, protocol consumer/uniform, 1 member\n" in described.output
     assert member_id in described.output and "orders:0,1" in described.output
 
 

@@ -109,7 +109,34 @@ class EmbeddedCluster:
             broker.wait_ready(timeout)
         self.wait_for(lambda s: len(s.brokers) == self._count and s.controller in self.brokers, timeout,
                       "every broker registered and a controller elected")
+        self._wait_for_complete_views(timeout)
         return self
+
+    def _wait_for_complete_views(self, timeout: float) -> None:
+        """Until each broker's own view lists every broker: ZooKeeper has the registrations before the
+        brokers' watches deliver them, and a CreateTopics answered meanwhile finds too few live brokers
+        for its replication factor (seen under load). Asked with Metadata on the plaintext listener; a
+        broker that does not answer there (TLS or SASL only) is not waited for."""
+        from eoslog.client.connection import BrokerConnection
+        from eoslog.protocol import messages
+
+        deadline = time.monotonic() + timeout
+        for broker in self.brokers.values():
+            while True:
+                try:
+                    conn = BrokerConnection("127.0.0.1", broker.port, timeout_s=5.0)
+                    try:
+                        response = conn.request(3, 4, messages.MetadataRequest(topics=[], allow_auto_topic_creation=False))
+                    finally:
+                        conn.close()
+                except Exception:  # noqa: BLE001 - not a plaintext listener: nothing to wait for here
+                    break
+                if len(response.brokers) >= self._count:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"cluster: broker at port {broker.port} sees {len(response.brokers)} of "
+                                       f"{self._count} brokers after {timeout} s\n{self.logs()}")
+                time.sleep(0.05)
 
     def stop(self, broker_timeout: float = 60.0) -> None:
         """SIGTERM to every broker, each SIGKILLed if it has not exited within ``broker_timeout``; then
