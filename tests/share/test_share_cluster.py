@@ -1,0 +1,224 @@
+"""Share groups on a 3-broker ZooKeeper cluster (issue 37 step 4, docs/share-groups.md): share partitions
+live on their partition's leader, their state on the share coordinator (the leader of the key's
+``__share_group_state`` partition), reached by Kafka's RPCs 83-87 when that is another broker.
+Unmodified confluent-kafka ShareConsumers; one cluster for the module (a test that kills a broker starts
+it again before it ends).
+
+Each test picks a group whose share coordinator is not the partition's leader, so the remote path is the
+one taken, and whose group coordinator is not the broker it kills (the group coordinator's own failover
+is tests/cluster/test_consumer_group_coordinator_move.py's)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from eoslog.client.connection import BrokerConnection
+from eoslog.cluster.zk import layout
+from eoslog.protocol import messages
+from eoslog.protocol.coordinator_partition import partition_for
+from eoslog.protocol.errors import ErrorCode
+from eoslog.testing.cluster import embedded_cluster
+
+pytestmark = pytest.mark.interop
+
+CHILD = Path(__file__).with_name("share_child.py")
+LOCK_MS = 2000
+STATE_PARTITIONS = 4  # share.coordinator.state.topic.num.partitions below
+OFFSETS_PARTITIONS = 4  # the embedded cluster's offsets.topic.num.partitions
+SHARE_STATE = "__share_group_state"
+PROPERTIES = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "200",
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.session.timeout.ms": "2000",
+    "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with embedded_cluster(3, tmp_path_factory.mktemp("share-cluster"), properties=PROPERTIES) as made:
+        _create_share_state_topic(made)
+        yield made
+
+
+# ---- the cluster --------------------------------------------------------------------------------------
+
+def _request(bootstrap: str, api_key: int, version: int, request):
+    wire = BrokerConnection.from_bootstrap(bootstrap)
+    try:
+        return wire.request(api_key, version, request)
+    finally:
+        wire.close()
+
+
+def _create_share_state_topic(cluster) -> None:
+    """FindCoordinator key type 2 creates ``__share_group_state`` (as the first share group would)."""
+    key = "g:" + base64.urlsafe_b64encode(bytes(16)).decode().rstrip("=") + ":0"
+    _request(cluster.broker(1).bootstrap, 10, 4, messages.FindCoordinatorRequest(key_type=2, coordinator_keys=[key]))
+    cluster.wait_for(lambda s: all(len(s.isr_of(SHARE_STATE, i)) == 3 for i in range(STATE_PARTITIONS)), 60,
+                     "__share_group_state led and in sync")
+
+
+def new_topic(cluster) -> tuple[str, uuid.UUID]:
+    name = "share-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 3, config={"min.insync.replicas": "2"})])[name].result(30)
+    cluster.wait_for(lambda s: len(s.isr_of(name, 0)) == 3, 60, f"{name} in sync")
+    data = cluster._client().get(layout.topic_path(name))[0]
+    return name, layout.TopicAssignment.decode(name, data).topic_id
+
+
+def share_key(group: str, topic_id: uuid.UUID, partition: int = 0) -> str:
+    return f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}:{partition}"
+
+
+def coordinators(cluster, group: str, topic_id: uuid.UUID) -> tuple[int, int]:
+    """(share coordinator, group coordinator) of the group's share partition 0, by ZooKeeper."""
+    state = cluster.state()
+    return (state.leader_of(SHARE_STATE, partition_for(share_key(group, topic_id), STATE_PARTITIONS)),
+            state.leader_of("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS)))
+
+
+def new_group(cluster, topic_id: uuid.UUID, fits) -> tuple[str, int]:
+    """A group for which ``fits(share coordinator, group coordinator)``, its configs set. Returns it and its
+    share coordinator."""
+    for _ in range(200):
+        group = "sg-" + uuid.uuid4().hex[:8]
+        share_coordinator, group_coordinator = coordinators(cluster, group, topic_id)
+        if fits(share_coordinator, group_coordinator):
+            break
+    else:
+        raise AssertionError("no group name fits")
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in
+        {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)}.items()])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    return group, share_coordinator
+
+
+def produce(cluster, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+
+def summary(bootstrap: str, group: str, topic_id: uuid.UUID):
+    """ReadShareGroupStateSummary of the share partition, asked of one broker's share coordinator."""
+    m = messages.ReadShareGroupStateSummaryRequest
+    answer = _request(bootstrap, 87, 1, m(group_id=group, topics=[m.ReadStateSummaryData(
+        topic_id=topic_id, partitions=[m.PartitionData(partition=0, leader_epoch=0)])]))
+    return answer.results[0].partitions[0]
+
+
+def restart(cluster, broker_id: int) -> None:
+    """The killed broker back, and every partition in sync again, for the next test."""
+    cluster.broker(broker_id).start()
+    cluster.wait_for(lambda s: broker_id in s.brokers and all(
+        len(isr) == 3 for (topic, _), isr in ((tp, s.isr_of(*tp)) for tp in s.partitions)
+        if not topic.startswith("__consumer")), 120, f"broker {broker_id} back in sync")
+
+
+# ---- consumers ----------------------------------------------------------------------------------------
+
+def share_consumer(cluster, group: str, topic: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def consume_until(consumer: ShareConsumer, done, on_message, timeout: float = 90.0) -> list:
+    seen: list = []
+    deadline = time.monotonic() + timeout
+    while not done(seen):
+        assert time.monotonic() < deadline, f"gave up after {len(seen)} messages"
+        for message in consumer.poll(0.5) or ():
+            assert message.error() is None, message.error()
+            seen.append(message)
+            on_message(consumer, message)
+    return seen
+
+
+def accept_ten_then_hold(cluster, group: str, topic: str, count: int) -> tuple[set[int], set[int], subprocess.Popen]:
+    """A member accepts the first ten records (commit_sync answered) and releases the rest; then a member
+    in a process of its own acquires some of those and holds them. Returns (accepted, held, that process)."""
+    consumer = share_consumer(cluster, group, topic)
+    accepted: set[int] = set()
+
+    def accept_ten(consumer, message):
+        if len(accepted) < 10:
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            accepted.add(message.offset())
+        else:
+            consumer.acknowledge(message, AcknowledgeType.RELEASE)
+
+    try:
+        consume_until(consumer, lambda s: len(accepted) >= 10, accept_ten)
+        assert all(error is None for error in consumer.commit_sync(30).values())
+    finally:
+        consumer.close()
+    child = subprocess.Popen([sys.executable, str(CHILD), cluster.bootstrap, group, topic], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    held = {offset for _, offset in json.loads(child.stdout.readline() or "[]")}
+    assert held and not held & accepted and held <= set(range(count))
+    return accepted, held, child
+
+
+def the_rest_once(cluster, group: str, topic: str, count: int, accepted: set[int], held: set[int]) -> None:
+    """No accepted record comes again; every other one does, once more than before (the held ones twice)."""
+    after = share_consumer(cluster, group, topic)
+    rest_expected = set(range(count)) - accepted
+    try:
+        rest = consume_until(after, lambda s: {m.offset() for m in s} >= rest_expected,
+                             lambda consumer, m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+        offsets = [m.offset() for m in rest]
+        assert not set(offsets) & accepted
+        assert sorted(set(offsets)) == sorted(rest_expected)
+        assert {m.offset(): m.delivery_count() for m in rest} == {o: 3 if o in held else 2 for o in rest_expected}
+        assert all(error is None for error in after.commit_sync(30).values())
+    finally:
+        after.close()
+
+
+# ---- tests ----------------------------------------------------------------------------------------------
+
+def test_the_share_coordinator_on_another_broker_keeps_the_state(cluster):
+    """The partition's leader reads and writes its share state at the share coordinator of another broker
+    (RPCs 83-87): that broker has the acknowledgements, the leader's own share coordinator does not."""
+    topic, topic_id = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, share_coordinator = new_group(cluster, topic_id, lambda share, _: share != leader)
+    produce(cluster, topic, 10)
+    consumer = share_consumer(cluster, group, topic)
+    try:
+        seen = consume_until(consumer, lambda s: len({m.offset() for m in s}) >= 10,
+                             lambda consumer, m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+        assert sorted({m.offset() for m in seen}) == list(range(10))
+        assert all(error is None for error in consumer.commit_sync(30).values())
+    finally:
+        consumer.close()
+    there = summary(cluster.broker(share_coordinator).bootstrap, group, topic_id)
+    assert (there.error_code, there.start_offset) == (0, 10)
+    assert summary(cluster.broker(leader).bootstrap, group, topic_id).error_code == ErrorCode.NOT_COORDINATOR
