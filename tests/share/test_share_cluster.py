@@ -222,3 +222,86 @@ def test_the_share_coordinator_on_another_broker_keeps_the_state(cluster):
     there = summary(cluster.broker(share_coordinator).bootstrap, group, topic_id)
     assert (there.error_code, there.start_offset) == (0, 10)
     assert summary(cluster.broker(leader).bootstrap, group, topic_id).error_code == ErrorCode.NOT_COORDINATOR
+
+
+def test_a_broker_not_leading_the_partition_refuses_share_fetch_and_acknowledge(cluster):
+    """ShareFetch and ShareAcknowledge to a follower: NOT_LEADER_OR_FOLLOWER, with the leader to go to."""
+    topic, topic_id = new_topic(cluster)
+    state = cluster.state()
+    leader = state.leader_of(topic, 0)
+    follower = next(b for b in state.brokers if b != leader)
+    group, member = "sg-" + uuid.uuid4().hex[:8], uuid.uuid4().hex
+    wire = BrokerConnection.from_bootstrap(cluster.broker(follower).bootstrap)
+    try:
+        f = messages.ShareFetchRequest
+        fetched = wire.request(78, 1, f(
+            group_id=group, member_id=member, share_session_epoch=0, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+            max_records=10, batch_size=10, topics=[f.FetchTopic(topic_id=topic_id, partitions=[f.FetchPartition(
+                partition_index=0, partition_max_bytes=0, acknowledgement_batches=[])])], forgotten_topics_data=[]))
+        assert fetched.error_code == 0
+        [answer] = fetched.responses[0].partitions
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) \
+            == (leader, state.epoch_of(topic, 0))
+        a = messages.ShareAcknowledgeRequest
+        acked = wire.request(79, 1, a(group_id=group, member_id=member, share_session_epoch=1, topics=[
+            a.AcknowledgeTopic(topic_id=topic_id, partitions=[a.AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[a.AcknowledgementBatch(
+                    first_offset=0, last_offset=0, acknowledge_types=[1])])])]))
+        assert acked.error_code == 0
+        [answer] = acked.responses[0].partitions
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert answer.current_leader.leader_id == leader
+    finally:
+        wire.close()
+
+
+def test_the_share_coordinators_broker_killed_loses_no_acknowledgement(cluster):
+    """SIGKILL of the share coordinator's broker while a member holds records: the state moves with its
+    ``__share_group_state`` partition; nothing accepted comes again, the rest comes once more, the held
+    records with their delivery count raised."""
+    topic, topic_id = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, share_coordinator = new_group(cluster, topic_id, lambda share, group: leader != share != group)
+    produce(cluster, topic, 20)
+    accepted, held, child = accept_ten_then_hold(cluster, group, topic, 20)
+    index = partition_for(share_key(group, topic_id), STATE_PARTITIONS)
+    epoch = cluster.state().epoch_of(SHARE_STATE, index)
+    try:
+        cluster.broker(share_coordinator).kill()
+    finally:
+        child.kill()
+        child.wait(10)
+    try:
+        moved = cluster.wait_for(lambda s: s.leader_of(SHARE_STATE, index) not in (None, -1, share_coordinator)
+                                 and s.epoch_of(SHARE_STATE, index) > epoch, 60, "the share coordinator moved")
+        the_rest_once(cluster, group, topic, 20, accepted, held)
+        state = summary(cluster.broker(moved.leader_of(SHARE_STATE, index)).bootstrap, group, topic_id)
+        assert (state.error_code, state.start_offset) == (0, 20)
+    finally:
+        restart(cluster, share_coordinator)
+
+
+def test_the_partition_leader_killed_hands_its_share_partition_on(cluster):
+    """SIGKILL of the partition's leader while a member holds records: the new leader reads the share
+    partition from the share coordinator with its newer leader epoch; nothing accepted comes again, the
+    rest comes once more, the held records with their delivery count raised (their acquisition was
+    persisted)."""
+    topic, topic_id = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, _ = new_group(cluster, topic_id, lambda share, group: leader not in (share, group))
+    produce(cluster, topic, 20)
+    accepted, held, child = accept_ten_then_hold(cluster, group, topic, 20)
+    epoch = cluster.state().epoch_of(topic, 0)
+    try:
+        cluster.broker(leader).kill()
+    finally:
+        child.kill()
+        child.wait(10)
+    try:
+        cluster.wait_for(lambda s: s.leader_of(topic, 0) not in (None, -1, leader) and s.epoch_of(topic, 0) > epoch,
+                         60, "the partition's leadership moved")
+        the_rest_once(cluster, group, topic, 20, accepted, held)
+    finally:
+        restart(cluster, leader)
+
