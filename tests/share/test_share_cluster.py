@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, ElectionType, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -305,3 +305,58 @@ def test_the_partition_leader_killed_hands_its_share_partition_on(cluster):
     finally:
         restart(cluster, leader)
 
+
+
+def test_a_leadership_that_comes_back_reads_the_state_again(cluster):
+    """The leader is paused (SIGSTOP) past its ZooKeeper session, so another broker leads and accepts more
+    records; resumed, it follows, and a preferred-leader election gives it the partition back: it serves
+    what the share coordinator has now, never the share partition it kept from its first leadership."""
+    topic, topic_id = new_topic(cluster)
+    state = cluster.state()
+    leader = state.leader_of(topic, 0)
+    assert leader == state.replicas[(topic, 0)][0]  # the preferred replica, so an election brings it back
+    group, _ = new_group(cluster, topic_id, lambda share, group: leader not in (share, group))
+    produce(cluster, topic, 20)
+    accept = lambda consumer, m: consumer.acknowledge(
+        m, AcknowledgeType.ACCEPT if m.offset() < 5 else AcknowledgeType.RELEASE)
+    first = share_consumer(cluster, group, topic)
+    try:
+        consume_until(first, lambda s: {m.offset() for m in s} >= set(range(5)), accept)
+        assert all(error is None for error in first.commit_sync(30).values())
+    finally:
+        first.close()
+    epoch = state.epoch_of(topic, 0)
+    cluster.broker(leader).pause()
+    try:
+        cluster.wait_for(lambda s: s.leader_of(topic, 0) not in (None, -1, leader) and s.epoch_of(topic, 0) > epoch,
+                         60, "another broker leads")
+        second = share_consumer(cluster, group, topic)
+        try:
+            seen = consume_until(second, lambda s: {m.offset() for m in s} >= set(range(5, 20)),
+                                 lambda consumer, m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+            assert not {m.offset() for m in seen} & set(range(5))
+            assert all(error is None for error in second.commit_sync(30).values())
+        finally:
+            second.close()
+    finally:
+        cluster.broker(leader).resume()
+    cluster.wait_for(lambda s: leader in s.isr_of(topic, 0), 60, "the old leader in sync again")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    cluster.wait_for(lambda s: s.leader_of(topic, 0) == leader, 60, "the old leader leads again")
+    produce_one(cluster, topic)  # offset 20: once it is seen, everything before it was offered
+    third = share_consumer(cluster, group, topic)
+    try:
+        seen = consume_until(third, lambda s: 20 in {m.offset() for m in s},
+                             lambda consumer, m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+        assert sorted({m.offset() for m in seen}) == [20]
+    finally:
+        third.close()
+    cluster.wait_for(lambda s: all(len(s.isr_of(*tp)) == 3 for tp in s.partitions
+                                   if not tp[0].startswith("__consumer")), 60, "all in sync")
+
+
+def produce_one(cluster, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer.produce(topic, value=b"marker", partition=0)
+    assert producer.flush(30) == 0
