@@ -99,7 +99,7 @@ def coordinators(cluster, group: str, topic_id: uuid.UUID) -> tuple[int, int]:
             state.leader_of("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS)))
 
 
-def new_group(cluster, topic_id: uuid.UUID, fits) -> tuple[str, int]:
+def new_group(cluster, topic_id: uuid.UUID, fits, lock_ms: int = LOCK_MS) -> tuple[str, int]:
     """A group for which ``fits(share coordinator, group coordinator)``, its configs set. Returns it and its
     share coordinator."""
     for _ in range(200):
@@ -111,7 +111,7 @@ def new_group(cluster, topic_id: uuid.UUID, fits) -> tuple[str, int]:
         raise AssertionError("no group name fits")
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in
-        {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)}.items()])
+        {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(lock_ms)}.items()])
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.incremental_alter_configs([resource])[resource].result(30)
     return group, share_coordinator
@@ -138,6 +138,9 @@ def restart(cluster, broker_id: int) -> None:
     cluster.wait_for(lambda s: broker_id in s.brokers and all(
         len(isr) == 3 for (topic, _), isr in ((tp, s.isr_of(*tp)) for tp in s.partitions)
         if not topic.startswith("__consumer")), 120, f"broker {broker_id} back in sync")
+    # leaders back to their preferred replicas, so the next test finds groups whose coordinators fit
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept alive until the answer comes
+    admin.elect_leaders(ElectionType.PREFERRED, None).result(30)
 
 
 # ---- consumers ----------------------------------------------------------------------------------------
@@ -354,6 +357,38 @@ def test_a_leadership_that_comes_back_reads_the_state_again(cluster):
         third.close()
     cluster.wait_for(lambda s: all(len(s.isr_of(*tp)) == 3 for tp in s.partitions
                                    if not tp[0].startswith("__consumer")), 60, "all in sync")
+
+
+def test_a_follower_leaving_the_isr_keeps_what_members_hold(cluster):
+    """A follower SIGKILLed: the controller takes it out of the ISR with a new leader epoch, but the leader
+    never stopped leading, so the records a member holds stay its own and it can accept them."""
+    topic, topic_id = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, share_coordinator = new_group(cluster, topic_id, lambda share, group: True, lock_ms=30_000)
+    group_coordinator = coordinators(cluster, group, topic_id)[1]
+    # a follower that is not the group coordinator; not the share coordinator either where the layout allows
+    followers = sorted(cluster.state().brokers - {leader, group_coordinator}, key=lambda b: b == share_coordinator)
+    follower = followers[0]
+    produce(cluster, topic, 10)
+    consumer = share_consumer(cluster, group, topic)
+    try:
+        held = consume_until(consumer, lambda s: len(s) > 0, lambda consumer, m: None)
+        epoch = cluster.state().epoch_of(topic, 0)
+        cluster.broker(follower).kill()
+        try:
+            cluster.wait_for(lambda s: follower not in s.isr_of(topic, 0) and s.epoch_of(topic, 0) > epoch, 60,
+                             "the follower out of the ISR, in a new leader epoch")
+            for message in held:
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            assert all(error is None for error in consumer.commit_sync(30).values())
+            produce_one(cluster, topic)  # offset 10
+            rest = consume_until(consumer, lambda s: 10 in {m.offset() for m in s},
+                                 lambda consumer, m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+            assert not {m.offset() for m in rest} & {m.offset() for m in held}
+        finally:
+            restart(cluster, follower)
+    finally:
+        consumer.close()
 
 
 def produce_one(cluster, topic: str) -> None:

@@ -26,8 +26,9 @@ Contract
   session closing or its connection dropping (share/fetch.py) gives back every record it holds here.
 - Leadership (a cluster, docs/share-groups.md step 4): share partitions live on their partition's leader.
   Every operation checks, under the share partition's lock, that this broker still leads the partition
-  (NOT_LEADER_OR_FOLLOWER otherwise) and that the value kept was loaded in the current leader epoch; a
-  value from an older leadership is dropped and read again from the share coordinator. Each read and
+  (NOT_LEADER_OR_FOLLOWER otherwise) and that the value kept is of the current leader epoch: on a new
+  epoch it is kept only if no other leader read the state since (ReadShareGroupStateSummary's leader
+  epoch is the last reader's), else dropped and read again from the share coordinator. Each read and
   write carries the partition's leader epoch, so the share coordinator fences an older leader's writes.
   :meth:`leadership_lost` (the replica manager's resignation) drops the partition's share partitions at
   once: their acquisitions are then the new leader's, read from what was persisted.
@@ -110,7 +111,8 @@ class _Holder:
     key: SharePartitionKey
     topic: str
     value: SharePartition | None = None
-    leader_epoch: int = -1  # the partition's leader epoch when ``value`` was read from the share coordinator
+    leader_epoch: int = -1  # the partition's leader epoch ``value`` is known to be exact in
+    read_epoch: int = -1  # the leader epoch ``value`` was read from the share coordinator with
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     waiters: set[asyncio.Future] = field(default_factory=set)
@@ -310,9 +312,7 @@ class SharePartitionManager:
         value = holder.value
         epoch = _leader_epoch(partition)
         if value is not None and holder.leader_epoch != epoch:
-            log.info("share partition %s: leader epoch %d, the state kept is of %d; reading it again", holder.key,
-                     epoch, holder.leader_epoch)
-            value = holder.value = None
+            value = await self._kept_across_epochs(holder, epoch)
         if value is not None:
             if value.config != config:  # a group config changed
                 value = holder.value = dataclasses.replace(value, config=config)
@@ -336,8 +336,25 @@ class SharePartitionManager:
             batches = tuple(StateBatch(b.first_offset, b.last_offset, RecordState.from_id(b.delivery_state),
                                        b.delivery_count) for b in state.state_batches)
             value = SharePartition.load(config, PersistedState(state.start_offset, state.state_epoch, batches))
-        holder.value, holder.leader_epoch = value, epoch
+        holder.value, holder.leader_epoch, holder.read_epoch = value, epoch, epoch
         return value
+
+    async def _kept_across_epochs(self, holder: _Holder, epoch: int) -> SharePartition | None:
+        """A new leader epoch of a partition this broker leads now: the value kept is still exact when no
+        other leader read the state since this one did (ZooKeeper mode also bumps the epoch when the ISR
+        shrinks, and views may coalesce a move away and back); the share coordinator's leader epoch is the
+        last reader's. Otherwise the value is dropped, to be read again."""
+        key = holder.key
+        summary = await self.persister.read_state_summary(key.group_id, key.topic_id, key.partition)
+        if summary.error is not ErrorCode.NONE:
+            raise _state_error(summary.error, summary.message)
+        if summary.state is not None and summary.state.leader_epoch == holder.read_epoch:
+            holder.leader_epoch = epoch
+            return holder.value
+        log.info("share partition %s: leader epoch %d, the state kept is of %d and another leader read it since; "
+                 "reading it again", key, epoch, holder.leader_epoch)
+        holder.value = None
+        return None
 
     def _arm(self, holder: _Holder) -> None:
         if holder.timer is not None:
