@@ -4,9 +4,9 @@ live on their partition's leader, their state on the share coordinator (the lead
 Unmodified confluent-kafka ShareConsumers; one cluster for the module (a test that kills a broker starts
 it again before it ends).
 
-Each test picks a group whose share coordinator is not the partition's leader, so the remote path is the
-one taken, and whose group coordinator is not the broker it kills (the group coordinator's own failover
-is tests/cluster/test_consumer_group_coordinator_move.py's)."""
+Each test picks a group whose coordinators suit it (by ZooKeeper's leaders): mostly a share coordinator
+that is not the partition's leader, so the RPC path is the one taken, and a group coordinator that is not
+the broker it stops, except in the test of the group coordinator's failover."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ PROPERTIES = {
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with embedded_cluster(3, tmp_path_factory.mktemp("share-cluster"), properties=PROPERTIES) as made:
-        _create_share_state_topic(made)
+        _create_internal_topics(made)
         yield made
 
 
@@ -71,12 +71,15 @@ def _request(bootstrap: str, api_key: int, version: int, request):
         wire.close()
 
 
-def _create_share_state_topic(cluster) -> None:
-    """FindCoordinator key type 2 creates ``__share_group_state`` (as the first share group would)."""
+def _create_internal_topics(cluster) -> None:
+    """FindCoordinator creates ``__share_group_state`` (key type 2) and ``__consumer_offsets`` (key type 0),
+    as the first share group would; both led and in sync before the tests pick groups by their leaders."""
     key = "g:" + base64.urlsafe_b64encode(bytes(16)).decode().rstrip("=") + ":0"
     _request(cluster.broker(1).bootstrap, 10, 4, messages.FindCoordinatorRequest(key_type=2, coordinator_keys=[key]))
-    cluster.wait_for(lambda s: all(len(s.isr_of(SHARE_STATE, i)) == 3 for i in range(STATE_PARTITIONS)), 60,
-                     "__share_group_state led and in sync")
+    _request(cluster.broker(1).bootstrap, 10, 4, messages.FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]))
+    cluster.wait_for(lambda s: all(len(s.isr_of(SHARE_STATE, i)) == 3 for i in range(STATE_PARTITIONS))
+                     and all(s.leader_of("__consumer_offsets", i) in s.brokers for i in range(OFFSETS_PARTITIONS)),
+                     60, "the internal topics led and in sync")
 
 
 def new_topic(cluster) -> tuple[str, uuid.UUID]:
@@ -130,6 +133,19 @@ def summary(bootstrap: str, group: str, topic_id: uuid.UUID):
     answer = _request(bootstrap, 87, 1, m(group_id=group, topics=[m.ReadStateSummaryData(
         topic_id=topic_id, partitions=[m.PartitionData(partition=0, leader_epoch=0)])]))
     return answer.results[0].partitions[0]
+
+
+def described(cluster, group: str, broker_id: int):
+    """ShareGroupDescribe at ``broker_id`` once it serves the group (a new coordinator loads it first)."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = _request(cluster.broker(broker_id).bootstrap, 77, 1, messages.ShareGroupDescribeRequest(
+            group_ids=[group], include_authorized_operations=False)).groups[0]
+        if answer.error_code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            assert answer.error_code == 0, answer
+            return answer
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.1)
 
 
 def restart(cluster, broker_id: int) -> None:
@@ -395,3 +411,40 @@ def produce_one(cluster, topic: str) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     producer.produce(topic, value=b"marker", partition=0)
     assert producer.flush(30) == 0
+
+
+def test_the_group_coordinators_broker_killed_the_member_goes_on(cluster):
+    """SIGKILL of the share group's coordinator: the new one loads the group from ``__consumer_offsets``;
+    the member goes on consuming, and nothing it accepted comes again."""
+    topic, topic_id = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, _ = new_group(cluster, topic_id, lambda share, group: group not in (leader, share))
+    group_coordinator = coordinators(cluster, group, topic_id)[1]
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    produce(cluster, topic, 10)
+    consumer = share_consumer(cluster, group, topic)
+    try:
+        consume_until(consumer, lambda s: {m.offset() for m in s} >= set(range(10)), lambda consumer, m:
+                      consumer.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 5 else AcknowledgeType.RELEASE))
+        assert all(error is None for error in consumer.commit_sync(30).values())
+        before = described(cluster, group, group_coordinator)
+        epoch = cluster.state().epoch_of("__consumer_offsets", index)
+        cluster.broker(group_coordinator).kill()
+        try:
+            moved = cluster.wait_for(lambda s: s.leader_of("__consumer_offsets", index) not in (
+                None, -1, group_coordinator) and s.epoch_of("__consumer_offsets", index) > epoch, 60,
+                "the group coordinator moved")
+            produce(cluster, topic, 10)  # offsets 10-19
+            rest = consume_until(consumer, lambda s: {m.offset() for m in s} >= set(range(5, 20)),
+                                 lambda consumer, m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+            assert not {m.offset() for m in rest} & set(range(5))
+            assert all(error is None for error in consumer.commit_sync(30).values())
+            # the same member at the same epochs: it went on, it did not join again
+            after = described(cluster, group, moved.leader_of("__consumer_offsets", index))
+            assert [(m.member_id, m.member_epoch) for m in after.members] \
+                == [(m.member_id, m.member_epoch) for m in before.members]
+            assert after.group_epoch == before.group_epoch
+        finally:
+            restart(cluster, group_coordinator)
+    finally:
+        consumer.close()
