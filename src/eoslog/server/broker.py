@@ -387,36 +387,13 @@ class Broker:
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from exc
 
-    def _share_partition_manager(self):
-        """share/manager.py: the share partitions this broker leads, their state kept by the share
-        coordinator; each group's share.* group configs over the broker's group.share.* settings."""
-        from eoslog.coordinator.group.dynamic_configs import auto_offset_reset
-        from eoslog.share.manager import ShareGroupSettings, ShareManagerConfig, SharePartitionManager
-
-        config, registry = self.config, self.registry
-        group_configs = self.group_configs
-
-        def settings(group_id: str) -> ShareGroupSettings:
-            own = group_configs.get(group_id)
-            return ShareGroupSettings(
-                record_lock_duration_ms=int(own.get("share.record.lock.duration.ms",
-                                                    config.group_share_record_lock_duration_ms)),
-                delivery_count_limit=int(own.get("share.delivery.count.limit", config.group_share_delivery_count_limit)),
-                auto_offset_reset=auto_offset_reset(own.get("share.auto.offset.reset", "latest")),
-                isolation_level=1 if own.get("share.isolation.level") == "read_committed" else 0)
-
-        def topic_name(topic_id):
-            info = registry.topics.by_id.get(topic_id) if registry.topics is not None else None
-            return None if info is None else info.name
-
-        return SharePartitionManager(self.replicas, topic_name, self._share_persister(), settings,
-                                     ShareManagerConfig(max_record_locks=config.group_share_partition_max_record_locks,
-                                                        max_share_sessions=config.group_share_max_share_sessions,
-                                                        persist_acquisitions=config.share_persist_acquisitions))
+    def _share_partition_manager(self):  # the share partitions led here (server/share_wiring.py)
+        from eoslog.server.share_wiring import share_partition_manager
+        return share_partition_manager(self)
 
     def _share_persister(self):  # the share coordinator, in-process where it is this broker, else by RPC
-        from eoslog.coordinator.share.persister import broker_persister
-        return broker_persister(self.config.node_id, lambda: self.coordinators, self.replicas, self.broker_clients)
+        from eoslog.server.share_wiring import share_persister
+        return share_persister(self)
 
     def _share_shard(self):
         """The share coordinator (KIP-932 share-partition state); a topic partition exists when the
