@@ -50,10 +50,15 @@ def asks(context: Any, topics: Any, renew_only: bool) -> list[PartitionAsk]:
 
 
 def leader(context: Any, topic_id: Any, index: int) -> tuple[int, int]:
-    """(leader id, leader epoch) of a partition as this broker knows it, for CurrentLeader."""
+    """(leader id, leader epoch) of a partition as this broker knows it, for CurrentLeader: on a cluster the
+    view's leader, so a client told NOT_LEADER_OR_FOLLOWER learns where to go."""
     info = context.services.registry.topics.by_id.get(topic_id)
     if info is None:
         return -1, -1
+    replicas = context.services.replicas
+    if not replicas.sole_broker:
+        state = replicas.view.states.get((info.name, index))
+        return (-1, -1) if state is None or state.leader < 0 else (state.leader, state.leader_epoch)
     partition = context.services.registry.partitions.get((info.name, index))
     if partition is None:
         return -1, -1

@@ -130,6 +130,8 @@ class ReplicaManager:
         # its internal topics here (coordinator/runtime.py); called once a new leadership takes writes,
         # and when it ends.
         self._leadership: dict[str, list[tuple[Callable[[int], None], Callable[[int], None]]]] = {}
+        # resigned(topic, index) of any topic: the share-partition manager drops what it kept of the partition.
+        self.resign_listeners: list[Callable[[str, int], None]] = []
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -354,6 +356,8 @@ class ReplicaManager:
         partition.resign(NotLeaderOrFollowerError(f"{partition.name}: leadership moved ({reason})"))
         for _, resigned in self._leadership.get(tp[0], ()):
             resigned(tp[1])
+        for listener in self.resign_listeners:
+            listener(*tp)
 
     def _forget(self, tp) -> None:
         if tp in self.leaders:

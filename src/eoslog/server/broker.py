@@ -370,14 +370,11 @@ class Broker:
             self.broker_clients, coordinator_of)
 
     def _group_shard(self):
-        """The group coordinator; share groups reach the share coordinator in-process (a single node
-        coordinates every __share_group_state partition; a cluster is issue 37's step 4), and tell the
-        share-partition manager of departing members and deleted groups."""
+        """The group coordinator, telling the share-partition manager of departures and deleted groups."""
         from eoslog.coordinator.group.shard import GroupShard
-        from eoslog.coordinator.share.persister import LocalPersister
 
         group_config, share_limits = group_settings(self.config)
-        shard = GroupShard(self.coordinator_runtime, group_config, LocalPersister(lambda: self.coordinators),
+        shard = GroupShard(self.coordinator_runtime, group_config, self._share_persister(),
                            group_configs=self.group_configs.get, share_limits=share_limits)
         shard.share_listeners.append(_ShareListener(self))
         self.group_configs.listeners.append(shard.core.group_config_changed)
@@ -391,33 +388,13 @@ class Broker:
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from exc
 
-    def _share_partition_manager(self):
-        """share/manager.py: the share partitions this broker leads, their state kept by the share
-        coordinator; each group's share.* group configs over the broker's group.share.* settings."""
-        from eoslog.coordinator.group.dynamic_configs import auto_offset_reset
-        from eoslog.coordinator.share.persister import LocalPersister
-        from eoslog.share.manager import ShareGroupSettings, ShareManagerConfig, SharePartitionManager
+    def _share_partition_manager(self):  # the share partitions led here (server/share_wiring.py)
+        from eoslog.server.share_wiring import share_partition_manager
+        return share_partition_manager(self)
 
-        config, registry = self.config, self.registry
-        group_configs = self.group_configs
-
-        def settings(group_id: str) -> ShareGroupSettings:
-            own = group_configs.get(group_id)
-            return ShareGroupSettings(
-                record_lock_duration_ms=int(own.get("share.record.lock.duration.ms",
-                                                    config.group_share_record_lock_duration_ms)),
-                delivery_count_limit=int(own.get("share.delivery.count.limit", config.group_share_delivery_count_limit)),
-                auto_offset_reset=auto_offset_reset(own.get("share.auto.offset.reset", "latest")),
-                isolation_level=1 if own.get("share.isolation.level") == "read_committed" else 0)
-
-        def topic_name(topic_id):
-            info = registry.topics.by_id.get(topic_id) if registry.topics is not None else None
-            return None if info is None else info.name
-
-        return SharePartitionManager(self.replicas, topic_name, LocalPersister(lambda: self.coordinators), settings,
-                                     ShareManagerConfig(max_record_locks=config.group_share_partition_max_record_locks,
-                                                        max_share_sessions=config.group_share_max_share_sessions,
-                                                        persist_acquisitions=config.share_persist_acquisitions))
+    def _share_persister(self):  # the share coordinator, in-process where it is this broker, else by RPC
+        from eoslog.server.share_wiring import share_persister
+        return share_persister(self)
 
     def _share_shard(self):
         """The share coordinator (KIP-932 share-partition state); a topic partition exists when the

@@ -24,8 +24,14 @@ Contract
   behaves as Kafka does, and a crash may deliver a record once more than its limit.
 - Departures: a member leaving or timing out (the group coordinator tells :meth:`member_left`), its share
   session closing or its connection dropping (share/fetch.py) gives back every record it holds here.
-- A cluster (issue 37, step 4) changes who leads a partition: the holder's leader epoch is the seam, and
-  the persister then sends Kafka's RPCs instead of calling the local share coordinator.
+- Leadership (a cluster, docs/share-groups.md step 4): share partitions live on their partition's leader.
+  Every operation checks, under the share partition's lock, that this broker still leads the partition
+  (NOT_LEADER_OR_FOLLOWER otherwise) and that the value kept is of the current leader epoch: on a new
+  epoch it is kept only if no other leader read the state since (ReadShareGroupStateSummary's leader
+  epoch is the last reader's), else dropped and read again from the share coordinator. Each read and
+  write carries the partition's leader epoch, so the share coordinator fences an older leader's writes.
+  :meth:`leadership_lost` (the replica manager's resignation) drops the partition's share partitions at
+  once: their acquisitions are then the new leader's, read from what was persisted.
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ class _Holder:
     key: SharePartitionKey
     topic: str
     value: SharePartition | None = None
+    leader_epoch: int = -1  # the partition's leader epoch ``value`` is known to be exact in
+    read_epoch: int = -1  # the leader epoch ``value`` was read from the share coordinator with
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     waiters: set[asyncio.Future] = field(default_factory=set)
@@ -131,6 +139,8 @@ class SharePartitionManager:
         self.sessions = ShareSessions(self.config.max_share_sessions)
         self._holders: dict[SharePartitionKey, _Holder] = {}
         self._tasks: set[asyncio.Task] = set()
+        if hasattr(replicas, "resign_listeners"):  # the replica manager (unit tests may pass a stand-in)
+            replicas.resign_listeners.append(self.leadership_lost)
         self.writes = 0  # share-state writes made (bench/ and tests read it)
 
     # ---- reading ------------------------------------------------------------------------------------
@@ -213,6 +223,17 @@ class SharePartitionManager:
             if holder.timer is not None:
                 holder.timer.cancel()
 
+    def leadership_lost(self, topic: str, index: int) -> None:
+        """This broker stopped leading ``topic``-``index``: its share partitions are forgotten here (timers
+        cancelled, long polls woken to find the new leader); an operation already running finishes against
+        the share coordinator, which fences it once the new leader has read the state."""
+        for key in [k for k, h in self._holders.items() if h.topic == topic and k.partition == index]:
+            holder = self._holders.pop(key)
+            if holder.timer is not None:
+                holder.timer.cancel()
+            self._wake(holder)
+            log.info("share partition %s dropped: leadership of %s-%d moved away", key, topic, index)
+
     def session_released(self, group_id: str, member_id: str, partitions: Iterable) -> list:
         """The coroutines giving back what a closed share session's member holds in ``partitions``
         ((topic id, partition) pairs)."""
@@ -254,6 +275,7 @@ class SharePartitionManager:
         if holder is None:
             holder = self._holders[key] = _Holder(key, topic)
         async with holder.lock:
+            partition = self.partition(topic, key.partition)  # still the leader, after waiting for the lock
             before = await self._loaded(holder, partition, settings)
             now = now_ms()
             expired = before.expire_locks(now)
@@ -288,12 +310,14 @@ class SharePartitionManager:
         config = SharePartitionConfig(settings.delivery_count_limit, self.config.max_record_locks,
                                       settings.record_lock_duration_ms)
         value = holder.value
+        epoch = _leader_epoch(partition)
+        if value is not None and holder.leader_epoch != epoch:
+            value = await self._kept_across_epochs(holder, epoch)
         if value is not None:
             if value.config != config:  # a group config changed
                 value = holder.value = dataclasses.replace(value, config=config)
             return value
         key = holder.key
-        epoch = _leader_epoch(partition)
         answer = await self.persister.read_state(key.group_id, key.topic_id, key.partition, leader_epoch=epoch)
         if answer.error is not ErrorCode.NONE:
             raise _state_error(answer.error, answer.message)
@@ -312,8 +336,25 @@ class SharePartitionManager:
             batches = tuple(StateBatch(b.first_offset, b.last_offset, RecordState.from_id(b.delivery_state),
                                        b.delivery_count) for b in state.state_batches)
             value = SharePartition.load(config, PersistedState(state.start_offset, state.state_epoch, batches))
-        holder.value = value
+        holder.value, holder.leader_epoch, holder.read_epoch = value, epoch, epoch
         return value
+
+    async def _kept_across_epochs(self, holder: _Holder, epoch: int) -> SharePartition | None:
+        """A new leader epoch of a partition this broker leads now: the value kept is still exact when no
+        other leader read the state since this one did (ZooKeeper mode also bumps the epoch when the ISR
+        shrinks, and views may coalesce a move away and back); the share coordinator's leader epoch is the
+        last reader's. Otherwise the value is dropped, to be read again."""
+        key = holder.key
+        summary = await self.persister.read_state_summary(key.group_id, key.topic_id, key.partition)
+        if summary.error is not ErrorCode.NONE:
+            raise _state_error(summary.error, summary.message)
+        if summary.state is not None and summary.state.leader_epoch == holder.read_epoch:
+            holder.leader_epoch = epoch
+            return holder.value
+        log.info("share partition %s: leader epoch %d, the state kept is of %d and another leader read it since; "
+                 "reading it again", key, epoch, holder.leader_epoch)
+        holder.value = None
+        return None
 
     def _arm(self, holder: _Holder) -> None:
         if holder.timer is not None:
