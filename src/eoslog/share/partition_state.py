@@ -231,6 +231,12 @@ class SharePartition:
                 return run.part(offset, offset)
         return None
 
+    @property
+    def delivery_complete_count(self) -> int:
+        """The records done (acknowledged or archived) above the start offset: Kafka's
+        DeliveryCompleteCount (KIP-1226), which the lag of a share partition subtracts."""
+        return sum(run.offset_count for run in self.in_flight if run.state.is_done)
+
     def acquired_count(self, member_id: str | None = None) -> int:
         return sum(run.offset_count for run in self.in_flight
                    if run.state is S.ACQUIRED and (member_id is None or run.member_id == member_id))
