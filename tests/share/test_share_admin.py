@@ -85,7 +85,7 @@ def test_the_admin_apis_are_advertised(conn):
 
 def test_describe_alter_and_delete_a_share_group(conn, broker):
     topic, group = setup_group(broker.bootstrap, records=10)
-    member, epoch, topic_id = join(conn, group, topic)
+    member, _epoch, topic_id = join(conn, group, topic)
     assert acquired(fetch(conn, group, member, 0, topic_id)) == [(0, 9, 1)]
     # 0-2 accepted and 5-6 rejected: the start offset moves to 3, and 5-6 are done above it
     answer = acknowledge(conn, group, member, 1, topic_id, [(0, 2, ACCEPT), (5, 6, REJECT)])
@@ -109,7 +109,7 @@ def test_describe_alter_and_delete_a_share_group(conn, broker):
                           ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert describe(conn, group)[0] == {(topic, 0): (8, 2, 0)}
     # the share partition's leader reads the new state: the next member's first fetch starts at 8
-    member, epoch, _ = join(conn, group, topic)
+    member, _epoch, _ = join(conn, group, topic)
     assert acquired(fetch(conn, group, member, 0, topic_id)) == [(8, 9, 1)]
     leave(conn, group, member)
 
@@ -122,7 +122,7 @@ def test_describe_alter_and_delete_a_share_group(conn, broker):
     assert delete(conn, group, [topic])[1][topic] == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                       "There is no offset information to delete.")
     # the next member starts the partition again by share.auto.offset.reset (earliest here)
-    member, epoch, _ = join(conn, group, topic)
+    member, _epoch, _ = join(conn, group, topic)
     assert acquired(fetch(conn, group, member, 0, topic_id)) == [(0, 9, 1)]
     leave(conn, group, member)
 

@@ -60,10 +60,10 @@ from eoslog.coordinator.group.results import (
     Write,
 )
 from eoslog.coordinator.group.share_apis import ShareGroupApis
-from eoslog.coordinator.group.share_offset_apis import ShareOffsetApis
 from eoslog.coordinator.group.share_coordinator import ShareGroups
 from eoslog.coordinator.group.share_log_format import Records as ShareRecords
 from eoslog.coordinator.group.share_log_format import rebuild as rebuild_share_group
+from eoslog.coordinator.group.share_offset_apis import ShareOffsetApis
 from eoslog.coordinator.group.state import GroupState
 
 S = GroupState
