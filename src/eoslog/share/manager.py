@@ -139,6 +139,10 @@ class SharePartitionManager:
         holder = self._holders.get(key)
         return None if holder is None else holder.value
 
+    def loaded(self) -> list[tuple[SharePartitionKey, str, SharePartition]]:
+        """(key, topic name, value) of every share partition loaded here, for the metrics."""
+        return [(key, holder.topic, holder.value) for key, holder in self._holders.items() if holder.value is not None]
+
     def partition(self, topic: str, index: int) -> Partition:
         return self.replicas.leader_partition(topic, index)
 
