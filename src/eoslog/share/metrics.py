@@ -3,7 +3,8 @@ share partitions this broker leads (share/manager.py): per (group, topic, partit
 now, the records in flight (from the share-partition start offset to its end offset: Kafka's
 SharePartitionMetrics InFlightMessageCount), the records archived since the partition was loaded here, the
 start offset, and the lag as DescribeShareGroupOffsets computes it (high watermark - start offset -
-records done above it). server/metrics.py serves them; docs/operations.md "## Metrics" lists them."""
+records done above it). server/metrics.py serves them; docs/share-groups.md "Operating share groups"
+lists them."""
 
 from __future__ import annotations
 
