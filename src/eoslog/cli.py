@@ -46,6 +46,7 @@ class LazyGroup(click.Group):
         "producers": "eoslog.tools.txn_cli:producers_group",
         "records": "eoslog.tools.records_cli:records_group",
         "schema-registry": "eoslog.schema_registry.cli:schema_registry_command",
+        "share-groups": "eoslog.tools.share_groups_cli:share_groups_group",
         "schemas": "eoslog.schema_registry.schemas_cli:schemas_group",
         "topics": "eoslog.tools.topics_cli:topics_group",
         "transactions": "eoslog.tools.txn_cli:transactions_group",

@@ -52,7 +52,7 @@ def written(tmp_path_factory):
 
 
 EMPTY = [("topics", "list"), ("groups", "list"), ("transactions", "list"), ("transactions", "find-hanging"),
-         ("users", "list")]
+         ("users", "list"), ("share-groups", "list")]
 
 
 @pytest.mark.parametrize("command", EMPTY, ids=" ".join)
@@ -69,6 +69,7 @@ NOT_FOUND = [
     (("groups", "describe", "nope"), "Error: group nope not found (eoslog groups list shows the groups)"),
     (("transactions", "describe", "nope"), "Error: DescribeTransactions nope: TRANSACTIONAL_ID_NOT_FOUND"),
     (("producers", "describe", "nope-0"), "Error: DescribeProducers nope-0: UNKNOWN_TOPIC_OR_PARTITION"),
+    (("share-groups", "describe", "nope"), "Error: share group nope not found (eoslog share-groups list shows them)"),
 ]
 
 

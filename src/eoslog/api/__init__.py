@@ -55,6 +55,10 @@ APIS: dict[str, tuple[int, int, int]] = {
     "write_share_group_state": (85, 0, 1),
     "delete_share_group_state": (86, 0, 0),
     "read_share_group_state_summary": (87, 0, 1),
+    # the share-group admin APIs (KIP-932; docs/share-groups.md "Operating share groups")
+    "describe_share_group_offsets": (90, 0, 1),
+    "alter_share_group_offsets": (91, 0, 0),
+    "delete_share_group_offsets": (92, 0, 0),
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
     "add_partitions_to_txn": (24, 0, 5),

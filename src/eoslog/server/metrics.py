@@ -118,6 +118,14 @@ class MetricsEndpoint:
                 return None if partition is None else (partition.high_watermark, partition.last_stable_offset)
 
             families += group_families(broker.coordinators.groups.core, ends)
+        if broker.share_partitions is not None:
+            from eoslog.share.metrics import share_families
+
+            def high_watermark(topic: str, index: int) -> int | None:
+                partition = registry.partitions.get((topic, index))
+                return None if partition is None else partition.high_watermark
+
+            families += share_families(broker.share_partitions, high_watermark)
         if broker.coordinators is not None:
             from eoslog.coordinator.check_back.metrics import check_back_families
             from eoslog.coordinator.transaction.metrics import transaction_families

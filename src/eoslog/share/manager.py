@@ -149,6 +149,10 @@ class SharePartitionManager:
         holder = self._holders.get(key)
         return None if holder is None else holder.value
 
+    def loaded(self) -> list[tuple[SharePartitionKey, str, SharePartition]]:
+        """(key, topic name, value) of every share partition loaded here, for the metrics."""
+        return [(key, holder.topic, holder.value) for key, holder in self._holders.items() if holder.value is not None]
+
     def partition(self, topic: str, index: int) -> Partition:
         return self.replicas.leader_partition(topic, index)
 
@@ -299,7 +303,7 @@ class SharePartitionManager:
             key.group_id, key.topic_id, key.partition, state_epoch=after.state_epoch,
             leader_epoch=_leader_epoch(partition), start_offset=after.start_offset,
             state_batches=[PersistedBatch(b.first_offset, b.last_offset, b.delivery_state.value, b.delivery_count)
-                           for b in batches])
+                           for b in batches], delivery_complete_count=after.delivery_complete_count)
         self.writes += 1
         if answer.error is not ErrorCode.NONE:
             if answer.error in _FENCED:
@@ -326,7 +330,8 @@ class SharePartitionManager:
             start = _reset_offset(partition, settings)
             placed = await self.persister.write_state(key.group_id, key.topic_id, key.partition,
                                                       state_epoch=state.state_epoch, leader_epoch=epoch,
-                                                      start_offset=start, state_batches=())
+                                                      start_offset=start, state_batches=(),
+                                                      delivery_complete_count=0)
             if placed.error is not ErrorCode.NONE:
                 raise _state_error(placed.error, placed.message)
             value = SharePartition.initial(config, start, state.state_epoch)

@@ -141,6 +141,9 @@ class SharePartition:
     end_offset: int
     state_epoch: int = 0
     in_flight: tuple[InFlightBatch, ...] = field(default=())
+    # Records that entered ARCHIVED since this value was loaded or reset (rejected, delivered too often,
+    # aborted, not records): a counter for the metrics (share/metrics.py), never persisted nor compared.
+    archived_total: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         expected = self.start_offset
@@ -230,6 +233,12 @@ class SharePartition:
             if run.first_offset <= offset <= run.last_offset:
                 return run.part(offset, offset)
         return None
+
+    @property
+    def delivery_complete_count(self) -> int:
+        """The records done (acknowledged or archived) above the start offset: Kafka's
+        DeliveryCompleteCount (KIP-1226), which the lag of a share partition subtracts."""
+        return sum(run.offset_count for run in self.in_flight if run.state.is_done)
 
     def acquired_count(self, member_id: str | None = None) -> int:
         return sum(run.offset_count for run in self.in_flight
@@ -404,7 +413,10 @@ class SharePartition:
         """The share partition made of ``runs``, and the state batches of the ``touched`` offsets still in
         flight (those the SPSO passed need no batch: the start offset says they are done)."""
         start, kept = normalize(end_offset, runs)
-        after = SharePartition(self.config, start, end_offset, self.state_epoch, kept)
+        # An archived record never moves again, so an archived offset among those touched is newly archived.
+        archived = sum(max(min(run.last_offset, t.last_offset) - max(run.first_offset, t.first_offset) + 1, 0)
+                       for run in runs if run.state is S.ARCHIVED for t in touched)
+        after = SharePartition(self.config, start, end_offset, self.state_epoch, kept, self.archived_total + archived)
         batches = persisted_within(kept, touched)
         return Change(after=after, state_batches=batches, write_needed=bool(batches) or start != self.start_offset)
 

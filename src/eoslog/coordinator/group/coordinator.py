@@ -63,6 +63,7 @@ from eoslog.coordinator.group.share_apis import ShareGroupApis
 from eoslog.coordinator.group.share_coordinator import ShareGroups
 from eoslog.coordinator.group.share_log_format import Records as ShareRecords
 from eoslog.coordinator.group.share_log_format import rebuild as rebuild_share_group
+from eoslog.coordinator.group.share_offset_apis import ShareOffsetApis
 from eoslog.coordinator.group.state import GroupState
 
 S = GroupState
@@ -73,7 +74,7 @@ def _default_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupApis):
+class GroupCoordinator(OffsetApis, GroupRemoval, ConsumerGroupApis, ShareGroupApis, ShareOffsetApis):
     def __init__(self, config: GroupConfig | None = None, *,
                  member_id_factory: Callable[[str], str] = _default_member_id,
                  ownership: Callable[[int], Errors] | None = None, share_state: bool = False,

@@ -185,6 +185,53 @@ class GroupShard:
                     else Errors.COORDINATOR_NOT_AVAILABLE
         return Errors.NONE
 
+    async def alter_share_group_offsets(self, group_id: str, offsets: dict) -> Any:
+        """AlterShareGroupOffsets (share_offset_apis.py): the group coordinator's records, then the share
+        coordinator's InitializeShareGroupState of each partition at its new start offset, then the outcome
+        back to the group. Answers the accepted change and each partition's error code."""
+        change = await _resolve(self.call("alter_share_group_offsets", group_id, offsets))
+        if change.error is not Errors.NONE or self.persister is None:
+            return change, {}
+        calls = [(t, p, start) for t, starts in change.partitions.items() for p, start in sorted(starts.items())]
+        answers = await asyncio.gather(*(
+            self.persister.initialize_state(group_id, t, p, state_epoch=change.state_epoch, start_offset=start)
+            for t, p, start in calls), return_exceptions=True)
+        errors = {(t, p): _answer_error(answer) for (t, p, _), answer in zip(calls, answers)}
+        succeeded: dict = {}
+        failed: dict = {}
+        for (t, p), error in errors.items():
+            (succeeded if error is ErrorCode.NONE else failed).setdefault(t, set()).add(p)
+        self.call("share_group_initialized", group_id, succeeded, failed, {t: name for t, (name, _) in offsets.items()})
+        self._share_state_replaced(group_id)
+        return change, errors
+
+    async def delete_share_group_offsets(self, group_id: str, topics: dict) -> Any:
+        """DeleteShareGroupOffsets (share_offset_apis.py): the topics move to ``deleting``, the share
+        coordinator deletes their partitions' state, the topics deleted leave ``deleting``. Answers the
+        accepted change and each topic's error code."""
+        change = await _resolve(self.call("delete_share_group_offsets", group_id, topics))
+        if change.error is not Errors.NONE or self.persister is None:
+            return change, {}
+        calls = [(t, p) for t, ps in change.partitions.items() for p in sorted(ps)]
+        answers = await asyncio.gather(*(self.persister.delete_state(group_id, t, p) for t, p in calls),
+                                       return_exceptions=True)
+        errors = dict.fromkeys(change.partitions, ErrorCode.NONE)
+        for (t, _), answer in zip(calls, answers):
+            error = _answer_error(answer)
+            if error is not ErrorCode.NONE and errors[t] is ErrorCode.NONE:
+                errors[t] = error
+        deleted = [t for t, error in errors.items() if error is ErrorCode.NONE]
+        if deleted:
+            await _resolve(self.call("share_group_offsets_deleted", group_id, deleted))
+        self._share_state_replaced(group_id)
+        return change, errors
+
+    def _share_state_replaced(self, group_id: str) -> None:
+        """The share coordinator's state of the group changed under its share-partition leaders: what they
+        hold of it is read again (the group has no members, so nothing is acquired)."""
+        for listener in self.share_listeners:
+            listener.group_deleted(group_id)
+
     def on_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` is durable on ``__consumer_offsets``-``partition``."""
         self._process(self.core.complete_txn(producer_id, committed, partitions=(partition,), now_ms=now_ms()))
@@ -250,6 +297,13 @@ class GroupShard:
                 log_offset=appended.first_offset if appended is not None else -1))
 
         self.runtime.write(CONSUMER_OFFSETS, write.partition, batch, durable)
+
+
+def _answer_error(answer: Any) -> ErrorCode:
+    if isinstance(answer, BaseException):
+        log.warning("share coordinator call failed: %s", answer)
+        return error_code_for(answer)
+    return answer.error
 
 
 async def _resolve(answer: Any) -> Any:
