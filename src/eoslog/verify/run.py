@@ -1,7 +1,9 @@
 """One verify run: start a broker behind the fault proxy, run worker processes (workload.py) while the
 nemesis (faults.py) injects faults, heal, fence every transactional id, read every partition from the
 start, check the history and plot it. With ``cluster`` = N, the broker is a cluster of N brokers on a
-ZooKeeper the run starts, each behind its own fault proxy, and the nemesis is cluster_faults.py's.
+ZooKeeper the run starts, each behind its own fault proxy, and the nemesis is cluster_faults.py's; with
+``net="namespaces"`` too, ZooKeeper, every broker and the clients run in network namespaces of their own
+(faults/netns.py) and the nemesis is net_faults.py's, which cuts links by dropping packets.
 
 Everything lands in ``out``: ``history.jsonl``, ``report.txt``, ``summary.json``, ``plot.png``,
 ``broker.log`` and ``clients.log`` (librdkafka's own logging), and the broker's data directory.
@@ -9,6 +11,7 @@ Everything lands in ``out``: ``history.jsonl``, ``report.txt``, ``summary.json``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -62,6 +65,8 @@ class VerifyOptions:
     # 2: the workers are workload_v2's KIP-890 part 2 producers (one broker only), and the default
     # faults include proxy-replay
     transaction_version: int = 1
+    net: str = "loopback"  # "namespaces": the cluster and the clients in network namespaces (cluster only)
+    zookeeper_nodes: int = 1  # of the cluster's ZooKeeper: 1 or 3
 
 
 @dataclasses.dataclass
@@ -306,14 +311,28 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     def say(message: str) -> None:
         log(f"[{time.monotonic() - began:7.1f}s] {message}")
 
-    broker = proxy = cluster = None
+    broker = proxy = cluster = network = None
+    inside = contextlib.ExitStack()  # the clients' namespace, for this thread and those it starts
     replication_factor, topic_config = 1, None
-    if options.cluster:
+    if options.cluster and options.net == "namespaces":
+        from eoslog.faults.netns import Network
+        from eoslog.tools.local.cluster import EmbeddedCluster
+        from eoslog.verify.net_faults import default_kinds
+
+        network = Network(options.zookeeper_nodes, options.cluster).create()
+        inside.enter_context(network.entered(network.clients))
+        cluster = EmbeddedCluster(out / "cluster", options.cluster, zookeeper_nodes=options.zookeeper_nodes,
+                                  network=network, properties=options.broker_properties)
+        kinds = options.faults if options.faults is not None else default_kinds(options.zookeeper_nodes)
+        topic = "t"
+        replication_factor = min(3, options.cluster)
+        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+    elif options.cluster:
         from eoslog.tools.local.cluster import EmbeddedCluster
         from eoslog.verify.cluster_faults import CLUSTER_KINDS
 
         cluster = EmbeddedCluster(out / "cluster", options.cluster, proxied=True,
-                                  properties=options.broker_properties)
+                                  zookeeper_nodes=options.zookeeper_nodes, properties=options.broker_properties)
         kinds = options.faults if options.faults is not None else CLUSTER_KINDS
         topic = "t"
         replication_factor = min(3, options.cluster)
@@ -348,16 +367,18 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
             cluster.start()
             bootstrap = cluster.bootstrap
             say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
-                f"each behind a fault proxy: {bootstrap}")
+                + (f"each in a network namespace of its own: {bootstrap}" if network is not None
+                   else f"each behind a fault proxy: {bootstrap}"))
         _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
         pool = WorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log")
         common = dict(kill_client=pool.kill_one, fault_seconds=options.fault_seconds,
                       quiet_seconds=options.quiet_seconds, drop_rate=options.drop_rate, log=say)
         if cluster is not None:
             from eoslog.verify.cluster_faults import ClusterNemesis
+            from eoslog.verify.net_faults import NetNemesis
             from eoslog.verify.workload import transactional_id
 
-            nemesis = ClusterNemesis(kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic,
+            nemesis = (NetNemesis if network is not None else ClusterNemesis)(kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic,
                                      transactional_ids=[transactional_id(s) for s in range(options.workers)],
                                      internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
                                      **common)
@@ -401,6 +422,9 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
             proxy.stop()
         if cluster is not None:
             cluster.stop()
+        inside.close()
+        if network is not None:
+            network.destroy()
     duration = time.monotonic() - began
     report = check(history_path)
     windows = list(nemesis.windows) if nemesis is not None else []
