@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Self
 
 from eoslog.faults import nftables
 
@@ -177,7 +178,7 @@ class Network:
             _remove(self.namespaces)
             self.created = False
 
-    def __enter__(self) -> Network:
+    def __enter__(self) -> Self:
         return self.create()
 
     def __exit__(self, *exc_info) -> None:

@@ -27,6 +27,7 @@ from eoslog.verify.faults import CUT_RATE, DELAY_RATE, FaultWindow, Nemesis, Nem
 CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition",
                  "client-kill", "proxy-drop", "proxy-cut")
 RESTART_ATTEMPTS = 3
+STATE_READ_TIMEOUT_S = 30.0
 
 
 class ClusterNemesis(Nemesis):
@@ -57,8 +58,21 @@ class ClusterNemesis(Nemesis):
 
     # ---- choosing a target ------------------------------------------------------------------------
 
+    def _state(self):
+        """What ZooKeeper says, asked again while our client moves to another ZooKeeper node."""
+        from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+        deadline = time.monotonic() + STATE_READ_TIMEOUT_S
+        while True:
+            try:
+                return self.cluster.state()
+            except (ConnectionLoss, SessionExpiredError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     def _leader(self) -> int | None:
-        state = self.cluster.state()
+        state = self._state()
         leaders = [state.leader_of(t, p) for (t, p) in state.partitions if t == self.topic]
         leaders = [b for b in leaders if b is not None and b > 0]
         return self.random.choice(sorted(leaders)) if leaders else None
@@ -66,7 +80,7 @@ class ClusterNemesis(Nemesis):
     def _coordinator(self) -> tuple[int | None, str]:
         transactional_id = self.random.choice(self.transactional_ids)
         topic = self.random.choice(["__transaction_state", "__consumer_offsets"])
-        leader = self.cluster.state().leader_of(topic, partition_for(transactional_id, self.internal_partitions))
+        leader = self._state().leader_of(topic, partition_for(transactional_id, self.internal_partitions))
         role = "transaction" if topic == "__transaction_state" else "group"
         return (leader if leader is not None and leader > 0 else None), f"{role} coordinator of {transactional_id}"
 

@@ -68,22 +68,23 @@ class NetNemesis(ClusterNemesis):
             f"leader {victim} cut off from ZooKeeper and the other brokers; clients still reach it"
 
     def isolate_controller(self) -> tuple[set[nftables.Drop], str]:
-        controller = self.cluster.state().controller
+        controller = self._state().controller
         if controller not in self.cluster.brokers:
             return set(), "no controller right now"
         others = self.zookeeper_addresses() + self.broker_addresses([b for b in self.cluster.brokers if b != controller])
         return nftables.split(self.broker_addresses([controller]), others), \
             f"controller {controller} cut off from ZooKeeper and the other brokers; clients still reach it"
 
-    def majority_split(self) -> tuple[set[nftables.Drop], str]:
+    def majority_split(self, minority: list[int] | None = None) -> tuple[set[nftables.Drop], str]:
         brokers = sorted(self.cluster.brokers)
-        self.random.shuffle(brokers)
-        minority_size = len(brokers) // 2 or 1
-        controller = self.cluster.state().controller
-        if controller in brokers and self.random.random() < 0.5:  # half the time the controller is outvoted
-            brokers.remove(controller)
-            brokers.insert(0, controller)
-        minority, majority = brokers[:minority_size], brokers[minority_size:]
+        if minority is None:
+            self.random.shuffle(brokers)
+            controller = self._state().controller
+            if controller in brokers and self.random.random() < 0.5:  # half the time the controller is outvoted
+                brokers.remove(controller)
+                brokers.insert(0, controller)
+            minority = brokers[:len(brokers) // 2 or 1]
+        majority = [b for b in brokers if b not in minority]
         zookeeper = self.zookeeper_addresses()
         zk_minority = zookeeper[: len(zookeeper) // 2]  # none of one node, one of three
         side_a = self.broker_addresses(minority) + zk_minority
@@ -104,13 +105,16 @@ class NetNemesis(ClusterNemesis):
         return drops, (f"leader {victim}'s packets to ZooKeeper and the other brokers lost" if outgoing
                        else f"packets from ZooKeeper and the other brokers to leader {victim} lost")
 
-    def bridge(self) -> tuple[set[nftables.Drop], str]:
+    def bridge(self, middle: int | None = None, side_a: list[str] | None = None, side_b: list[str] | None = None
+               ) -> tuple[set[nftables.Drop], str]:
+        """``side_a``/``side_b`` are addresses; by default every host but the middle broker and the
+        clients, shuffled into two halves."""
         brokers = sorted(self.cluster.brokers)
-        middle = self._leader() or self.random.choice(brokers)
-        rest = self.broker_addresses([b for b in brokers if b != middle]) + self.zookeeper_addresses()
-        self.random.shuffle(rest)
-        half = len(rest) // 2
-        side_a, side_b = rest[:half], rest[half:]
+        middle = middle or self._leader() or self.random.choice(brokers)
+        if side_a is None or side_b is None:
+            rest = self.broker_addresses([b for b in brokers if b != middle]) + self.zookeeper_addresses()
+            self.random.shuffle(rest)
+            side_a, side_b = rest[:len(rest) // 2], rest[len(rest) // 2:]
         def names(side: list[str]) -> str:
             return ", ".join(self.network.host_of(a).name for a in sorted(side))
 

@@ -215,11 +215,18 @@ class EmbeddedCluster:
 
     def wait_for(self, predicate: Callable[[ClusterState], bool], timeout: float, what: str = "condition"
                  ) -> ClusterState:
+        from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
         deadline = time.monotonic() + timeout
+        state = None
         while True:
-            state = self.state()
-            if predicate(state):
-                return state
+            try:
+                state = self.state()
+            except (ConnectionLoss, SessionExpiredError):
+                pass  # our ZooKeeper client is moving to another node (one was cut off or killed): ask again
+            else:
+                if predicate(state):
+                    return state
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cluster: {what} not reached within {timeout} s; last state {state}\n{self.logs()}")
             time.sleep(0.05)
