@@ -52,8 +52,9 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--net", type=click.Choice(["loopback", "namespaces"]), default="loopback", show_default=True,
               help="With --cluster, namespaces: ZooKeeper, each broker and the clients in network namespaces the run "
                    "creates (root, iproute2 and nftables), links cut by dropping packets; loopback: fault proxies.")
-@click.option("--zookeeper-nodes", type=click.Choice(["1", "3"]), default="1", show_default=True,
-              help="ZooKeeper nodes of the --cluster run.")
+@click.option("--zookeeper-nodes", type=click.Choice(["1", "3"]), default=None,
+              help="ZooKeeper nodes of the --cluster run [default: 3 with --net namespaces, where "
+                   "isolate-zookeeper needs an ensemble; 1 otherwise].")
 @click.option("--abort-rate", type=click.FloatRange(0.0, 1.0), default=0.15, show_default=True,
               help="Share of transactions the clients abort on purpose.")
 @click.option("--broker-set", "broker_set", multiple=True, metavar="NAME=VALUE",
@@ -82,7 +83,7 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
     if cluster and transaction_version == 2:
         raise click.BadParameter("the transaction version 2 clients speak to one broker; not with --cluster",
                                  param_hint="--transaction-version")
-    zookeeper_nodes = int(zookeeper_nodes)
+    zookeeper_nodes = int(zookeeper_nodes) if zookeeper_nodes is not None else 3 if net == "namespaces" else 1
     if net == "namespaces":
         if not cluster:
             raise click.BadParameter("network namespaces are for --cluster runs", param_hint="--net")
