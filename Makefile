@@ -8,9 +8,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.eoslog-installed
 APT_PACKAGES := kcat zookeeper chromium chromium-driver
 # Debian packages only the tests use (postgresql: the check-back PostgreSQL tests' throw-away server,
-# eoslog/testing/postgres.py; nftables: the verifier's network partitions, eoslog/faults/netns.py):
+# eoslog/testing/postgres.py; nftables: the verifier's network partitions, eoslog/faults/netns.py; fuse3:
+# libfuse3 and fusermount3 for LazyFS, the power-loss disk, eoslog/faults/lazyfs.py):
 # `make test` installs them too, `make demo` never needs them.
-TEST_APT_PACKAGES := postgresql nftables
+TEST_APT_PACKAGES := postgresql nftables fuse3
 PYTEST_ARGS ?=
 # The suite runs in two pytest-xdist workers: most of its time is spent waiting (fault runs of fixed length,
 # brokers and JVMs starting, deadlines), so two workers on a 2-core machine take ~20 min instead of ~34
