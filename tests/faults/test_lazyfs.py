@@ -5,11 +5,15 @@ overlay of unsynced writes on synced bytes is checked on its own first, without 
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 
 from eoslog.faults.lazyfs import LazyMount, _Unsynced, unavailable_reason
+from eoslog.log import Log, LogConfig, syncfs
+from eoslog.log.flusher import GroupCommit
+from eoslog.records.builder import build_simple
 
 # ---- the overlay, without FUSE --------------------------------------------------------------------------
 
@@ -146,3 +150,38 @@ def test_sync_makes_everything_durable_and_the_backing_directory_holds_only_that
     mount.power_loss()
     assert (mnt / "x").read_bytes() == b"12"
     assert (tmp_path / "backing" / "x").read_bytes() == b"12"
+
+
+# ---- the broker's storage on it ----------------------------------------------------------------------------
+
+def test_an_fsynced_log_survives_the_power_loss_syncfs_would_not_have_reached(disk):
+    # syncfs(2) on a FUSE mount returns 0 without asking the server (libfuse's high-level API has no
+    # syncfs), so the group commit's one-syncfs rounds would acknowledge data LazyFS still holds in
+    # memory: it must fall back to per-file fsyncs there.
+    mount, mnt = disk
+    assert syncfs.filesystem_type(str(mnt)) in ("fuse", "fuse.lazyfs")
+    commit = GroupCommit(directory=str(mnt))
+    assert not commit.uses_syncfs
+    log = Log.open(str(mnt / "t-0"), LogConfig())
+    try:
+        log.append(build_simple([b"acknowledged"]))
+        asyncio.run(asyncio.wait_for(commit.flush(log), 10))
+        assert log.recovery_point == 1  # what the broker would acknowledge
+        mount.power_loss()
+        again = Log.open(str(mnt / "t-0"), LogConfig())
+        assert again.log_end_offset == 1
+        again.close()
+    finally:
+        log._closed = True  # its files are the crashed broker's: nothing more may reach the disk
+        commit.close()
+
+
+def test_the_filesystem_type_comes_from_the_mount_tables_line_for_the_device(tmp_path):
+    device = os.stat(tmp_path).st_dev
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        f"22 1 {os.major(device)}:{os.minor(device)} / / rw - ext4 /dev/sda1 rw\n"
+        f"97 22 {os.major(device)}:{os.minor(device)} / {tmp_path} rw,nosuid shared:5 - fuse.sshfs host: rw\n"
+        "98 22 0:999 / /elsewhere rw - tmpfs tmpfs rw\n")
+    assert syncfs.filesystem_type(str(tmp_path), str(table)) == "fuse.sshfs"  # the mount on top
+    assert syncfs.filesystem_type(str(tmp_path), str(tmp_path / "missing")) is None
