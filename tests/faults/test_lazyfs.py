@@ -97,6 +97,18 @@ def test_an_unsynced_truncate_is_undone(disk):
     assert (mnt / "index").read_bytes() == b"0123456789"
 
 
+def test_opening_with_o_trunc_truncates_and_is_undone_like_a_truncate(disk):
+    mount, mnt = disk
+    write(mnt / "checkpoint", b"old contents", sync=True)
+    write(mnt / "checkpoint", b"new", sync=False)  # "wb": O_TRUNC
+    assert (mnt / "checkpoint").read_bytes() == b"new"
+    mount.power_loss()
+    assert (mnt / "checkpoint").read_bytes() == b"old contents"
+    write(mnt / "checkpoint", b"new", sync=True)
+    mount.power_loss()
+    assert (mnt / "checkpoint").read_bytes() == b"new"
+
+
 def test_a_rename_over_a_file_is_undone_without_an_fsync_after_it_and_kept_with_one(disk):
     # The checkpoint pattern: write a temporary file, fsync it, rename it over the old one.
     mount, mnt = disk
@@ -139,6 +151,22 @@ def test_an_unlink_is_undone_with_the_synced_contents_unless_an_fsync_followed(d
     fsync_dir(mnt)
     mount.power_loss()
     assert not (mnt / "a.snapshot").exists()
+
+
+def test_a_torn_power_loss_keeps_a_prefix_of_the_unsynced_writes_cut_anywhere(disk):
+    mount, mnt = disk
+    kept = set()
+    for seed in range(12):
+        write(mnt / "segment", b"AAAA", sync=True)
+        write(mnt / "segment", b"B" * 100, sync=False, mode="ab")
+        write(mnt / "segment", b"C" * 100, sync=False, mode="ab")
+        mount.power_loss(torn_seed=seed)
+        data = (mnt / "segment").read_bytes()
+        assert data == (b"AAAA" + b"B" * 100 + b"C" * 100)[:len(data)] and len(data) >= 4, (seed, data)
+        kept.add(len(data))
+    # Some seeds cut inside the first write, some inside the second or keep both.
+    assert any(4 <= n < 104 for n in kept) and any(104 <= n <= 204 for n in kept), kept
+    assert any(n not in (4, 104, 204) for n in kept), kept  # and some cut inside a write
 
 
 def test_sync_makes_everything_durable_and_the_backing_directory_holds_only_that(disk, tmp_path):

@@ -23,8 +23,9 @@ survived. Power loss is for a mount whose writers are dead: a process still writ
 kernel cached for it.
 
 The process runs single-threaded under one lock (the control socket's thread takes it too): a test disk,
-not a fast one. Control commands, one line each on a Unix socket: ``drop`` (the power loss) and ``sync``
-(make everything durable), each answered ``ok <files> <journal entries>``.
+not a fast one. Control commands, one line each on a Unix socket: ``drop`` (the power loss), ``sync`` (make
+everything durable) and ``tear <seed>`` (a power loss that keeps a random prefix of each
+file's unsynced writes), each answered ``ok <files> <journal entries>``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import argparse
 import errno
 import itertools
 import os
+import random
 import shutil
 import socket
 import stat
@@ -130,6 +132,17 @@ class LazyFS:
                 (shutil.rmtree if os.path.isdir(record[3]) else os.unlink)(record[3])
         self.journal.clear()
 
+    def _tear(self, rng: random.Random) -> None:
+        for path in sorted(self.unsynced):
+            ops = self.unsynced[path].ops
+            kept = rng.randint(0, len(ops))
+            torn = ops[:kept]
+            if kept < len(ops) and ops[kept][1] < 0 and len(ops[kept][2]) > 1:
+                offset, _, data = ops[kept]
+                torn.append((offset, -1, data[:rng.randint(1, len(data) - 1)]))
+            self.unsynced[path] = _Unsynced(0, torn)
+            self._sync_file(path)
+
     def sync_everything(self) -> tuple[int, int]:
         with self.lock:
             counts = len(self.unsynced), len(self.journal)
@@ -138,11 +151,15 @@ class LazyFS:
             self._commit_journal()
             return counts
 
-    def power_loss(self) -> tuple[int, int]:
+    def power_loss(self, torn_seed: int | None = None) -> tuple[int, int]:
         """Drops every unsynced write and undoes every namespace operation not yet durable, newest first;
-        returns (files that lost writes, operations undone)."""
+        returns (files that lost writes, operations undone). With ``torn_seed``, each file instead keeps
+        a random prefix of its unsynced operations, the last one possibly cut inside a write: the disk
+        wrote part of it before the power went (torn tails, indexes behind or ahead of their log)."""
         with self.lock:
             counts = len(self.unsynced), len(self.journal)
+            if torn_seed is not None:
+                self._tear(random.Random(torn_seed))
             self.unsynced.clear()
             for record in reversed(self.journal):
                 kind = record[0]
@@ -263,6 +280,8 @@ class LazyFS:
         with self.lock:
             if not os.path.isfile(self._real(path)):
                 raise _os_error(OSError(errno.ENOENT, path))
+            if flags & os.O_TRUNC:  # libfuse asks the kernel for atomic O_TRUNC: it comes here, not as a truncate
+                self._pending(path).truncate(0)
             return 0
 
     def read(self, path: str, size: int, offset: int, fh) -> bytes:
@@ -327,6 +346,8 @@ def _serve_control(fs: LazyFS, path: str) -> None:
                 command = line.strip()
                 if command == "drop":
                     files, journal = fs.power_loss()
+                elif command.startswith("tear "):
+                    files, journal = fs.power_loss(torn_seed=int(command.split()[1]))
                 elif command == "sync":
                     files, journal = fs.sync_everything()
                 else:
@@ -390,10 +411,11 @@ class LazyMount:
             raise RuntimeError(f"lazyfs {command}: {' '.join(answer) or 'no answer'}")
         return int(answer[1]), int(answer[2])
 
-    def power_loss(self) -> tuple[int, int]:
+    def power_loss(self, torn_seed: int | None = None) -> tuple[int, int]:
         """Drops what was not synced: (files that lost writes, namespace operations undone). Call it
-        with the mount's writers dead."""
-        return self._command("drop")
+        with the mount's writers dead. ``torn_seed``: each file keeps a random prefix of its unsynced
+        writes instead (LazyFS.power_loss)."""
+        return self._command("drop" if torn_seed is None else f"tear {torn_seed}")
 
     def sync(self) -> tuple[int, int]:
         return self._command("sync")
