@@ -95,7 +95,9 @@ class LazyFS:
         self.root = str(Path(root).resolve())
         self.trash = str(trash) if trash is not None else self.root.rstrip("/") + TRASH_SUFFIX
         os.makedirs(self.trash, exist_ok=True)
-        self.lock = threading.RLock()
+        # Not "lock": mfusepy would take an attribute of that name for FUSE's POSIX-lock operation. Without
+        # one, the kernel keeps fcntl locks itself, as the broker's data-directory lock needs.
+        self._mutex = threading.RLock()
         self.unsynced: dict[str, _Unsynced] = {}
         # Undo records of namespace operations not yet durable, oldest first.
         self.journal: list[tuple] = []
@@ -144,7 +146,7 @@ class LazyFS:
             self._sync_file(path)
 
     def sync_everything(self) -> tuple[int, int]:
-        with self.lock:
+        with self._mutex:
             counts = len(self.unsynced), len(self.journal)
             for path in list(self.unsynced):
                 self._sync_file(path)
@@ -156,7 +158,7 @@ class LazyFS:
         returns (files that lost writes, operations undone). With ``torn_seed``, each file instead keeps
         a random prefix of its unsynced operations, the last one possibly cut inside a write: the disk
         wrote part of it before the power went (torn tails, indexes behind or ahead of their log)."""
-        with self.lock:
+        with self._mutex:
             counts = len(self.unsynced), len(self.journal)
             if torn_seed is not None:
                 self._tear(random.Random(torn_seed))
@@ -182,7 +184,7 @@ class LazyFS:
     # ---- attributes and names -----------------------------------------------------------------------
 
     def getattr(self, path: str, fh=None) -> dict:
-        with self.lock:
+        with self._mutex:
             try:
                 st = os.lstat(self._real(path))
             except OSError as exc:
@@ -197,7 +199,7 @@ class LazyFS:
             return attributes
 
     def readdir(self, path: str, fh) -> list[str]:
-        with self.lock:
+        with self._mutex:
             try:
                 return [".", "..", *os.listdir(self._real(path))]
             except OSError as exc:
@@ -209,19 +211,19 @@ class LazyFS:
             "f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail", "f_namemax")}
 
     def chmod(self, path: str, mode: int) -> int:
-        with self.lock:
+        with self._mutex:
             os.chmod(self._real(path), mode)
             return 0
 
     def utimens(self, path: str, times=None) -> int:
-        with self.lock:
+        with self._mutex:
             os.utime(self._real(path), ns=times) if times else os.utime(self._real(path))
             return 0
 
     # ---- namespace operations (journaled) -------------------------------------------------------------
 
     def create(self, path: str, mode: int, fi=None) -> int:
-        with self.lock:
+        with self._mutex:
             try:
                 os.close(os.open(self._real(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
             except OSError as exc:
@@ -230,7 +232,7 @@ class LazyFS:
             return 0
 
     def mkdir(self, path: str, mode: int) -> int:
-        with self.lock:
+        with self._mutex:
             try:
                 os.mkdir(self._real(path), mode)
             except OSError as exc:
@@ -239,7 +241,7 @@ class LazyFS:
             return 0
 
     def rmdir(self, path: str) -> int:
-        with self.lock:
+        with self._mutex:
             try:
                 mode = stat.S_IMODE(os.lstat(self._real(path)).st_mode)
                 os.rmdir(self._real(path))
@@ -249,7 +251,7 @@ class LazyFS:
             return 0
 
     def unlink(self, path: str) -> int:
-        with self.lock:
+        with self._mutex:
             try:
                 parked = self._to_trash(path)
             except OSError as exc:
@@ -259,7 +261,7 @@ class LazyFS:
             return 0
 
     def rename(self, old: str, new: str) -> int:
-        with self.lock:
+        with self._mutex:
             try:
                 replaced = self._to_trash(new) if os.path.lexists(self._real(new)) else None
                 if replaced is not None and os.path.isdir(replaced) and os.listdir(replaced):
@@ -277,7 +279,7 @@ class LazyFS:
     # ---- file data (kept until fsync) -------------------------------------------------------------------
 
     def open(self, path: str, flags: int) -> int:
-        with self.lock:
+        with self._mutex:
             if not os.path.isfile(self._real(path)):
                 raise _os_error(OSError(errno.ENOENT, path))
             if flags & os.O_TRUNC:  # libfuse asks the kernel for atomic O_TRUNC: it comes here, not as a truncate
@@ -285,7 +287,7 @@ class LazyFS:
             return 0
 
     def read(self, path: str, size: int, offset: int, fh) -> bytes:
-        with self.lock:
+        with self._mutex:
             pending = self.unsynced.get(path)
             try:
                 with open(self._real(path), "rb", buffering=0) as f:
@@ -306,23 +308,23 @@ class LazyFS:
         return pending
 
     def write(self, path: str, data: bytes, offset: int, fh) -> int:
-        with self.lock:
+        with self._mutex:
             self._pending(path).write(offset, bytes(data))
             return len(data)
 
     def truncate(self, path: str, length: int, fh=None) -> int:
-        with self.lock:
+        with self._mutex:
             self._pending(path).truncate(length)
             return 0
 
     def fsync(self, path: str, datasync: int, fh) -> int:
-        with self.lock:
+        with self._mutex:
             self._sync_file(path)
             self._commit_journal()
             return 0
 
     def fsyncdir(self, path: str, datasync: int, fh) -> int:
-        with self.lock:
+        with self._mutex:
             self._commit_journal()
             return 0
 
@@ -379,6 +381,9 @@ class LazyMount:
     def __init__(self, root: str | Path, mountpoint: str | Path, start_timeout_s: float = 15.0) -> None:
         self.root, self.mountpoint = Path(root), Path(mountpoint)
         self.control = str(self.mountpoint.parent / f".{self.mountpoint.name}.lazyfs.sock")
+        # Its stderr goes to a file: a pipe nobody reads would fill up and stop the filesystem mid-request,
+        # leaving every process waiting on it unkillable (D state).
+        self.log_path = self.mountpoint.parent / f"{self.mountpoint.name}.lazyfs.log"
         self.start_timeout_s = start_timeout_s
         self.process: subprocess.Popen | None = None
 
@@ -387,14 +392,15 @@ class LazyMount:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         if os.path.exists(self.control):
             os.unlink(self.control)
-        self.process = subprocess.Popen([sys.executable, "-m", "eoslog.faults.lazyfs", str(self.root),
-                                         str(self.mountpoint), "--control", self.control],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "eoslog.faults.lazyfs", str(self.root),
+                                             str(self.mountpoint), "--control", self.control],
+                                            stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + self.start_timeout_s
         while not (os.path.ismount(self.mountpoint) and os.path.exists(self.control)):
             if self.process.poll() is not None:
                 raise RuntimeError(f"lazyfs exited ({self.process.returncode}): "
-                                   f"{self.process.stderr.read().decode(errors='replace').strip()}")
+                                   f"{self.log_path.read_text(errors='replace').strip()[-2000:]}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError(f"lazyfs did not mount {self.mountpoint} within {self.start_timeout_s} s")
@@ -432,8 +438,6 @@ class LazyMount:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
         self.process = None
         if os.path.exists(self.control):
             os.unlink(self.control)

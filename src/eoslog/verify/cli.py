@@ -44,7 +44,8 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--faults", default=None, metavar="KIND,...",
               help=f"Fault kinds to inject (default: all that apply; 'none' for a run without faults): "
                    f"{', '.join(SINGLE_BROKER_KINDS)} (proxy-replay by default only with "
-                   f"--transaction-version 2); with --cluster: {', '.join(CLUSTER_KINDS)}; with --net "
+                   f"--transaction-version 2; power-loss only when named: the broker's data directory is "
+                   f"then on LazyFS, a FUSE filesystem); with --cluster: {', '.join(CLUSTER_KINDS)}; with --net "
                    f"namespaces: {', '.join(NET_KINDS)}.")
 @click.option("--cluster", type=click.IntRange(0, 9), default=0, show_default=True, metavar="N",
               help="Start a cluster of N brokers on a local ZooKeeper (Debian's server), each behind a "
@@ -93,6 +94,12 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
         if reason is not None:
             raise click.UsageError(f"--net namespaces: {reason}")
     faults = _kinds(faults, NET_KINDS if net == "namespaces" else CLUSTER_KINDS if cluster else SINGLE_BROKER_KINDS)
+    if faults and "power-loss" in faults:
+        from eoslog.faults.lazyfs import unavailable_reason as lazyfs_unavailable
+
+        reason = lazyfs_unavailable()
+        if reason is not None:
+            raise click.UsageError(f"power-loss: {reason}")
     if faults and zookeeper_nodes == 1 and set(faults) & set(NEEDS_ZOOKEEPER_ENSEMBLE):
         raise click.BadParameter("isolate-zookeeper needs --zookeeper-nodes 3", param_hint="--faults")
 

@@ -35,7 +35,8 @@ from eoslog.verify.faults import (
     ALL_KINDS,
     CLIENT_KINDS,
     DROP_RATE,
-    SINGLE_BROKER_KINDS,
+    POWER_KINDS,
+    REPLAY_KINDS,
     FaultWindow,
     Nemesis,
 )
@@ -311,7 +312,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     def say(message: str) -> None:
         log(f"[{time.monotonic() - began:7.1f}s] {message}")
 
-    broker = proxy = cluster = network = None
+    broker = proxy = cluster = network = disk = None
     inside = contextlib.ExitStack()  # the clients' namespace, for this thread and those it starts
     replication_factor, topic_config = 1, None
     if options.cluster and options.net == "namespaces":
@@ -344,11 +345,19 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         broker_port, proxy_port = free_port(), free_port()
         proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))
         proxy.start_in_thread()
-        broker = BrokerProcess(out / "data", broker_port, options.broker_properties,
+        default_kinds = ALL_KINDS + REPLAY_KINDS if options.transaction_version >= 2 else ALL_KINDS
+        kinds = options.faults if options.faults is not None else default_kinds
+        data_dir = out / "data"
+        if set(kinds) & set(POWER_KINDS):
+            # The broker's disk is LazyFS, which can lose what was not fsynced (faults/lazyfs.py); what
+            # reached its "disk" is in out/disk, and the broker sees it through out/mnt.
+            from eoslog.faults.lazyfs import LazyMount
+
+            disk = LazyMount(out / "disk", out / "mnt").start()
+            data_dir = out / "mnt" / "data"
+        broker = BrokerProcess(data_dir, broker_port, options.broker_properties,
                                advertised=f"127.0.0.1:{proxy_port}", log_path=out / "broker.log")
         bootstrap = f"127.0.0.1:{proxy_port}"
-        default_kinds = SINGLE_BROKER_KINDS if options.transaction_version >= 2 else ALL_KINDS
-        kinds = options.faults if options.faults is not None else default_kinds
         topic = "t"
     else:
         bootstrap = options.bootstrap
@@ -383,7 +392,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                                      internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
                                      **common)
         else:
-            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, **common)
+            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk, **common)
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
@@ -420,6 +429,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                 problems.append(f"broker shutdown: {exc}")
         if proxy is not None:
             proxy.stop()
+        if disk is not None:
+            disk.stop()
         if cluster is not None:
             cluster.stop()
         inside.close()
