@@ -25,7 +25,7 @@ def fuse():
 
 
 def test_power_losses_with_fsync_on_ack_lose_nothing(tmp_path):
-    result = run_verify(VerifyOptions(duration=30, seed=3802, out=tmp_path, faults=("power-loss", "client-kill")))
+    result = run_verify(VerifyOptions(duration=25, seed=3802, out=tmp_path, faults=("power-loss", "client-kill")))
     text = result.render_text()
     assert result.valid, text
     assert result.report.errors == {}, text

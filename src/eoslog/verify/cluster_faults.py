@@ -26,6 +26,10 @@ from eoslog.verify.faults import CUT_RATE, DELAY_RATE, FaultWindow, Nemesis, Nem
 
 CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition",
                  "client-kill", "proxy-drop", "proxy-cut")
+# Only when named (--faults): every broker's data directory is then on LazyFS (eoslog/faults/lazyfs.py).
+# power-loss: a leader loses power (SIGKILL, then its unsynced writes dropped or torn); power-loss-all:
+# every broker at once, which with fsync off on acknowledgement may lose acknowledged records.
+CLUSTER_POWER_KINDS = ("power-loss", "power-loss-all")
 RESTART_ATTEMPTS = 3
 STATE_READ_TIMEOUT_S = 30.0
 
@@ -34,11 +38,14 @@ class ClusterNemesis(Nemesis):
     """``cluster`` is an EmbeddedCluster started with ``proxied=True``; ``topic`` the workers' topic;
     ``transactional_ids`` the workers' ids (their groups have the same names)."""
 
-    KNOWN_KINDS = CLUSTER_KINDS
+    KNOWN_KINDS = CLUSTER_KINDS + CLUSTER_POWER_KINDS
 
     def __init__(self, kinds, *, seed: int, cluster, topic: str, transactional_ids: list[str],
-                 internal_partitions: int, **kwargs) -> None:
+                 internal_partitions: int, disks: dict | None = None, **kwargs) -> None:
         super().__init__(kinds, seed=seed, **kwargs)
+        if set(kinds) & set(CLUSTER_POWER_KINDS) and not disks:
+            raise ValueError("power-loss needs every broker's data directory on LazyFS (disks)")
+        self.disks = disks or {}  # broker id -> faults.lazyfs.LazyMount holding its data directory
         self.cluster = cluster
         self.topic = topic
         self.transactional_ids = transactional_ids
@@ -126,6 +133,17 @@ class ClusterNemesis(Nemesis):
                 self._wait(hold)
                 self.cluster.heal_links()
                 detail = f"broker {victim} cut off from the other brokers for {hold:.1f} s"
+        elif kind in CLUSTER_POWER_KINDS:
+            victims = sorted(self.cluster.brokers) if kind == "power-loss-all" else [
+                self._leader() or self.random.choice(sorted(self.cluster.brokers))]
+            for victim in victims:  # all dead before any disk forgets: no survivor to copy from
+                self.cluster.broker(victim).kill()
+            torn_seed = self.random.getrandbits(32) if self.random.random() < 0.5 else None
+            lost = [self.disks[victim].power_loss(torn_seed)[0] for victim in victims]
+            self._wait(self.random.uniform(0.2, 1.0))
+            took = [self._restart(victim) for victim in victims]
+            detail = (f"broker(s) {', '.join(map(str, victims))}: unsynced writes to {sum(lost)} file(s) "
+                      f"{'torn' if torn_seed is not None else 'dropped'}, restarted in {max(took):.2f} s")
         elif kind == "client-kill":
             detail = self.kill_client() or "no client running"
         elif kind == "proxy-drop":

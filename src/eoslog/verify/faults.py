@@ -91,7 +91,7 @@ class Nemesis:
             raise ValueError("broker faults need a broker process the verifier started")
         if proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("proxy faults need the fault proxy")
-        if (broker is None or disk is None) and set(kinds) & set(POWER_KINDS):
+        if (broker is None or disk is None) and set(kinds) & set(POWER_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("power-loss needs a broker process the verifier started on LazyFS")
         if kill_client is None and "client-kill" in kinds:
             raise ValueError("client-kill needs a way to kill a client")

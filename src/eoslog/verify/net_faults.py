@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 
 from eoslog.faults import nftables
-from eoslog.verify.cluster_faults import ClusterNemesis
+from eoslog.verify.cluster_faults import CLUSTER_POWER_KINDS, ClusterNemesis
 from eoslog.verify.faults import CUT_SHORT, FaultWindow
 
 PROCESS_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition", "client-kill")
@@ -39,7 +39,7 @@ def default_kinds(zookeeper_nodes: int) -> tuple[str, ...]:
 class NetNemesis(ClusterNemesis):
     """``cluster`` is an EmbeddedCluster started with ``network=`` (a created faults.netns.Network)."""
 
-    KNOWN_KINDS = NET_KINDS
+    KNOWN_KINDS = NET_KINDS + CLUSTER_POWER_KINDS
 
     def __init__(self, kinds, **kwargs) -> None:
         super().__init__(kinds, **kwargs)

@@ -315,6 +315,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     broker = proxy = cluster = network = disk = None
     inside = contextlib.ExitStack()  # the clients' namespace, for this thread and those it starts
     replication_factor, topic_config = 1, None
+    disks: dict = {}  # broker id -> LazyMount, when a cluster run has power-loss kinds
     if options.cluster and options.net == "namespaces":
         from eoslog.faults.netns import Network
         from eoslog.tools.local.cluster import EmbeddedCluster
@@ -369,6 +370,14 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     nemesis: Nemesis | None = None
     final_complete = False
     try:
+        if cluster is not None and set(kinds) & {"power-loss", "power-loss-all"}:
+            # Each broker's data directory on a LazyFS of its own (what reached its "disk" is in
+            # out/disks/broker-N); EmbeddedCluster puts it in cluster/broker-N/data.
+            from eoslog.faults.lazyfs import LazyMount
+
+            for broker_id in range(1, options.cluster + 1):
+                disks[broker_id] = LazyMount(out / "disks" / f"broker-{broker_id}",
+                                             out / "cluster" / f"broker-{broker_id}").start()
         if broker is not None:
             broker.start()
             say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
@@ -390,7 +399,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
             nemesis = (NetNemesis if network is not None else ClusterNemesis)(kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic,
                                      transactional_ids=[transactional_id(s) for s in range(options.workers)],
                                      internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
-                                     **common)
+                                     disks=disks, **common)
         else:
             nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk, **common)
         pool.supervise()
@@ -433,6 +442,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
             disk.stop()
         if cluster is not None:
             cluster.stop()
+        for mount in disks.values():
+            mount.stop()
         inside.close()
         if network is not None:
             network.destroy()
