@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
+from eoslog.faults import lazyfs
 from eoslog.faults.lazyfs import LazyMount, _Unsynced, unavailable_reason
 from eoslog.log import Log, LogConfig, syncfs
 from eoslog.log.flusher import GroupCommit
@@ -213,3 +217,38 @@ def test_the_filesystem_type_comes_from_the_mount_tables_line_for_the_device(tmp
         "98 22 0:999 / /elsewhere rw - tmpfs tmpfs rw\n")
     assert syncfs.filesystem_type(str(tmp_path), str(table)) == "fuse.sshfs"  # the mount on top
     assert syncfs.filesystem_type(str(tmp_path), str(tmp_path / "missing")) is None
+
+
+CRASHING_RUN = """
+import os, sys
+from eoslog.faults.lazyfs import LazyMount
+mount = LazyMount(sys.argv[1] + "/backing", sys.argv[1] + "/mnt").start()
+print(mount.process.pid, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_cleanup_unmounts_what_a_crashed_run_left_and_keeps_a_live_mount(disk, tmp_path):
+    _, live = disk
+    crashed = subprocess.run([sys.executable, "-c", CRASHING_RUN, str(tmp_path / "crashed")], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert crashed.returncode == -9, crashed.stderr
+    server = int(crashed.stdout.split()[0])
+    orphan = tmp_path / "crashed" / "mnt"
+    assert os.path.ismount(orphan)
+    assert str(orphan) in lazyfs.cleanup()  # with any other crashed run's leftovers
+    assert not os.path.ismount(orphan)
+    assert os.path.ismount(live)  # its owner, this process, is alive
+    deadline = time.monotonic() + 10
+    while running(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(server)
+
+
+def running(pid: int) -> bool:
+    """Neither gone nor a zombie (an orphan's reaper may be slow)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -367,6 +367,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root")
     parser.add_argument("mountpoint")
     parser.add_argument("--control", required=True, help="Unix socket for the drop and sync commands")
+    parser.add_argument("--owner", type=int, default=os.getppid(),
+                        help="the process that mounted it: once it is gone, cleanup() may unmount this")
     args = parser.parse_args(argv)
     fs = LazyFS(args.root)
     threading.Thread(target=_serve_control, args=(fs, args.control), daemon=True, name="lazyfs-control").start()
@@ -394,7 +396,8 @@ class LazyMount:
             os.unlink(self.control)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "eoslog.faults.lazyfs", str(self.root),
-                                             str(self.mountpoint), "--control", self.control],
+                                             str(self.mountpoint), "--control", self.control,
+                                             "--owner", str(os.getpid())],
                                             stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + self.start_timeout_s
         while not (os.path.ismount(self.mountpoint) and os.path.exists(self.control)):
@@ -430,9 +433,7 @@ class LazyMount:
         if self.process is None:
             return
         if os.path.ismount(self.mountpoint):
-            done = subprocess.run(["fusermount3", "-u", str(self.mountpoint)], capture_output=True, check=False)
-            if done.returncode != 0:
-                subprocess.run(["umount", "-l", str(self.mountpoint)], capture_output=True, check=False)
+            _unmount(str(self.mountpoint))
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
@@ -447,6 +448,39 @@ class LazyMount:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _unmount(mountpoint: str) -> None:
+    if subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["umount", "-l", mountpoint], capture_output=True, check=False)
+
+
+def cleanup(force: bool = False) -> list[str]:
+    """Unmounts the LazyFS mounts a crashed run left behind (``eoslog verify cleanup``) and ends their
+    processes: those whose owner (the process that mounted them) is gone, or every one with ``force``.
+    Returns their mount points."""
+    removed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if "eoslog.faults.lazyfs" not in argv or "--owner" not in argv:
+            continue
+        at = argv.index("eoslog.faults.lazyfs")
+        mountpoint, owner = argv[at + 2], argv[argv.index("--owner") + 1]
+        if not force and owner.isdigit() and os.path.exists(f"/proc/{owner}"):
+            continue
+        _unmount(mountpoint)
+        try:
+            os.kill(int(entry), 9)
+        except ProcessLookupError:
+            pass
+        removed.append(mountpoint)
+    return removed
 
 
 def unavailable_reason() -> str | None:

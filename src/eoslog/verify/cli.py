@@ -1,7 +1,8 @@
 """``eoslog verify``: a fault-injecting exactly-once verification run (see run.py and
 docs/reliability.md, "Verify runs"). Exits 1 when the checker finds an anomaly or the run could not
 heal its faults, 0 when the history is valid. ``eoslog verify cleanup`` removes the network namespaces
-(and what runs in them) that a crashed ``--net namespaces`` run left behind (docs/verification.md)."""
+(and what runs in them) that a crashed ``--net namespaces`` run left behind, and the LazyFS mounts of a
+crashed power-loss run (docs/verification.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
 
 @click.command()
 @click.argument("action", required=False, type=click.Choice(["cleanup"]))
-@click.option("--force", is_flag=True, help="With cleanup: also the namespaces of runs still alive.")
+@click.option("--force", is_flag=True, help="With cleanup: also the namespaces and LazyFS mounts of runs still alive.")
 @click.option("--duration", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
               help="Seconds of workload under faults (healing and the final read come after).")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
@@ -70,12 +71,15 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
     """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
     client crashes, dropped responses, cut connections, packet loss between namespaces), then check the
     history for exactly-once anomalies. Exits non-zero when any is found. `eoslog verify cleanup`
-    removes what a crashed --net namespaces run left behind."""
+    removes what a crashed --net namespaces or power-loss run left behind."""
     if action == "cleanup":
+        from eoslog.faults import lazyfs
         from eoslog.faults.netns import cleanup
 
         removed = cleanup(force=force)
         click.echo(f"removed {len(removed)} network namespace(s)" + "".join(f"\n  {n}" for n in removed))
+        unmounted = lazyfs.cleanup(force=force)
+        click.echo(f"removed {len(unmounted)} LazyFS mount(s)" + "".join(f"\n  {m}" for m in unmounted))
         return
     from eoslog.verify.run import VerifyOptions, run_verify
 
