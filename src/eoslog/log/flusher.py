@@ -163,7 +163,7 @@ class GroupCommit:
         self._next_round: dict[Log, asyncio.Future] = {}  # logs that asked while it ran
         self._round_scheduled = False  # a round starts at the end of this pass of the loop
         self.syncfs_rounds = 0  # syncfs calls made (for benchmarks and tests)
-        if directory is not None and syncfs and syncfs_call.available():
+        if directory is not None and syncfs and syncfs_call.available() and syncfs_call.covers(directory):
             self._syncfs_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
             self._syncfs_device = os.fstat(self._syncfs_fd).st_dev
 

@@ -26,18 +26,26 @@ from eoslog.verify.faults import CUT_RATE, DELAY_RATE, FaultWindow, Nemesis, Nem
 
 CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition",
                  "client-kill", "proxy-drop", "proxy-cut")
+# Only when named (--faults): every broker's data directory is then on LazyFS (eoslog/faults/lazyfs.py).
+# power-loss: a leader loses power (SIGKILL, then its unsynced writes dropped or torn); power-loss-all:
+# every broker at once, which with fsync off on acknowledgement may lose acknowledged records.
+CLUSTER_POWER_KINDS = ("power-loss", "power-loss-all")
 RESTART_ATTEMPTS = 3
+STATE_READ_TIMEOUT_S = 30.0
 
 
 class ClusterNemesis(Nemesis):
     """``cluster`` is an EmbeddedCluster started with ``proxied=True``; ``topic`` the workers' topic;
     ``transactional_ids`` the workers' ids (their groups have the same names)."""
 
-    KNOWN_KINDS = CLUSTER_KINDS
+    KNOWN_KINDS = CLUSTER_KINDS + CLUSTER_POWER_KINDS
 
     def __init__(self, kinds, *, seed: int, cluster, topic: str, transactional_ids: list[str],
-                 internal_partitions: int, **kwargs) -> None:
+                 internal_partitions: int, disks: dict | None = None, **kwargs) -> None:
         super().__init__(kinds, seed=seed, **kwargs)
+        if set(kinds) & set(CLUSTER_POWER_KINDS) and not disks:
+            raise ValueError("power-loss needs every broker's data directory on LazyFS (disks)")
+        self.disks = disks or {}  # broker id -> faults.lazyfs.LazyMount holding its data directory
         self.cluster = cluster
         self.topic = topic
         self.transactional_ids = transactional_ids
@@ -57,8 +65,21 @@ class ClusterNemesis(Nemesis):
 
     # ---- choosing a target ------------------------------------------------------------------------
 
+    def _state(self):
+        """What ZooKeeper says, asked again while our client moves to another ZooKeeper node."""
+        from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+        deadline = time.monotonic() + STATE_READ_TIMEOUT_S
+        while True:
+            try:
+                return self.cluster.state()
+            except (ConnectionLoss, SessionExpiredError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     def _leader(self) -> int | None:
-        state = self.cluster.state()
+        state = self._state()
         leaders = [state.leader_of(t, p) for (t, p) in state.partitions if t == self.topic]
         leaders = [b for b in leaders if b is not None and b > 0]
         return self.random.choice(sorted(leaders)) if leaders else None
@@ -66,7 +87,7 @@ class ClusterNemesis(Nemesis):
     def _coordinator(self) -> tuple[int | None, str]:
         transactional_id = self.random.choice(self.transactional_ids)
         topic = self.random.choice(["__transaction_state", "__consumer_offsets"])
-        leader = self.cluster.state().leader_of(topic, partition_for(transactional_id, self.internal_partitions))
+        leader = self._state().leader_of(topic, partition_for(transactional_id, self.internal_partitions))
         role = "transaction" if topic == "__transaction_state" else "group"
         return (leader if leader is not None and leader > 0 else None), f"{role} coordinator of {transactional_id}"
 
@@ -112,6 +133,17 @@ class ClusterNemesis(Nemesis):
                 self._wait(hold)
                 self.cluster.heal_links()
                 detail = f"broker {victim} cut off from the other brokers for {hold:.1f} s"
+        elif kind in CLUSTER_POWER_KINDS:
+            victims = sorted(self.cluster.brokers) if kind == "power-loss-all" else [
+                self._leader() or self.random.choice(sorted(self.cluster.brokers))]
+            for victim in victims:  # all dead before any disk forgets: no survivor to copy from
+                self.cluster.broker(victim).kill()
+            torn_seed = self.random.getrandbits(32) if self.random.random() < 0.5 else None
+            lost = [self.disks[victim].power_loss(torn_seed)[0] for victim in victims]
+            self._wait(self.random.uniform(0.2, 1.0))
+            took = [self._restart(victim) for victim in victims]
+            detail = (f"broker(s) {', '.join(map(str, victims))}: unsynced writes to {sum(lost)} file(s) "
+                      f"{'torn' if torn_seed is not None else 'dropped'}, restarted in {max(took):.2f} s")
         elif kind == "client-kill":
             detail = self.kill_client() or "no client running"
         elif kind == "proxy-drop":

@@ -10,6 +10,7 @@ Kinds (docs/reliability.md, "Verify runs"):
 | ``proxy-drop`` | the proxy drops (and delays) some responses: executed requests whose answer is lost | the proxy |
 | ``proxy-cut`` | the proxy cuts connections at random frames, sometimes mid-frame | the proxy |
 | ``proxy-pause`` | the proxy holds every frame for a while (a short network partition) | the proxy |
+| ``power-loss`` | SIGKILL the broker, then LazyFS (its data directory's filesystem) drops every write not yet fsynced, half the time keeping a torn prefix instead; start it again on what survived. Only when asked for (``--faults``) | our broker process on LazyFS |
 | ``proxy-replay`` | "delay and replay": the proxy holds the next Produce or EndTxn for longer than the client waits, then forwards it, after the client has moved on (KIP-890 part 2's case) | the proxy |
 
 The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
@@ -32,8 +33,11 @@ PROXY_KINDS = ("proxy-drop", "proxy-cut", "proxy-pause")
 # not the broker's. Transaction version 2 clients (--transaction-version 2) run it by default.
 REPLAY_KINDS = ("proxy-replay",)
 CLIENT_KINDS = ("client-kill",)
+# Not among the default kinds either: the broker's data directory must then be on LazyFS (FUSE), which
+# the run mounts only when this kind is asked for (eoslog/faults/lazyfs.py).
+POWER_KINDS = ("power-loss",)
 ALL_KINDS = BROKER_KINDS + CLIENT_KINDS + PROXY_KINDS
-SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS  # everything this module's Nemesis can inject
+SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS + POWER_KINDS  # everything this module's Nemesis can inject
 
 DROP_RATE = 0.05  # per response frame while proxy-drop holds
 DELAY_RATE = 0.05
@@ -78,6 +82,7 @@ class Nemesis:
                  fault_seconds: tuple[float, float] = (1.0, 4.0),
                  quiet_seconds: tuple[float, float] = (1.0, 3.0),
                  drop_rate: float = DROP_RATE,
+                 disk=None,
                  log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(self.KNOWN_KINDS)
         if unknown:
@@ -86,6 +91,8 @@ class Nemesis:
             raise ValueError("broker faults need a broker process the verifier started")
         if proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("proxy faults need the fault proxy")
+        if (broker is None or disk is None) and set(kinds) & set(POWER_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
+            raise ValueError("power-loss needs a broker process the verifier started on LazyFS")
         if kill_client is None and "client-kill" in kinds:
             raise ValueError("client-kill needs a way to kill a client")
         self.kinds = tuple(kinds)
@@ -96,6 +103,7 @@ class Nemesis:
         self.fault_seconds = fault_seconds
         self.quiet_seconds = quiet_seconds
         self.drop_rate = drop_rate
+        self.disk = disk  # a faults.lazyfs.LazyMount under the broker's data directory, for power-loss
         self.log = log or (lambda message: None)
         self.windows: list[FaultWindow] = []
         self.counts: Counter[str] = Counter()
@@ -168,6 +176,14 @@ class Nemesis:
             self._wait(self.random.uniform(0.2, 1.0))
             took = self._start_broker()
             detail = f"restarted in {took:.2f} s"
+        elif kind == "power-loss":
+            self.broker.kill()
+            torn_seed = self.random.getrandbits(32) if self.random.random() < 0.5 else None
+            files, undone = self.disk.power_loss(torn_seed)
+            self._wait(self.random.uniform(0.2, 1.0))
+            took = self._start_broker()
+            detail = (f"unsynced writes to {files} file(s) {'torn' if torn_seed is not None else 'dropped'}, "
+                      f"{undone} namespace operation(s) undone, restarted in {took:.2f} s")
         elif kind == "broker-pause":
             self.broker.pause()
             self._broker_paused = True

@@ -1,7 +1,9 @@
 """One verify run: start a broker behind the fault proxy, run worker processes (workload.py) while the
 nemesis (faults.py) injects faults, heal, fence every transactional id, read every partition from the
 start, check the history and plot it. With ``cluster`` = N, the broker is a cluster of N brokers on a
-ZooKeeper the run starts, each behind its own fault proxy, and the nemesis is cluster_faults.py's.
+ZooKeeper the run starts, each behind its own fault proxy, and the nemesis is cluster_faults.py's; with
+``net="namespaces"`` too, ZooKeeper, every broker and the clients run in network namespaces of their own
+(faults/netns.py) and the nemesis is net_faults.py's, which cuts links by dropping packets.
 
 Everything lands in ``out``: ``history.jsonl``, ``report.txt``, ``summary.json``, ``plot.png``,
 ``broker.log`` and ``clients.log`` (librdkafka's own logging), and the broker's data directory.
@@ -9,6 +11,7 @@ Everything lands in ``out``: ``history.jsonl``, ``report.txt``, ``summary.json``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -32,7 +35,8 @@ from eoslog.verify.faults import (
     ALL_KINDS,
     CLIENT_KINDS,
     DROP_RATE,
-    SINGLE_BROKER_KINDS,
+    POWER_KINDS,
+    REPLAY_KINDS,
     FaultWindow,
     Nemesis,
 )
@@ -62,6 +66,8 @@ class VerifyOptions:
     # 2: the workers are workload_v2's KIP-890 part 2 producers (one broker only), and the default
     # faults include proxy-replay
     transaction_version: int = 1
+    net: str = "loopback"  # "namespaces": the cluster and the clients in network namespaces (cluster only)
+    zookeeper_nodes: int = 1  # of the cluster's ZooKeeper: 1 or 3
 
 
 @dataclasses.dataclass
@@ -306,14 +312,29 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     def say(message: str) -> None:
         log(f"[{time.monotonic() - began:7.1f}s] {message}")
 
-    broker = proxy = cluster = None
+    broker = proxy = cluster = network = disk = None
+    inside = contextlib.ExitStack()  # the clients' namespace, for this thread and those it starts
     replication_factor, topic_config = 1, None
-    if options.cluster:
+    disks: dict = {}  # broker id -> LazyMount, when a cluster run has power-loss kinds
+    if options.cluster and options.net == "namespaces":
+        from eoslog.faults.netns import Network
+        from eoslog.tools.local.cluster import EmbeddedCluster
+        from eoslog.verify.net_faults import default_kinds
+
+        network = Network(options.zookeeper_nodes, options.cluster).create()
+        inside.enter_context(network.entered(network.clients))
+        cluster = EmbeddedCluster(out / "cluster", options.cluster, zookeeper_nodes=options.zookeeper_nodes,
+                                  network=network, properties=options.broker_properties)
+        kinds = options.faults if options.faults is not None else default_kinds(options.zookeeper_nodes)
+        topic = "t"
+        replication_factor = min(3, options.cluster)
+        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+    elif options.cluster:
         from eoslog.tools.local.cluster import EmbeddedCluster
         from eoslog.verify.cluster_faults import CLUSTER_KINDS
 
         cluster = EmbeddedCluster(out / "cluster", options.cluster, proxied=True,
-                                  properties=options.broker_properties)
+                                  zookeeper_nodes=options.zookeeper_nodes, properties=options.broker_properties)
         kinds = options.faults if options.faults is not None else CLUSTER_KINDS
         topic = "t"
         replication_factor = min(3, options.cluster)
@@ -325,11 +346,19 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         broker_port, proxy_port = free_port(), free_port()
         proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))
         proxy.start_in_thread()
-        broker = BrokerProcess(out / "data", broker_port, options.broker_properties,
+        default_kinds = ALL_KINDS + REPLAY_KINDS if options.transaction_version >= 2 else ALL_KINDS
+        kinds = options.faults if options.faults is not None else default_kinds
+        data_dir = out / "data"
+        if set(kinds) & set(POWER_KINDS):
+            # The broker's disk is LazyFS, which can lose what was not fsynced (faults/lazyfs.py); what
+            # reached its "disk" is in out/disk, and the broker sees it through out/mnt.
+            from eoslog.faults.lazyfs import LazyMount
+
+            disk = LazyMount(out / "disk", out / "mnt").start()
+            data_dir = out / "mnt" / "data"
+        broker = BrokerProcess(data_dir, broker_port, options.broker_properties,
                                advertised=f"127.0.0.1:{proxy_port}", log_path=out / "broker.log")
         bootstrap = f"127.0.0.1:{proxy_port}"
-        default_kinds = SINGLE_BROKER_KINDS if options.transaction_version >= 2 else ALL_KINDS
-        kinds = options.faults if options.faults is not None else default_kinds
         topic = "t"
     else:
         bootstrap = options.bootstrap
@@ -341,6 +370,14 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     nemesis: Nemesis | None = None
     final_complete = False
     try:
+        if cluster is not None and set(kinds) & {"power-loss", "power-loss-all"}:
+            # Each broker's data directory on a LazyFS of its own (what reached its "disk" is in
+            # out/disks/broker-N); EmbeddedCluster puts it in cluster/broker-N/data.
+            from eoslog.faults.lazyfs import LazyMount
+
+            for broker_id in range(1, options.cluster + 1):
+                disks[broker_id] = LazyMount(out / "disks" / f"broker-{broker_id}",
+                                             out / "cluster" / f"broker-{broker_id}").start()
         if broker is not None:
             broker.start()
             say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
@@ -348,21 +385,23 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
             cluster.start()
             bootstrap = cluster.bootstrap
             say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
-                f"each behind a fault proxy: {bootstrap}")
+                + (f"each in a network namespace of its own: {bootstrap}" if network is not None
+                   else f"each behind a fault proxy: {bootstrap}"))
         _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
         pool = WorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log")
         common = dict(kill_client=pool.kill_one, fault_seconds=options.fault_seconds,
                       quiet_seconds=options.quiet_seconds, drop_rate=options.drop_rate, log=say)
         if cluster is not None:
             from eoslog.verify.cluster_faults import ClusterNemesis
+            from eoslog.verify.net_faults import NetNemesis
             from eoslog.verify.workload import transactional_id
 
-            nemesis = ClusterNemesis(kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic,
+            nemesis = (NetNemesis if network is not None else ClusterNemesis)(kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic,
                                      transactional_ids=[transactional_id(s) for s in range(options.workers)],
                                      internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
-                                     **common)
+                                     disks=disks, **common)
         else:
-            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, **common)
+            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk, **common)
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
@@ -399,8 +438,15 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                 problems.append(f"broker shutdown: {exc}")
         if proxy is not None:
             proxy.stop()
+        if disk is not None:
+            disk.stop()
         if cluster is not None:
             cluster.stop()
+        for mount in disks.values():
+            mount.stop()
+        inside.close()
+        if network is not None:
+            network.destroy()
     duration = time.monotonic() - began
     report = check(history_path)
     windows = list(nemesis.windows) if nemesis is not None else []

@@ -10,6 +10,9 @@ three, Debian's server) and N ``eoslog serve`` processes, each with handles to k
 proxy's address in the broker's registration, so clients and the other brokers reach it only through
 the proxy: ``cluster.cut(1, 2)`` then breaks the link between brokers 1 and 2 while both keep their
 ZooKeeper sessions and their clients (the verifier's network partitions; loopback only).
+
+``network=`` (a faults/netns.py Network, already created) runs each ZooKeeper node and each broker in a
+network namespace of its own instead, at its address there; ``cut`` then drops packets with nftables.
 """
 
 from __future__ import annotations
@@ -56,9 +59,12 @@ class EmbeddedCluster:
                  properties: dict[str, str] | None = None, session_timeout_ms: int = 4000,
                  file_size_limits: dict[int, int] | None = None, proxied: bool = False,
                  broker_properties: Callable[[int, int], dict[str, str]] | None = None,
-                 before_brokers: Callable[[str], None] | None = None) -> None:
+                 before_brokers: Callable[[str], None] | None = None, network=None) -> None:
+        if network is not None and proxied:
+            raise ValueError("a cluster in network namespaces has no fault proxies")
         self.base_dir = Path(base_dir)
-        self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", nodes=zookeeper_nodes)
+        self.network = network
+        self.zookeeper = ZooKeeperEnsemble(self.base_dir / "zookeeper", nodes=zookeeper_nodes, network=network)
         self.session_timeout_ms = session_timeout_ms
         factor = str(min(3, brokers))
         self.properties = {
@@ -89,7 +95,8 @@ class EmbeddedCluster:
         if self.before_brokers is not None:
             self.before_brokers(connect)
         for broker_id in range(1, self._count + 1):
-            port = free_port()
+            port = free_port() if self.network is None else 9092
+            host = "127.0.0.1" if self.network is None else self.network.broker_address(broker_id)
             advertised = None
             if self.proxied:
                 from eoslog.tools.local.faultproxy import FaultProxy
@@ -101,7 +108,8 @@ class EmbeddedCluster:
                 properties={"broker.id": str(broker_id), "zookeeper.connect": connect, **self.properties,
                             **(self.broker_properties(broker_id, port) if self.broker_properties else {})},
                 log_path=self.base_dir / f"broker-{broker_id}.log",
-                file_size_limit=self._file_size_limits.get(broker_id), advertised=advertised)
+                file_size_limit=self._file_size_limits.get(broker_id), advertised=advertised, host=host,
+                launcher=() if self.network is None else tuple(self.network.launcher(host)))
         # All launched first: the interpreters start side by side, then each is waited for.
         for broker in self.brokers.values():
             broker.launch()
@@ -174,11 +182,17 @@ class EmbeddedCluster:
 
     def cut(self, a: int, b: int) -> None:
         """Breaks the link between brokers ``a`` and ``b`` both ways (proxied clusters): each one's
-        connections to the other are closed, and new ones too, until :meth:`heal_links`."""
+        connections to the other are closed, and new ones too, until :meth:`heal_links`. In network
+        namespaces: their packets to each other are dropped."""
+        if self.network is not None:
+            self.network.cut(self.network.broker_address(a), self.network.broker_address(b))
+            return
         self.proxies[b].block_clients(rf"eoslog-.*-{a}")
         self.proxies[a].block_clients(rf"eoslog-.*-{b}")
 
     def heal_links(self) -> None:
+        if self.network is not None:
+            self.network.heal()
         for proxy in self.proxies.values():
             proxy.unblock_clients()
 
@@ -237,11 +251,18 @@ class EmbeddedCluster:
 
     def wait_for(self, predicate: Callable[[ClusterState], bool], timeout: float, what: str = "condition"
                  ) -> ClusterState:
+        from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
         deadline = time.monotonic() + timeout
+        state = None
         while True:
-            state = self.state()
-            if predicate(state):
-                return state
+            try:
+                state = self.state()
+            except (ConnectionLoss, SessionExpiredError):
+                pass  # our ZooKeeper client is moving to another node (one was cut off or killed): ask again
+            else:
+                if predicate(state):
+                    return state
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cluster: {what} not reached within {timeout} s; last state {state}\n{self.logs()}")
             time.sleep(0.05)

@@ -66,13 +66,16 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None,
                  properties: dict[str, str] | None = None, advertised: str | None = None,
-                 log_path: Path | None = None, file_size_limit: int | None = None) -> None:
+                 log_path: Path | None = None, file_size_limit: int | None = None, host: str = "127.0.0.1",
+                 launcher: tuple[str, ...] = ()) -> None:
         self._tempdir = None
         if data_dir is None:
             self._tempdir = tempfile.TemporaryDirectory(prefix="eoslog-proc-")
             data_dir = Path(self._tempdir.name) / "data"
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.host = host
+        self.launcher = launcher  # a command prefix, e.g. one that enters a network namespace (faults/netns.py)
         self.properties = {"group.initial.rebalance.delay.ms": "0", **(properties or {})}
         self.advertised = advertised
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
@@ -85,7 +88,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         self.launch()
@@ -102,8 +105,8 @@ class BrokerProcess:
         port_file.parent.mkdir(parents=True, exist_ok=True)
         port_file.unlink(missing_ok=True)
         command = [
-            sys.executable, "-m", "eoslog", "serve", "--data-dir", str(self.data_dir),
-            "--listen", f"127.0.0.1:{self.port}", "--port-file", str(port_file),
+            *self.launcher, sys.executable, "-m", "eoslog", "serve", "--data-dir", str(self.data_dir),
+            "--listen", f"{self.host}:{self.port}", "--port-file", str(port_file),
         ]
         if self.advertised:
             command += ["--advertised-listener", self.advertised]

@@ -51,10 +51,10 @@ class ZooKeeperUnavailable(RuntimeError):
     """Java or Debian's zookeeper package is missing, or a server did not become ready in time."""
 
 
-def four_letter_word(port: int, word: bytes, timeout: float = 1.0) -> bytes:
+def four_letter_word(port: int, word: bytes, timeout: float = 1.0, host: str = "127.0.0.1") -> bytes:
     """ZooKeeper's answer to a four-letter word (``ruok``, ``srvr``, ``mntr``...); the server closes
     the connection after answering."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(word)
         chunks = []
         while chunk := sock.recv(4096):
@@ -67,24 +67,27 @@ class ZooKeeperNode:
     so clients and the other members reach it at the same address with the same data. Not thread-safe;
     one test drives it."""
 
-    def __init__(self, directory: Path, node_id: int, client_port: int, servers: list[tuple[int, int, int]]):
+    def __init__(self, directory: Path, node_id: int, client_port: int, servers: list[tuple[int, str, int, int]],
+                 host: str = "127.0.0.1", launcher: tuple[str, ...] = ()):
         self.directory = Path(directory)
         self.node_id = node_id
         self.client_port = client_port
-        self.servers = servers  # (id, quorum port, election port); empty for a standalone node
+        self.servers = servers  # (id, host, quorum port, election port); empty for a standalone node
+        self.host = host
+        self.launcher = launcher  # a command prefix, e.g. one that enters a network namespace (faults/netns.py)
         self.process: subprocess.Popen | None = None
         self.log_path = self.directory / "zookeeper.log"
 
     @property
     def connect_string(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     def _write_config(self) -> Path:
         data = self.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         lines = [
             f"tickTime={TICK_MS}", f"dataDir={data}", f"clientPort={self.client_port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.host}",
             # Followers connect and sync within initLimit ticks, then must answer within syncLimit.
             "initLimit=10", "syncLimit=5",
             f"minSessionTimeout={2 * TICK_MS}", "maxSessionTimeout=60000",
@@ -93,7 +96,7 @@ class ZooKeeperNode:
         ]
         if self.servers:
             (data / "myid").write_text(f"{self.node_id}\n")
-            lines += [f"server.{i}=127.0.0.1:{q}:{e}" for i, q, e in self.servers]
+            lines += [f"server.{i}={h}:{q}:{e}" for i, h, q, e in self.servers]
         path = self.directory / "zoo.cfg"
         path.write_text("\n".join(lines) + "\n")
         (self.directory / "log4j.properties").write_text(LOG4J_PROPERTIES)
@@ -108,7 +111,7 @@ class ZooKeeperNode:
             raise ZooKeeperUnavailable(f"Debian's zookeeper package or Java is missing ({', '.join(missing) or 'java'});"
                                        " make test installs it")
         config = self._write_config()
-        command = ["java", *JVM_OPTIONS, "-cp", ":".join((str(self.directory), *JARS)),
+        command = [*self.launcher, "java", *JVM_OPTIONS, "-cp", ":".join((str(self.directory), *JARS)),
                    f"-Dzookeeper.log.dir={self.directory}", "-Dzookeeper.jmx.log4j.disable=true",
                    MAIN, str(config)]
         # A session of its own: Ctrl-C in a terminal reaches the Python process only, which then stops
@@ -127,7 +130,7 @@ class ZooKeeperNode:
         """``standalone``, ``leader`` or ``follower`` while serving; None while not (down, paused,
         electing, or a member without a quorum)."""
         try:
-            reply = four_letter_word(self.client_port, b"srvr")
+            reply = four_letter_word(self.client_port, b"srvr", host=self.host)
         except OSError:
             return None
         for line in reply.decode(errors="replace").splitlines():
@@ -137,7 +140,7 @@ class ZooKeeperNode:
 
     def ready(self) -> bool:
         try:
-            if four_letter_word(self.client_port, b"ruok") != b"imok":
+            if four_letter_word(self.client_port, b"ruok", host=self.host) != b"imok":
                 return False
         except OSError:
             return False
@@ -211,14 +214,25 @@ def _kill_quietly(process: subprocess.Popen) -> None:
 
 
 class ZooKeeperEnsemble:
-    """One standalone ZooKeeper or a quorum of three, on loopback ports, under ``base_dir/zk-<id>``."""
+    """One standalone ZooKeeper or a quorum of three, on loopback ports, under ``base_dir/zk-<id>``.
+    With ``network`` (faults/netns.py) each node runs in a network namespace of its own, at that
+    network's address for it, on ZooKeeper's usual ports."""
 
-    def __init__(self, base_dir: Path, nodes: int = 1) -> None:
+    def __init__(self, base_dir: Path, nodes: int = 1, network=None) -> None:
         if nodes not in (1, 3):
             raise ValueError("a ZooKeeper ensemble here has 1 or 3 nodes")
         base_dir = Path(base_dir)
-        servers = [] if nodes == 1 else [(i, free_port(), free_port()) for i in range(1, nodes + 1)]
-        self.nodes = [ZooKeeperNode(base_dir / f"zk-{i}", i, free_port(), servers) for i in range(1, nodes + 1)]
+        ids = range(1, nodes + 1)
+        if network is None:
+            hosts = {i: "127.0.0.1" for i in ids}
+            ports = {i: (free_port(), free_port(), free_port()) for i in ids}
+        else:
+            hosts = {i: network.zookeeper_address(i) for i in ids}
+            ports = {i: (2181, 2888, 3888) for i in ids}
+        servers = [] if nodes == 1 else [(i, hosts[i], ports[i][1], ports[i][2]) for i in ids]
+        self.nodes = [ZooKeeperNode(base_dir / f"zk-{i}", i, ports[i][0], servers, host=hosts[i],
+                                    launcher=() if network is None else tuple(network.launcher(hosts[i])))
+                      for i in ids]
 
     @property
     def connect_string(self) -> str:
