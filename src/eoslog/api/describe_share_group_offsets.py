@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from eoslog.api._group_common import code, group_coordinator
 from eoslog.coordinator.share.log_format import NO_DELIVERY_COMPLETE_COUNT, NO_START_OFFSET
-from eoslog.coordinator.share.persister import LocalPersister
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import DescribeShareGroupOffsetsResponse
 from eoslog.security.acl import AclOperation, ResourceType
@@ -69,7 +68,9 @@ async def _describe(context: RequestContext, group) -> Group:
         allowed = context.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)
         asked = {name: ps for name, ps in wanted.items() if name in allowed}
         refused = {name: ps for name, ps in wanted.items() if name not in allowed}
-    persister = LocalPersister(lambda: context.services.coordinators)
+    # the group coordinator's persister: in-process where the share coordinator is this broker, keys
+    # 83-87 to the broker that is otherwise (coordinator/share/persister.py RoutingPersister)
+    persister = group_coordinator(context).persister
     out = []
     for name, partitions in asked.items():
         info = topics.get(name)
