@@ -139,15 +139,25 @@ def _first_bytes(data: bytes) -> str:
 
 
 def record_check(validation: TopicValidation, view: RegistryView) -> RecordCheck:
-    """The RecordCheck for one topic's partitions (log/record_validation.py)."""
+    """The RecordCheck for one topic's partitions (log/record_validation.py). Under TopicNameStrategy (the
+    default) a record that passes costs a slice, a comparison and a set lookup; anything else, and every
+    refusal, goes through :func:`check_data`."""
     topic, value_strategy, key_strategy = validation.topic, validation.value_strategy, validation.key_strategy
+    live_ids = view.state.live_ids
+    value_subject = f"{topic}-value" if value_strategy == TOPIC_NAME_STRATEGY else None
+    key_subject = f"{topic}-key" if key_strategy == TOPIC_NAME_STRATEGY else None
+    empty: frozenset[int] = frozenset()
+
+    def passes(data: bytes | None, subject: str | None) -> bool:
+        return data is None or (subject is not None and data[:1] == b"\x00" and len(data) >= WIRE_HEADER_BYTES
+                                and int.from_bytes(data[1:WIRE_HEADER_BYTES], "big") in live_ids.get(subject, empty))
 
     def check(_header: BatchHeader, record: Record, _index: int) -> str | None:
-        if value_strategy is not None:
+        if value_strategy is not None and not passes(record.value, value_subject):
             reason = check_data(record.value, "value", topic, value_strategy, view)
             if reason is not None:
                 return reason
-        if key_strategy is not None:
+        if key_strategy is not None and not passes(record.key, key_subject):
             return check_data(record.key, "key", topic, key_strategy, view)
         return None
 
