@@ -219,3 +219,56 @@ def test_bad_values_are_refused_by_create_topics(admin, configs):
     with pytest.raises(KafkaException) as refused:
         admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(30)
     assert refused.value.args[0].name() == "INVALID_CONFIG", refused.value
+
+
+def test_idempotent_and_transactional_producers_go_on_after_a_refusal(served, admin, client):
+    """A refused batch is refused before the producer's state is looked at: it takes no sequence numbers,
+    so an idempotent producer's next batch is delivered, and a transaction can be aborted and the next one
+    committed."""
+    broker, _ = served
+    topic = new_topic(admin, VALIDATED)
+    own_id = client.register_schema(f"{topic}-value", Schema(json.dumps(PAYMENT), "AVRO"))
+    outcomes: list = []
+
+    def report(error, _message) -> None:
+        outcomes.append(error.name() if error is not None else "delivered")
+
+    idempotent = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for value in (wire(own_id), b"raw", wire(own_id)):
+        idempotent.produce(topic, value, on_delivery=report)
+        assert idempotent.flush(30) == 0
+    assert outcomes == ["delivered", "INVALID_RECORD", "delivered"]
+
+    outcomes.clear()
+    transactional = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce(topic, b"raw", on_delivery=report)
+    transactional.flush(30)
+    assert outcomes == ["INVALID_RECORD"]
+    transactional.abort_transaction(30)
+    # librdkafka numbered the refused batch, so its next batch skips a sequence number; it then asks for an
+    # abort with an epoch bump (as it would of Kafka, which also refuses before the producer's state). The
+    # application's usual retry loop commits the transaction.
+    for _attempt in range(3):
+        transactional.begin_transaction()
+        transactional.produce(topic, wire(own_id), on_delivery=report)
+        try:
+            transactional.commit_transaction(30)
+            break
+        except KafkaException as exc:
+            assert exc.args[0].txn_requires_abort(), exc
+            transactional.abort_transaction(30)
+    else:
+        pytest.fail("the transaction never committed")
+    assert outcomes[-1] == "delivered"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"read-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    read: list = []
+    try:
+        wait_until(lambda: (m := consumer.poll(0.2)) is not None and not m.error() and read.append(m.value()) is None
+                   and len(read) == 3, 30, "the three delivered records read back")
+    finally:
+        consumer.close()
+    assert read == [wire(own_id)] * 3

@@ -31,8 +31,8 @@ def test_the_broker_reads_schemas_itself_and_follows_registrations_and_deletes(b
     assert deliveries(broker.bootstrap, topic, [(b"k", wire(schema_id)), (b"k", None)]) == ["delivered"] * 2
     refused = produce_raw(broker.bootstrap, topic, [(b"k", wire(schema_id + 1000))])
     assert [e.batch_index_error_message for e in refused.record_errors] == [
-        f"Schema id {schema_id + 1000} of the record's value is not valid for topic {topic}: it is not registered "
-        f"under subject {topic}-value (TopicNameStrategy)"]
+        (f"Schema id {schema_id + 1000} of the record's value is not valid for topic {topic}: it is not "
+         f"registered under subject {topic}-value (TopicNameStrategy)")]
     # a soft delete reaches the broker through _schemas too: the id is refused from then on
     client.delete_subject(f"{topic}-value")
     wait_until(lambda: schema_id not in view.ids(f"{topic}-value"), 30, "the broker read the delete")
