@@ -272,3 +272,22 @@ def test_idempotent_and_transactional_producers_go_on_after_a_refusal(served, ad
     finally:
         consumer.close()
     assert read == [wire(own_id)] * 3
+
+
+def test_a_validated_topic_is_still_validated_after_a_restart(tmp_path):
+    """The checks are given when the partitions open at start-up, from the topic's stored configs, and read
+    the registry the restarted broker serves once it has read _schemas again."""
+    from eoslog.server.embedded import EmbeddedBroker
+
+    properties = {"eoslog.schema.registry.listen": "127.0.0.1:0"}
+    with EmbeddedBroker(data_dir=tmp_path, properties=properties) as embedded:
+        server = embedded.broker.schema_registry.server
+        wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 60, "the writer")
+        topic = new_topic(AdminClient({"bootstrap.servers": embedded.bootstrap}), VALIDATED)
+        schema_id = SchemaRegistryClient({"url": server.url}).register_schema(
+            f"{topic}-value", Schema(json.dumps(PAYMENT), "AVRO"))
+    with EmbeddedBroker(data_dir=tmp_path, properties=properties) as embedded:
+        view = embedded.broker.schema_validation.view
+        wait_until(lambda: view is not None and view.loaded(), 60, "the restarted broker's registry read _schemas")
+        assert deliveries(embedded.bootstrap, topic, [(b"k", wire(schema_id))]) == ["delivered"]
+        assert deliveries(embedded.bootstrap, topic, [(b"k", b"raw")]) == ["INVALID_RECORD"]
