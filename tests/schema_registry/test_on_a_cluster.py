@@ -1,6 +1,7 @@
 """Every broker of a three-broker cluster (real ZooKeeper, ``eoslog serve`` processes) serves the registry;
 the one whose registry writes is SIGKILLed, and another broker's registry takes over with every id kept.
-``_schemas`` is replicated as ``__transaction_state`` is."""
+``_schemas`` is replicated as ``__transaction_state`` is. Then schema id validation on the cluster: a topic's
+setting reaches its partitions' leaders through ZooKeeper, each checking against its own registry's state."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from eoslog.testing.cluster import EmbeddedCluster
 from eoslog.testing.process import free_port
@@ -69,3 +71,28 @@ def test_the_writers_broker_sigkilled_another_takes_over_with_every_id(tmp_path)
                                   "a registration after the takeover")
         assert body["id"] not in set(acked.values())
         assert call(urls[survivor], "GET", "/subjects/after-kill-value/versions") == (200, [1])
+
+        # schema id validation on the cluster: the topic's two partitions lead on the two live brokers
+        survivors = ",".join(cluster.broker(b).bootstrap for b in urls if b != writer)
+        admin = AdminClient({"bootstrap.servers": survivors})
+        admin.create_topics([NewTopic("after-kill", 2, 2, config={"confluent.value.schema.validation": "true"})]
+                            )["after-kill"].result(60)
+        good = b"\x00" + body["id"].to_bytes(4, "big") + b"\x01"
+        # every leader's registry applies the registration a fetch after the writer: produce until both take it
+        wait_until(lambda: _outcomes(survivors, good) == ["delivered"] * 2, 60, "both leaders accept the id")
+        assert _outcomes(survivors, b"raw") == ["INVALID_RECORD"] * 2
+        entry = ConfigEntry("confluent.value.schema.validation", None, incremental_operation=AlterConfigOpType.DELETE)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "after-kill", incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        wait_until(lambda: _outcomes(survivors, b"raw") == ["delivered"] * 2, 60, "both leaders take anything again")
+
+
+def _outcomes(bootstrap: str, value: bytes) -> list:
+    """One record of ``value`` to each partition of after-kill: each delivery's error name, or "delivered"."""
+    producer = Producer({"bootstrap.servers": bootstrap, "retries": 0, "enable.idempotence": False})
+    outcomes: list = [None, None]
+    for partition in (0, 1):
+        producer.produce("after-kill", value, partition=partition, on_delivery=lambda error, _m, p=partition:
+                         outcomes.__setitem__(p, error.name() if error is not None else "delivered"))
+    producer.flush(30)
+    return outcomes

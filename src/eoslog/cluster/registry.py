@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eoslog.cluster.partition import Partition
-from eoslog.cluster.topic_configs import INTERNAL_TOPIC_CONFIGS, check_names
+from eoslog.cluster.topic_configs import INTERNAL_TOPIC_CONFIGS, check_names, check_values
 from eoslog.cluster.topics import (
     InternalTopic,
     TopicInfo,
@@ -37,6 +37,7 @@ from eoslog.cluster.topics import (
 from eoslog.log.config import LogConfig
 from eoslog.log.log import Log
 from eoslog.log.manager import LogDirectory
+from eoslog.log.record_validation import RecordCheck
 from eoslog.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidConfigError,
@@ -69,6 +70,10 @@ class PartitionRegistry:
         # Internal topics by name (cluster/topics.py InternalTopic), created on first use.
         self.internal_topics: dict[str, InternalTopic] = {}
         self.partition_listeners: list[Callable[[Partition], None]] = []
+        # (topic, its configs) -> the RecordChecks its partitions apply to client batches (Partition.record_checks),
+        # asked whenever a partition opens or its topic's configs change: the broker's schema id validation
+        # (server/schema_validation.py). None: no checks.
+        self.record_checks_for: Callable[[str, dict[str, str]], tuple[RecordCheck, ...]] | None = None
         self._creating: set[str] = set()
         # Single node: CreateTopics, DeleteTopics and CreatePartitions one at a time (each awaits a worker
         # thread for its files), and the names whose files are being made.
@@ -105,7 +110,14 @@ class PartitionRegistry:
         return Partition(topic, index, partition_log, self.log_directory.group_commit,
                          transaction_verifier=self.transaction_verifier, writable=writable)
 
+    def _record_checks(self, topic: str) -> tuple[RecordCheck, ...]:
+        if self.record_checks_for is None:
+            return ()
+        info = self.topics.get(topic) if self.topics is not None else None
+        return self.record_checks_for(topic, dict(info.configs) if info is not None else {})
+
     def _opened(self, partition: Partition) -> None:
+        partition.record_checks = self._record_checks(partition.topic)
         for listener in self.partition_listeners:
             listener(partition)
         self.partitions[(partition.topic, partition.index)] = partition
@@ -173,6 +185,7 @@ class PartitionRegistry:
             LogConfig.from_properties({**self.default_log_properties, **configs})
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from exc
+        check_values(configs)
 
     def create_topic(self, name: str, partitions: int | None, configs: dict[str, str] | None = None,
                      validate_only: bool = False) -> TopicInfo:
@@ -372,8 +385,10 @@ class PartitionRegistry:
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from exc
         self.topics.set_configs(name, configs)
+        checks = self._record_checks(name)
         for index in range(info.partitions):
             self.partition(name, index).log.config = config
+            self.partition(name, index).record_checks = checks
 
     def topic_ids(self) -> dict[str, Any]:
         return {name: info.topic_id for name, info in self.topics.topics.items()}
@@ -428,7 +443,12 @@ class PartitionRegistry:
 
     def apply_topic_configs(self, view) -> None:
         configs: dict[str, LogConfig | None] = {}  # per topic, once per view: 1,000 partitions share one
+        checks: dict[str, tuple[RecordCheck, ...]] = {}
         for (topic, _), partition in self.partitions.items():
+            if topic not in checks:
+                checks[topic] = self._record_checks(topic)
+            if partition.record_checks != checks[topic]:
+                partition.record_checks = checks[topic]
             if topic not in configs:
                 info = self.topics.get(topic)
                 try:

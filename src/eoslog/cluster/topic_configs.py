@@ -11,6 +11,15 @@ if TYPE_CHECKING:
     from eoslog.cluster.topics import TopicInfo
 
 LONG_MAX = str(2**63 - 1)
+# The subject name strategies of Confluent's serializers, by their Java class names (a bare class name is
+# taken too); TopicNameStrategy is their default.
+_STRATEGIES = "io.confluent.kafka.serializers.subject."
+TOPIC_NAME_STRATEGY = _STRATEGIES + "TopicNameStrategy"
+RECORD_NAME_STRATEGY = _STRATEGIES + "RecordNameStrategy"
+TOPIC_RECORD_NAME_STRATEGY = _STRATEGIES + "TopicRecordNameStrategy"
+SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
+VALUE_SCHEMA_VALIDATION = "confluent.value.schema.validation"
+KEY_SCHEMA_VALIDATION = "confluent.key.schema.validation"
 # Kafka's defaults for its internal topics: compacted, and never deleted by time.
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 1024 * 1024)}
 
@@ -41,6 +50,13 @@ TOPIC_CONFIGS: dict[str, tuple[str, int]] = {
     # has no replicas to make data safe, so this is on by default; off trades durability for speed.
     # Broker default: log.eoslog.fsync.on.ack; docs/durability.md (and what a cluster should use).
     "eoslog.fsync.on.ack": ("true", 1),
+    # Confluent Server's schema id validation (docs/schema-registry.md): each record's value (key) must carry
+    # the id of a schema registered under the subject the strategy names. Not the log's business: the broker
+    # gives such a topic's partitions a RecordCheck (schema_registry/validation.py).
+    VALUE_SCHEMA_VALIDATION: ("false", 1),
+    KEY_SCHEMA_VALIDATION: ("false", 1),
+    "confluent.value.subject.name.strategy": (TOPIC_NAME_STRATEGY, 2),
+    "confluent.key.subject.name.strategy": (TOPIC_NAME_STRATEGY, 2),
 }
 
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
@@ -52,6 +68,33 @@ def check_names(configs: dict[str, str]) -> None:
     for name in configs:
         if name not in TOPIC_CONFIGS:
             raise InvalidConfigError(f"unknown topic config {name!r}")
+
+
+def check_values(configs: dict[str, str]) -> None:
+    """The values of the topic configs the log does not read (log/config.py checks its own)."""
+    for name, value in configs.items():
+        if name.startswith("confluent.") and name.endswith(".schema.validation"):
+            if str(value).strip().lower() not in ("true", "false"):
+                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: must be true or false")
+        elif name.startswith("confluent.") and name.endswith(".subject.name.strategy"):
+            subject_name_strategy(name, value)
+
+
+def schema_validation_on(configs: dict[str, str]) -> bool:
+    """Whether a topic's configs turn schema id validation on, for values or keys: cheap enough for every
+    topic on every config change, so nothing of the registry is imported for a topic without it."""
+    return any(str(configs.get(name, "")).strip().lower() == "true"
+               for name in (VALUE_SCHEMA_VALIDATION, KEY_SCHEMA_VALIDATION))
+
+
+def subject_name_strategy(name: str, value: str) -> str:
+    """A strategy's full class name, from it or its bare class name."""
+    text = str(value).strip()
+    for strategy in SUBJECT_NAME_STRATEGIES:
+        if text in (strategy, strategy.rsplit(".", 1)[1]):
+            return strategy
+    raise InvalidConfigError(f"Invalid value {value} for configuration {name}: must be one of "
+                             f"{', '.join(SUBJECT_NAME_STRATEGIES)}")
 
 
 def describe_topic_configs(registry: PartitionRegistry, info: TopicInfo) -> list[tuple[str, str, int]]:

@@ -229,6 +229,10 @@ OTHER_TOPIC_PROPERTIES = frozenset(
         "compression.gzip.level",
         "compression.lz4.level",
         "compression.zstd.level",
+        "confluent.key.schema.validation",  # schema id validation: the broker's RecordCheck, not the log's
+        "confluent.key.subject.name.strategy",
+        "confluent.value.schema.validation",
+        "confluent.value.subject.name.strategy",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",

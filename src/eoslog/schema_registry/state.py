@@ -10,7 +10,10 @@ What is always true after any sequence of records:
   tombstone removes it, and a subject with no version left is gone (its config and mode stay, as
   Confluent's do until they are deleted);
 - ``contents[id]`` is the schema an id names, for as long as one version uses it; ids are never assigned
-  twice, because ``max_id`` is the highest id any record carried, deleted or not.
+  twice, because ``max_id`` is the highest id any record carried, deleted or not;
+- ``live_ids[subject]`` is the frozenset of ids its live (not soft-deleted) versions carry, absent when none.
+  It is replaced, never changed in place, so the broker's schema id validation reads it from the event
+  loop without the store's lock (a dict lookup is atomic in CPython): schema_registry/validation.py.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class RegistryState:
         self.versions: dict[str, dict[int, SchemaRecord]] = {}
         self.contents: dict[int, SchemaRecord] = {}  # id -> a record carrying it (its schema and references)
         self._uses: dict[int, set[tuple[str, int]]] = {}
+        self.live_ids: dict[str, frozenset[int]] = {}
         self.max_id = 0
         self.global_compatibility: str | None = None
         self.subject_compatibility: dict[str, str] = {}
@@ -65,6 +69,7 @@ class RegistryState:
             for version, record in list(self.versions.get(subject, {}).items()):
                 if version <= upto and not record.deleted:
                     self.versions[subject][version] = _deleted(record)
+            self._publish_live_ids(subject)
         self.records_applied += 1
 
     def _set(self, per_subject: dict[str, str], subject: str | None, setting: str | None, global_name: str) -> None:
@@ -84,6 +89,7 @@ class RegistryState:
                 self._release(old.id, subject, version)
             if subject in self.versions and not self.versions[subject]:
                 del self.versions[subject]
+            self._publish_live_ids(subject)
             return
         record = schema_record(value)
         if (record.subject, record.version) != (subject, version):
@@ -95,6 +101,14 @@ class RegistryState:
         self.contents.setdefault(record.id, record)
         self._uses.setdefault(record.id, set()).add((subject, version))
         self.max_id = max(self.max_id, record.id)
+        self._publish_live_ids(subject)
+
+    def _publish_live_ids(self, subject: str) -> None:
+        ids = frozenset(r.id for r in self.versions.get(subject, {}).values() if not r.deleted)
+        if ids:
+            self.live_ids[subject] = ids
+        else:
+            self.live_ids.pop(subject, None)
 
     def _release(self, schema_id: int, subject: str, version: int) -> None:
         uses = self._uses.get(schema_id, set())

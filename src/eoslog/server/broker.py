@@ -31,6 +31,7 @@ from eoslog.server.group_settings import check_share_settings, group_settings
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
 from eoslog.server.listeners import ListenerBindError
 from eoslog.server.network import KafkaConnection, close_idle
+from eoslog.server.schema_validation import SchemaValidation
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class Broker:
         # Topics and partitions (cluster/registry.py): what the API handlers and coordinators use.
         self.registry = PartitionRegistry(config, default_log_properties,
                                           transaction_verifier=self.transaction_verification.check_append)
+        self.schema_validation = SchemaValidation(self)  # the registry's record checks (confluent.*.schema.validation)
         from eoslog.server.dynamic_broker_configs import DynamicBrokerConfigs
 
         self.dynamic_configs = DynamicBrokerConfigs(config, self.connection_quotas,
@@ -222,6 +224,7 @@ class Broker:
             await self.metrics.stop()
         if self.console is not None:
             await self.console.stop()
+        await self.schema_validation.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         if self._server is not None:

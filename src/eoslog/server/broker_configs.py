@@ -112,6 +112,7 @@ _OTHER: dict[str, tuple[Callable[[BrokerConfig], str | None], int]] = {
     "eoslog.schema.registry.basic.auth": (lambda c: _bool(c.schema_registry_basic_auth), BOOLEAN),
     "eoslog.schema.registry.authorization": (lambda c: _bool(c.schema_registry_authorization), BOOLEAN),
     "eoslog.schema.registry.command.config": (lambda c: c.schema_registry_command_config, STRING),
+    "eoslog.schema.validation.topic": (lambda c: c.schema_validation_topic, STRING),
     "group.consumer.assignors": (lambda c: ",".join(c.group_consumer_assignors), LIST),
     "eoslog.share.persist.acquisitions": (lambda c: _bool(c.share_persist_acquisitions), BOOLEAN),
 }

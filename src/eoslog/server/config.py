@@ -162,7 +162,7 @@ _OTHER_PROPERTIES = frozenset({
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "cluster.id", "eoslog.metrics.listen",
     "eoslog.console.listen", "eoslog.console.allow.writes", "eoslog.console.command.config",
     "eoslog.schema.registry.listen", "eoslog.schema.registry.command.config", "eoslog.schema.registry.basic.auth",
-    "eoslog.schema.registry.authorization",
+    "eoslog.schema.registry.authorization", "eoslog.schema.validation.topic",
     "group.consumer.assignors", "eoslog.share.persist.acquisitions",
 })
 # Unknown names: Kafka itself logs a warning and ignores a name it does not know, so a typo silently runs
@@ -429,6 +429,9 @@ class BrokerConfig:
     schema_registry_command_config: str | None = None
     schema_registry_basic_auth: bool = False
     schema_registry_authorization: bool = False  # subjects through this broker's ACLs (needs basic.auth)
+    # eoslog.schema.validation.topic: the registry's topic that schema id validation reads when this broker
+    # does not serve the registry itself (server/schema_validation.py).
+    schema_validation_topic: str = "_schemas"
     # name -> value of every property set in the properties file, by --set or by a serve flag, in the
     # order given: what DescribeConfigs reports as STATIC_BROKER_CONFIG (server/broker_configs.py).
     originals: dict[str, str] = field(default_factory=dict)
@@ -639,6 +642,10 @@ class BrokerConfig:
             self.schema_registry_authorization = _bool(name, value)
         elif name == "eoslog.schema.registry.command.config":
             self.schema_registry_command_config = value.strip() or None
+        elif name == "eoslog.schema.validation.topic":
+            if not value.strip():
+                raise ConfigError(f"{name}: expected a topic name")
+            self.schema_validation_topic = value.strip()
         elif name.startswith("eoslog.test."):
             self._set_test_fault(name, value)
         else:

@@ -1,0 +1,135 @@
+"""What schema id validation on the broker (``confluent.value.schema.validation``, issue 39) costs produce
+throughput; the aim is at most 10 %. One run, so the ratios compare:
+
+    PYTHONPATH=src .venv/bin/python bench/schema_validation_bench.py [--records 200000] [--rounds 5]
+        [--value-bytes 100] [--compression none] [--acks all]
+
+- produce: an embedded broker serving its own registry; two topics, one with validation on and one
+  without, and the same records (the wire format: magic byte, a registered schema id, a payload) produced
+  to each by confluent-kafka's Producer, in alternating rounds so that drift of the shared machine falls on
+  both alike. Records a second per topic (median over the rounds) and their ratio;
+- the broker's check alone: ``validate_records`` over one client batch of 500 records, without a check,
+  with a check that reads nothing (what decoding the batch into records costs: the RecordCheck hook sees
+  decoded records), and with the schema id check, in µs per batch and per record. This is the cost the
+  produce figures contain, without the client and the network.
+
+The broker and the producer share this process and the machine's cores, so absolute figures are
+pessimistic; what differs between the two topics is the check alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from eoslog.server.embedded import EmbeddedBroker
+from eoslog.testing.wait import wait_until
+
+SCHEMA = {"type": "record", "name": "Reading", "namespace": "bench", "fields": [{"name": "data", "type": "bytes"}]}
+
+
+def produce(bootstrap: str, topic: str, value: bytes, count: int, compression: str, acks: str) -> float:
+    """Records a second for ``count`` records of ``value``, from the first send to the last delivery."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 256 * 1024,
+                         "compression.type": compression, "acks": acks, "queue.buffering.max.messages": 1_000_000})
+    failures = []
+
+    def report(error, _message) -> None:
+        if error is not None:
+            failures.append(error)
+
+    started = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if failures:
+        raise SystemExit(f"{topic}: {len(failures)} failed deliveries, the first {failures[0]}")
+    return count / elapsed
+
+
+def check_alone(schema_id: int, value: bytes, view) -> tuple[float, float, float]:
+    """µs per 500-record batch through validate_records: without a check, with a check that refuses nothing
+    and reads nothing (the cost of decoding the batch into records), and with the schema id check."""
+    from eoslog.log.config import LogConfig
+    from eoslog.log.record_validation import validate_records
+    from eoslog.records.builder import SimpleRecord, build_batch
+    from eoslog.records.header import iter_headers
+    from eoslog.schema_registry.validation import TopicValidation, record_check
+
+    data = build_batch([SimpleRecord(None, value, ()) for _ in range(500)])
+    view_ = memoryview(data)
+    (header,) = iter_headers(view_)
+    config = LogConfig()
+    check = record_check(TopicValidation("bench-on", "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+                                         None), view)
+    now = int(time.time() * 1000)
+    runs = 200
+    off = timeit.timeit(lambda: validate_records(view_, header, config, topic_partition="t-0", now_ms=now), number=runs)
+    nothing = timeit.timeit(lambda: validate_records(view_, header, config, topic_partition="t-0", now_ms=now,
+                                                     checks=(lambda _h, _r, _i: None,)), number=runs)
+    on = timeit.timeit(lambda: validate_records(view_, header, config, topic_partition="t-0", now_ms=now,
+                                                checks=(check,)), number=runs)
+    return off / runs * 1e6, nothing / runs * 1e6, on / runs * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--acks", default="all")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as data_dir, EmbeddedBroker(
+            Path(data_dir), properties={"eoslog.schema.registry.listen": "127.0.0.1:0"}) as embedded:
+        server = embedded.broker.schema_registry.server
+        wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 60, "the writer")
+        admin = AdminClient({"bootstrap.servers": embedded.bootstrap})
+        topics = {"off": "bench-off", "on": "bench-on"}
+        futures = admin.create_topics([NewTopic(topics["off"], 1, 1),
+                                       NewTopic(topics["on"], 1, 1, config={"confluent.value.schema.validation": "true"})])
+        for future in futures.values():
+            future.result(30)
+        client = SchemaRegistryClient({"url": server.url})
+        schema_id = client.register_schema("bench-on-value", Schema(json.dumps(SCHEMA), "AVRO"))
+        value = b"\x00" + schema_id.to_bytes(4, "big") + b"x" * max(0, args.value_bytes - 5)
+        view = embedded.broker.schema_validation.view
+        wait_until(lambda: schema_id in view.ids("bench-on-value"), 30, "the broker sees the id")
+        produce(embedded.bootstrap, topics["on"], value, 1000, args.compression, args.acks)  # warm-up, and a check
+        rates: dict[str, list[float]] = {"off": [], "on": []}
+        for round_ in range(args.rounds):
+            for kind in (("off", "on") if round_ % 2 == 0 else ("on", "off")):
+                rates[kind].append(produce(embedded.bootstrap, topics[kind], value, args.records, args.compression,
+                                           args.acks))
+        off_us, decode_us, on_us = check_alone(schema_id, value, view)
+    off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
+    print(f"records: {args.records} x {args.rounds} rounds per topic, {args.value_bytes}-byte values, "
+          f"compression {args.compression}, acks {args.acks}")
+    print(f"validation off: {off:10,.0f} records/s  (rounds: {', '.join(f'{r:,.0f}' for r in rates['off'])})")
+    print(f"validation on:  {on:10,.0f} records/s  (rounds: {', '.join(f'{r:,.0f}' for r in rates['on'])})")
+    print(f"on / off: {on / off:.3f}  (cost {100 * (1 - on / off):.1f} %)")
+    print(f"validate_records on a 500-record batch: {off_us:8.1f} µs without a check, {decode_us:8.1f} µs with "
+          f"one that reads nothing (the batch decoded: {(decode_us - off_us) / 500:.2f} µs a record), {on_us:8.1f} µs "
+          f"with the schema id check ({(on_us - decode_us) / 500:.2f} µs a record more)")
+
+
+if __name__ == "__main__":
+    main()
