@@ -2,7 +2,8 @@
 
 ``partition_state`` is one share partition on its leader (record states, acquire, acknowledge, lock
 expiry, delivery limit, SPSO/SPEO, what to persist); ``record_state`` its one transition table;
-``in_flight`` the values and run arithmetic it is made of; ``sessions`` ShareFetch's share sessions.
+``in_flight`` the values and run arithmetic it is made of; ``sessions`` ShareFetch's share sessions;
+``transactional_acks`` acknowledgements held by a transaction until its marker (step 6).
 Nothing here does I/O or reads a clock.
 """
 

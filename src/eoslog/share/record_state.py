@@ -31,9 +31,9 @@ class RecordState(Enum):
     ACKNOWLEDGED = 2
     # 3 is Kafka's ARCHIVING (the share-group dead-letter queue work that came after 4.2): never reused here.
     ARCHIVED = 4
-    # Step 6 (acknowledgements inside a transaction) would add a state here that Kafka does not have: a
-    # record acknowledged by an open transaction, held from everyone else, entered from ACQUIRED and left
-    # for ACKNOWLEDGED (commit) or AVAILABLE / ARCHIVED (abort). Its rows would join TRANSITIONS below.
+    # A record acknowledged inside an open transaction (step 6) needs no state of its own: it stays ACQUIRED,
+    # owned by the transaction under a lock that never runs out, and its marker moves it by the rows below
+    # (share/transactional_acks.py).
 
     @property
     def is_done(self) -> bool:
