@@ -61,6 +61,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "delete_share_group_offsets": (92, 0, 0),
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
+    "describe_log_dirs": (35, 1, 4),
     "add_partitions_to_txn": (24, 0, 5),
     "add_offsets_to_txn": (25, 0, 3),
     "txn_offset_commit": (28, 0, 3),
