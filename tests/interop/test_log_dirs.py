@@ -117,3 +117,36 @@ def test_describe_log_dirs_needs_describe_on_the_cluster(broker):
                                 "*", AclOperation.ANY, AclPermissionType.ANY)
         admin.delete_acls([undo])[undo].result(15)
     assert _describe_log_dirs_raw(broker.bootstrap, 4).error_code == 0
+
+
+def test_alter_replica_log_dirs_answers_as_a_kafka_broker_with_one_log_dir(broker, admin):
+    """To the one directory (as DescribeLogDirs names it): done, nothing moves; elsewhere:
+    LOG_DIR_NOT_FOUND; a partition with no replica here: REPLICA_NOT_AVAILABLE."""
+    from kafka import TopicPartitionReplica
+    from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
+
+    topic = unique("move")
+    create_topic(broker.bootstrap, topic, 1)
+    (answer,) = admin.describe_log_dirs({topic: [0]})
+    log_dir = answer["log_dirs"][0]["log_dir"]
+    here, absent = TopicPartitionReplica(topic, 0, 0), TopicPartitionReplica(topic, 5, 0)
+    assert admin.alter_replica_log_dirs({here: log_dir, absent: log_dir}) == {
+        here: NoError, absent: ReplicaNotAvailableError}
+    assert admin.alter_replica_log_dirs({here: log_dir + "-elsewhere"}) == {here: LogDirNotFoundError}
+    (after,) = admin.describe_log_dirs({topic: [0]})
+    assert after["log_dirs"][0]["topics"][0]["partitions"][0]["is_future_key"] is False
+
+
+def test_alter_replica_log_dirs_needs_alter_on_the_cluster(tmp_path):
+    # a broker of its own: a DENY of ALTER on the cluster also denies taking that ACL away
+    with EmbeddedBroker(data_dir=tmp_path / "data", properties=PROPERTIES) as own:
+        admin = AdminClient({"bootstrap.servers": own.bootstrap})
+        deny = _cluster_acl(AclOperation.ALTER, AclPermissionType.DENY)
+        admin.create_acls([deny])[deny].result(15)
+        Dir = messages.AlterReplicaLogDirsRequest.AlterReplicaLogDir
+        request = messages.AlterReplicaLogDirsRequest(dirs=[Dir(path="/x", topics=[
+            Dir.AlterReplicaLogDirTopic(name="t", partitions=[0, 1])])])
+        with BrokerConnection.from_bootstrap(own.bootstrap) as wire:
+            refused = wire.request(34, 2, request)
+    assert [(t.topic_name, p.partition_index, p.error_code) for t in refused.results for p in t.partitions] == [
+        ("t", 0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), ("t", 1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]

@@ -62,6 +62,7 @@ APIS: dict[str, tuple[int, int, int]] = {
     "offset_delete": (47, 0, 0),
     "describe_producers": (61, 0, 0),
     "describe_log_dirs": (35, 1, 4),
+    "alter_replica_log_dirs": (34, 1, 2),
     "list_config_resources": (74, 0, 1),
     "add_partitions_to_txn": (24, 0, 5),
     "add_offsets_to_txn": (25, 0, 3),

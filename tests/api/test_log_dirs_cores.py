@@ -1,4 +1,4 @@
-"""The pure core of DescribeLogDirs: which replicas are listed and the lag Kafka reports for each."""
+"""The pure cores of DescribeLogDirs (which replicas are listed, the lag Kafka reports) and AlterReplicaLogDirs."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ def test_every_replica_when_no_topic_is_named_sorted_by_topic_and_partition():
 def test_only_the_named_partitions_and_no_empty_topics():
     result = describe_log_dir("/data", REPLICAS, {("b", 1), ("b", 7), ("c", 0)}, 1, 1)
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [("b", [1])]
+
+
+def test_alter_replica_log_dirs_decides_in_kafkas_order():
+    from eoslog.api.alter_replica_log_dirs import decide
+    from eoslog.protocol.errors import ErrorCode
+
+    local = {("t", 0), ("x" * 249, 0)}
+    outcome = decide({("t", 0): "/data", ("t", 1): "/data", ("t", 2): "/other", ("x" * 249, 0): "/other"},
+                     "/data", local)
+    assert outcome == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.REPLICA_NOT_AVAILABLE,
+                       ("t", 2): ErrorCode.LOG_DIR_NOT_FOUND,
+                       ("x" * 249, 0): ErrorCode.INVALID_TOPIC_EXCEPTION}  # the name before the directory
