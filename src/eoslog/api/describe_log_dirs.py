@@ -6,7 +6,8 @@ wants every broker's asks each broker, as it does of Kafka. Kafka's rules kept h
 CLUSTER, else CLUSTER_AUTHORIZATION_FAILED with no directories; a null topic list means every local
 replica; a requested partition this broker does not hold is left out (not an error), and so is a topic
 with none of its partitions here. No replica is ever a future one (AlterReplicaLogDirs has nowhere to move
-it: api/alter_replica_log_dirs.py). v5's cordoned flag (Kafka 4.2) is not served.
+it: api/alter_replica_log_dirs.py). v5's cordoned flag (KIP-1066, newer than the Kafka 4.1 that eoslog
+answers as) is not served.
 """
 
 from __future__ import annotations
