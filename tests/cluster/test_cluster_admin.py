@@ -5,6 +5,7 @@ refusals (wrong epoch, not a replica, not the leader)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -273,6 +274,26 @@ def test_each_broker_describes_its_own_configs(cluster):
     wait_until(lambda: described(3)["max.connections"].source == ConfigSource.DEFAULT_CONFIG.value, 30,
                "the default deleted everywhere")
     wait_until(lambda: topic_segment_ms(1) == ("604800000", 5), 30, "the log default deleted")
+
+
+def test_each_broker_describes_its_own_log_directory(cluster):
+    """DescribeLogDirs (issue 41): kafka-python asks every broker, and each answers for the replicas in
+    its own data directory; ListConfigResources names the three brokers."""
+    from kafka import KafkaAdminClient
+
+    create_topic(cluster, "logdirs", 3, 1)
+    state = cluster.state()
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        answers = {a["broker"]: a["log_dirs"] for a in admin.describe_log_dirs({"logdirs": [0, 1, 2]})}
+        assert admin.list_config_resources(["BROKER"]) == {"broker": ["1", "2", "3"]}
+    finally:
+        admin.close()
+    assert sorted(answers) == [1, 2, 3]
+    for broker_id, (log_dir,) in answers.items():
+        assert log_dir["log_dir"] == os.path.abspath(cluster.broker(broker_id).data_dir)
+        held = sorted(p for p in range(3) if broker_id in state.replicas[("logdirs", p)])
+        assert [p["partition_index"] for t in log_dir["topics"] for p in t["partitions"]] == held
 
 
 def test_partition_reassignment_moves_replicas_and_keeps_every_record(cluster):
