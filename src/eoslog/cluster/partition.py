@@ -348,7 +348,8 @@ class Partition:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside {self.name}'s range [{self.log_start_offset}, {self.log_end_offset}]")
-        return self.log.read(offset, max_bytes, upper_bound=self.log.log_end_offset, min_one_batch=True)
+        return self.log.read(offset, max_bytes, upper_bound=self.log.log_end_offset, min_one_batch=True,
+                             verify_crc=True)
 
     def add_replica_fetch_waiter(self, future: asyncio.Future) -> None:
         self._replica_fetch_waiters.add(future)
@@ -520,7 +521,8 @@ class Partition:
                 f"offset {offset} is outside {self.name}'s range [{self.log_start_offset}, {self.log_end_offset}]"
             )
         upper_bound = self.fetch_upper_bound(isolation_level)
-        return self.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
+        return self.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch,
+                             verify_crc=True)
 
     def aborted_transactions(self, fetch_offset: int, result: Any) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions overlapping a read_committed fetch: the

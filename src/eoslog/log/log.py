@@ -23,6 +23,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from eoslog.log.checked_read import checked_regions
 from eoslog.log.config import LogConfig, TimestampType
 from eoslog.log.errors import (
     InvalidRecordError,
@@ -379,11 +380,15 @@ class Log:
                         offset = header.last_offset + 1
 
     def read(
-        self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True
+        self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True,
+        *, verify_crc: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding ``start_offset`` (it may begin before it), up to
         ``max_bytes`` (but at least one batch when ``min_one_batch``), stopping before any batch whose
-        last offset reaches ``upper_bound`` (the high watermark or LSO; exclusive)."""
+        last offset reaches ``upper_bound`` (the high watermark or LSO; exclusive).
+
+        ``verify_crc`` (reads that leave the broker: fetches): only the batches before the first one
+        failing its CRC check; CorruptRecordError if that is the first (log/checked_read.py)."""
         self._check_usable()
         if start_offset < self._log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRange(start_offset, self._log_start_offset, self.log_end_offset, self.directory)
@@ -408,6 +413,8 @@ class Log:
             slot += 1
             if slot < len(self._segments):
                 offset = self._segments[slot].base_offset
+        if verify_crc and regions:
+            regions, total = checked_regions(regions, self.directory)
         return ReadResult(regions, total)
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
