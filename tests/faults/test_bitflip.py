@@ -24,8 +24,8 @@ def _batch(i: int, size: int = 200) -> bytes:
     return build_simple([(f"k{i}".encode(), (f"{i}:" * size).encode()[:size])], base_timestamp=1_700_000_000_000)
 
 
-def _log(tmp_path, batches: int = 40) -> Log:
-    log = Log.open(str(tmp_path / "orders-0"), SMALL, clock=lambda: 5_000_000)
+def _log(tmp_path, batches: int = 40, config: LogConfig = SMALL) -> Log:
+    log = Log.open(str(tmp_path / "orders-0"), config, clock=lambda: 5_000_000)
     for i in range(batches):
         log.append(_batch(i))
     log.flush()
@@ -88,3 +88,30 @@ def test_flip_hits_a_batch_below_the_offset_and_inside_the_crc(tmp_path):
     os.makedirs(tmp_path / "empty")
     with pytest.raises(ValueError, match="no stored batch"):
         flip_bit(str(tmp_path / "empty"), random.Random(1), below_offset=0)
+
+
+def test_recovery_keeps_a_damaged_synced_batch_and_cuts_only_past_the_recovery_point(tmp_path):
+    """After a crash (no clean shutdown) the last segment is re-read with CRC checks. A damaged batch
+    below the recovery point was fsync'ed whole: rot, not a torn write. Cutting the log there would drop
+    it and every acknowledged batch after it without a word, so it is kept and refused instead."""
+    one_segment = LogConfig(segment_bytes=1 << 20, index_interval_bytes=300, file_delete_delay_ms=0)
+    log = _log(tmp_path, config=one_segment)  # the last segment is the one a crash re-reads
+    directory = log.directory
+    log.close()
+    flip = flip_bit(directory, random.Random(5), below_offset=30)
+    log = Log.open(directory, one_segment, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=False)
+    try:
+        assert log.log_end_offset == 40
+        assert log.recovery_report.damaged_batches == [flip.base_offset]
+        with pytest.raises(CorruptRecordError):
+            log.read(flip.base_offset, 1 << 20, verify_crc=True)
+        assert _offsets(log.read(flip.base_offset + 1, 1 << 20, verify_crc=True))[0] == flip.base_offset + 1
+    finally:
+        log.close()
+    # Past the recovery point the same damage may be a torn write: recovery cuts there (Kafka's rule).
+    log = Log.open(directory, one_segment, clock=lambda: 5_000_000, recovery_point=0, clean_shutdown=False)
+    try:
+        assert log.log_end_offset == flip.base_offset
+        assert log.recovery_report.damaged_batches == []
+    finally:
+        log.close()

@@ -10,6 +10,8 @@ What recovery does, in order (docs/storage-format.md, "Recovery"):
    that holds offsets at or past the recovery point, or that is the last one after an unclean shutdown
    (its indexes are not fsync'ed by routine flushes), is *recovered*: its batches are read back with CRC
    checks, the file is cut at the first incomplete or CRC-failing batch, and both indexes are rebuilt.
+   A batch below the recovery point that fails only its CRC was fsync'ed whole, so it is rot, not a
+   torn tail: it is kept, reported (``damaged_batches``) and refused to fetches (log/checked_read.py).
 4. When an unflushed segment had to be cut, every later segment is removed (their data came after a hole).
 5. The log start offset is at least the first segment's base offset; segments wholly below it go.
 """
@@ -49,6 +51,8 @@ class RecoveryReport:
     deleted_segments: list[int] = field(default_factory=list)
     removed_files: list[str] = field(default_factory=list)
     completed_swaps: list[int] = field(default_factory=list)
+    # Base offsets of fsync'ed batches whose CRC fails: kept, refused to readers (docs/durability.md)
+    damaged_batches: list[int] = field(default_factory=list)
 
     @property
     def changed_anything(self) -> bool:
@@ -58,6 +62,7 @@ class RecoveryReport:
             or self.deleted_segments
             or self.removed_files
             or self.completed_swaps
+            or self.damaged_batches
         )
 
 
@@ -166,7 +171,13 @@ def load_segments(
             logger.warning("%s: rebuilding indexes of segment %d: %s", directory, base, problem)
         if problem is not None:
             report.rebuilt_indexes.append((base, problem))
-        truncated = segment.recover()
+        damaged_before = len(report.damaged_batches)
+        truncated = segment.recover(keep_damaged_below=recovery_point, damaged=report.damaged_batches)
+        for damaged in report.damaged_batches[damaged_before:]:
+            logger.error(
+                "%s: the fsync'ed batch at offset %d of segment %d fails its CRC check: kept, and refused "
+                "to every reader until it is replaced", directory, damaged, base,
+            )
         segment.offset_index.flush()
         segment.time_index.flush()
         report.recovered_segments.append(base)
