@@ -119,3 +119,28 @@ def test_recovery_keeps_a_damaged_synced_batch_and_cuts_only_past_the_recovery_p
         assert log.recovery_report.damaged_batches == []
     finally:
         log.close()
+
+
+def test_a_scrub_finds_damage_in_any_segment_and_truncation_clears_it(tmp_path):
+    """A cluster replica opens with ``scrub``: every segment CRC-checked, not only those recovery
+    re-reads. The damaged batch is kept (the leader decides who has good copies) and listed, and a
+    follower's truncation at it (cluster/partition.py become_follower) clears the list."""
+    log = _log(tmp_path)
+    directory = log.directory
+    assert len(log.segments) >= 2
+    log.close()
+    flip = flip_bit(directory, random.Random(2), below_offset=10)  # far from the last segment
+    log = Log.open(directory, SMALL, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=True)
+    try:
+        assert log.damaged_batches == []  # a clean restart re-reads nothing: only fetches would notice
+    finally:
+        log.close()
+    log = Log.open(directory, SMALL, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=True, scrub=True)
+    try:
+        assert log.damaged_batches == [flip.base_offset]
+        assert log.log_end_offset == 40  # kept, not cut: a leader may hold the only copy
+        log.truncate_to(flip.base_offset)
+        assert log.damaged_batches == [] and log.log_end_offset == flip.base_offset
+        assert _offsets(log.read(0, 1 << 20, verify_crc=True)) == list(range(flip.base_offset))
+    finally:
+        log.close()

@@ -252,10 +252,19 @@ class Partition:
         self.writable = True
 
     def become_follower(self) -> None:
-        """Follows the leader: no writes but replication; the high watermark moves with the leader's."""
+        """Follows the leader: no writes but replication; the high watermark moves with the leader's.
+
+        A replica whose recovery found damaged batches (CRC failures) is cut at the first one, so it
+        fetches that batch and the rest again from the leader. Only as a follower: as a leader it may hold
+        the only copy, so there the damage is kept and refused to readers (log/checked_read.py)."""
         self.leader_epoch = None
         self.writable = False
         self.high_watermark_policy = Partition._follow_leader_high_watermark
+        if self.log.damaged_batches:
+            first = self.log.damaged_batches[0]
+            log.error("%s: cutting the replica at its damaged batch at offset %d (CRC failure) to fetch it "
+                         "again from the leader", self.name, first)
+            self.truncate_to(first)
 
     def resign(self, exc: BaseException) -> None:
         """Leadership moved: stop taking writes, and every acks=all producer still waiting learns it

@@ -105,6 +105,9 @@ class Log:
         self.config = config
         self.topic_partition = parse_topic_partition(directory)
         self.recovery_report = report
+        # Base offsets of stored batches whose CRC fails, found by recovery: refused to readers until a
+        # truncation removes them (a follower's repair, cluster/partition.py become_follower).
+        self.damaged_batches: list[int] = sorted(report.damaged_batches)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -128,6 +131,7 @@ class Log:
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
         clock: Callable[[], int] | None = None,
+        scrub: bool = False,
     ) -> Log:
         """Opens (creating when missing) and recovers a partition directory.
 
@@ -144,6 +148,7 @@ class Log:
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
             now_ms=clock(),
+            scrub=scrub,
         )
         return cls(
             directory,
@@ -559,6 +564,7 @@ class Log:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return True
         self._truncation_epoch += 1
+        self.damaged_batches = [d for d in self.damaged_batches if d < offset]
         doomed = [s for s in self._segments[1:] if s.base_offset >= offset]
         if doomed:
             self._remove_segments(doomed, now)
@@ -574,6 +580,7 @@ class Log:
         self._check_usable()
         now = self._clock() if now_ms is None else now_ms
         self._truncation_epoch += 1
+        self.damaged_batches = []
         self._remove_segments(list(self._segments), now)  # renamed away first: the new name may be taken
         self._segments = [LogSegment.create(self.directory, offset, self.config, now)]
         self._bases = [s.base_offset for s in self._segments]
