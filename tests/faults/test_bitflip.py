@@ -144,3 +144,28 @@ def test_a_scrub_finds_damage_in_any_segment_and_truncation_clears_it(tmp_path):
         assert _offsets(log.read(0, 1 << 20, verify_crc=True)) == list(range(flip.base_offset))
     finally:
         log.close()
+
+
+def test_a_scrub_that_must_cut_a_synced_segment_lists_the_hole_for_a_follower_to_cut(tmp_path):
+    """Damage to a batch's framing (its batch_length, outside the CRC) cannot be stepped over: the
+    segment is cut there, leaving a hole before the next segment. A replica lists the cut as damage, so
+    as a follower it cuts its whole log there and refetches instead of keeping a hole."""
+    log = _log(tmp_path)
+    directory = log.directory
+    first = log.segments[0]
+    batches = list(first.batches())
+    victim = batches[len(batches) // 2]
+    assert len(log.segments) >= 2
+    log.close()
+    fd = os.open(os.path.join(directory, "00000000000000000000.log"), os.O_RDWR)
+    try:
+        os.pwrite(fd, (10 ** 6).to_bytes(4, "big"), victim.position + 8)  # batch_length past the file
+    finally:
+        os.close(fd)
+    log = Log.open(directory, SMALL, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=True, scrub=True)
+    try:
+        assert log.damaged_batches == [victim.base_offset]
+        log.truncate_to(log.damaged_batches[0])
+        assert log.log_end_offset == victim.base_offset and log.damaged_batches == []
+    finally:
+        log.close()

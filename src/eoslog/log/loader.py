@@ -215,6 +215,9 @@ def load_segments(
                     _remove_segment_files(directory, later)
                     report.deleted_segments.append(later)
                 break
+            # A synced segment cut short (its framing broken) leaves a hole before the next one: a
+            # replica that can refetch cuts its log there too (Log.damaged_batches).
+            report.damaged_batches.append(segment.next_offset)
     if not segments:
         segments.append(LogSegment.create(directory, log_start_offset, config, now_ms))
 
