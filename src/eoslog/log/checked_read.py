@@ -61,6 +61,8 @@ def _good_prefix(region: FileRegion, what: str, first: bool) -> int:
         position = region.position + checked
         remaining = region.length - checked
         data = os.pread(region.fd, min(CHECK_CHUNK, remaining), position)
+        if not data:
+            return checked  # the file ends before the region (cut meanwhile): serve what was checked
         if len(data) < remaining and len(data) < _batch_size(data, 0) <= remaining:
             data = os.pread(region.fd, _batch_size(data, 0), position)  # one batch larger than a chunk
         at = _intact_batches(data)
