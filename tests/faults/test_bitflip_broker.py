@@ -85,9 +85,7 @@ def test_a_flipped_bit_is_refused_with_corrupt_message_and_never_served(tmp_path
         assert [offset for offset, _ in read] == list(range(len(read)))
         assert len(read) == flip.base_offset, (flip, len(read), errors, broker.log_tail())
         assert errors, "the consumer reached the damaged batch and was told nothing"
-        # Error 2: CORRUPT_MESSAGE in Kafka's protocol, INVALID_MSG in librdkafka's names.
-        assert errors[0].code() == KafkaError.INVALID_MSG == 2, errors
-        assert "failed at offset %d" % flip.base_offset in errors[0].str(), errors
+        assert errors[0].code() == KafkaError.CORRUPT_MESSAGE, errors
 
         # The rest of the log is intact and served to a reader that skips the damaged batch.
         rest, rest_errors = consume_from(broker.bootstrap, "t", flip.last_offset + 1)

@@ -68,11 +68,9 @@ def recover_batches(
 ) -> Iterator[BatchHeader]:
     """Whole batches from ``start`` to ``end``, CRC-checked; ``position`` in each header is absolute.
 
-    A batch whose framing is sound but whose CRC fails is rot, not a tail to cut, when its last offset is
-    below ``keep_damaged_below`` (the recovery point: it was fsync'ed whole) or an intact batch follows it
-    (a crash or a power loss tears the tail of what was written, it does not leave damage followed by
-    good batches; the recovery point checkpoint lags behind what was synced): it is yielded anyway and
-    its base offset added to ``damaged``. Only given a ``keep_damaged_below``.
+    A batch whose framing is sound but whose CRC fails and whose last offset is below
+    ``keep_damaged_below`` (the recovery point: it was fsync'ed, so it cannot be a torn write) is rot of
+    acknowledged data, not a tail to cut: it is yielded anyway and its base offset added to ``damaged``.
     Fetches refuse it (log/checked_read.py); cutting it would silently drop it and every batch after it."""
     position = start
     buf = b""
@@ -101,25 +99,9 @@ def recover_batches(
             header = read_header(buf, at)
         except CorruptRecordError:
             header = read_header(buf, at, verify_crc=False)  # framing errors still end the walk
-            if keep_damaged_below is None or (
-                header.last_offset >= keep_damaged_below and not _intact_at(fd, position + size, end)
-            ):
+            if keep_damaged_below is None or header.last_offset >= keep_damaged_below:
                 raise
             if damaged is not None:
                 damaged.append(header.base_offset)
         yield header._replace(position=position)  # absolute file position
         position += size
-
-
-def _intact_at(fd: int, position: int, end: int) -> bool:
-    """Whether a whole batch with a matching CRC starts at ``position`` (before ``end``)."""
-    if position + HEADER_SIZE > end:
-        return False
-    size = HEADER.unpack(os.pread(fd, HEADER_SIZE, position))[1] + LOG_OVERHEAD
-    if size < HEADER_SIZE or position + size > end:
-        return False
-    try:
-        read_header(os.pread(fd, size, position))
-    except CorruptRecordError:
-        return False
-    return True
