@@ -14,10 +14,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_flipped_bits_in_replicas_are_never_read_and_are_repaired(tmp_path):
-    result = run_verify(VerifyOptions(duration=20, seed=38, out=tmp_path, cluster=3, faults=("bitflip", "leader-kill"),
+    result = run_verify(VerifyOptions(duration=30, seed=38, out=tmp_path, cluster=3, faults=("bitflip", "leader-kill"),
                                       quiet_seconds=(0.5, 1.5)))
     text = result.render_text()
     assert result.valid, text
     assert result.report.errors == {} and result.final_read_complete, text
     details = [w.detail for w in result.windows if w.kind == "bitflip"]
-    assert len(details) >= 2 and all(" bit " in d and "restarted" in d for d in details), details
+    assert len(details) >= 2 and all("restarted" in d for d in details), details
+    # The first may come before the workers wrote anything to flip; later ones have batches to hit.
+    assert sum(" bit " in d for d in details) >= 1, details
