@@ -252,10 +252,19 @@ class Partition:
         self.writable = True
 
     def become_follower(self) -> None:
-        """Follows the leader: no writes but replication; the high watermark moves with the leader's."""
+        """Follows the leader: no writes but replication; the high watermark moves with the leader's.
+
+        A replica whose recovery found damaged batches (CRC failures) is cut at the first one, so it
+        fetches that batch and the rest again from the leader. Only as a follower: as a leader it may hold
+        the only copy, so there the damage is kept and refused to readers (log/checked_read.py)."""
         self.leader_epoch = None
         self.writable = False
         self.high_watermark_policy = Partition._follow_leader_high_watermark
+        if self.log.damaged_batches:
+            first = self.log.damaged_batches[0]
+            log.error("%s: cutting the replica at its damaged batch at offset %d (CRC failure) to fetch it "
+                         "again from the leader", self.name, first)
+            self.truncate_to(first)
 
     def resign(self, exc: BaseException) -> None:
         """Leadership moved: stop taking writes, and every acks=all producer still waiting learns it
@@ -348,7 +357,8 @@ class Partition:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside {self.name}'s range [{self.log_start_offset}, {self.log_end_offset}]")
-        return self.log.read(offset, max_bytes, upper_bound=self.log.log_end_offset, min_one_batch=True)
+        return self.log.read(offset, max_bytes, upper_bound=self.log.log_end_offset, min_one_batch=True,
+                             verify_crc=True)
 
     def add_replica_fetch_waiter(self, future: asyncio.Future) -> None:
         self._replica_fetch_waiters.add(future)
@@ -520,7 +530,8 @@ class Partition:
                 f"offset {offset} is outside {self.name}'s range [{self.log_start_offset}, {self.log_end_offset}]"
             )
         upper_bound = self.fetch_upper_bound(isolation_level)
-        return self.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
+        return self.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch,
+                             verify_crc=True)
 
     def aborted_transactions(self, fetch_offset: int, result: Any) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions overlapping a read_committed fetch: the

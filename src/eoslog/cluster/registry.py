@@ -94,9 +94,11 @@ class PartitionRegistry:
             self.open_partitions(info, range(info.partitions))
 
     def open_log_directory(self, data_dir: Path) -> None:
-        """Cluster mode: the logs first; which of them are replicas here the cluster view says."""
+        """Cluster mode: the logs first; which of them are replicas here the cluster view says. Every
+        segment is CRC-checked: a damaged batch of a follower is fetched again (docs/durability.md,
+        "Corruption")."""
         self.log_directory = LogDirectory.open(str(data_dir), config_for=self.log_config_for_topic,
-                                              syncfs=self.config.log_flush_syncfs)
+                                              syncfs=self.config.log_flush_syncfs, scrub=True)
 
     def attach_cluster(self, cluster: ClusterService) -> None:
         from eoslog.cluster.cluster_topics import ClusterTopics

@@ -10,6 +10,9 @@ What recovery does, in order (docs/storage-format.md, "Recovery"):
    that holds offsets at or past the recovery point, or that is the last one after an unclean shutdown
    (its indexes are not fsync'ed by routine flushes), is *recovered*: its batches are read back with CRC
    checks, the file is cut at the first incomplete or CRC-failing batch, and both indexes are rebuilt.
+   A batch below the recovery point that fails only its CRC was fsync'ed whole, so it is rot, not a
+   torn tail: it is kept, reported (``damaged_batches``) and refused to fetches (log/checked_read.py).
+   With ``scrub`` (cluster replicas) every segment is checked so, not only the ones listed above.
 4. When an unflushed segment had to be cut, every later segment is removed (their data came after a hole).
 5. The log start offset is at least the first segment's base offset; segments wholly below it go.
 """
@@ -49,6 +52,8 @@ class RecoveryReport:
     deleted_segments: list[int] = field(default_factory=list)
     removed_files: list[str] = field(default_factory=list)
     completed_swaps: list[int] = field(default_factory=list)
+    # Base offsets of fsync'ed batches whose CRC fails: kept, refused to readers (docs/durability.md)
+    damaged_batches: list[int] = field(default_factory=list)
 
     @property
     def changed_anything(self) -> bool:
@@ -58,6 +63,7 @@ class RecoveryReport:
             or self.deleted_segments
             or self.removed_files
             or self.completed_swaps
+            or self.damaged_batches
         )
 
 
@@ -127,6 +133,16 @@ def _complete_swaps(directory: str, names: list[str], bases: set[int], report: R
         logger.warning("%s: completed an interrupted segment swap at base offset %d", directory, base)
 
 
+def _crc_damage(segment: LogSegment) -> str | None:
+    """Why the segment's batches fail a CRC-checked walk, or None when every one passes."""
+    try:
+        for _ in recover_batches(segment.fd, 0, segment.size):
+            pass
+    except CorruptRecordError as exc:
+        return f"{segment.log_path}: {exc}"
+    return None
+
+
 def load_segments(
     directory: str,
     config: LogConfig,
@@ -135,8 +151,12 @@ def load_segments(
     log_start_offset: int,
     clean_shutdown: bool = False,
     now_ms: int,
+    scrub: bool = False,
 ) -> LoadedLog:
-    """Runs recovery on ``directory`` (created when missing) and returns its open segments."""
+    """Runs recovery on ``directory`` (created when missing) and returns its open segments.
+
+    ``scrub``: every segment is read back with CRC checks, not only those recovery re-reads (a cluster
+    replica, whose damaged batches the leader can replace: cluster/replica_manager.py)."""
     os.makedirs(directory, exist_ok=True)
     report = RecoveryReport(directory)
     names = sorted(os.listdir(directory))
@@ -160,13 +180,22 @@ def load_segments(
         unflushed = next_base is None or next_base > recovery_point
         last_after_crash = next_base is None and not clean_shutdown  # its indexes were not fsync'ed
         if problem is None and segment.next_offset <= recovery_point and not last_after_crash:
-            segments.append(segment)
-            continue
+            damage = _crc_damage(segment) if scrub else None
+            if damage is None:
+                segments.append(segment)
+                continue
+            problem = damage
         if problem is not None and not unflushed:
             logger.warning("%s: rebuilding indexes of segment %d: %s", directory, base, problem)
         if problem is not None:
             report.rebuilt_indexes.append((base, problem))
-        truncated = segment.recover()
+        damaged_before = len(report.damaged_batches)
+        truncated = segment.recover(keep_damaged_below=recovery_point, damaged=report.damaged_batches)
+        for damaged in report.damaged_batches[damaged_before:]:
+            logger.error(
+                "%s: the fsync'ed batch at offset %d of segment %d fails its CRC check: kept, and refused "
+                "to every reader until it is replaced", directory, damaged, base,
+            )
         segment.offset_index.flush()
         segment.time_index.flush()
         report.recovered_segments.append(base)
@@ -186,6 +215,9 @@ def load_segments(
                     _remove_segment_files(directory, later)
                     report.deleted_segments.append(later)
                 break
+            # A synced segment cut short (its framing broken) leaves a hole before the next one: a
+            # replica that can refetch cuts its log there too (Log.damaged_batches).
+            report.damaged_batches.append(segment.next_offset)
     if not segments:
         segments.append(LogSegment.create(directory, log_start_offset, config, now_ms))
 

@@ -23,6 +23,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from eoslog.log.checked_read import checked_regions
 from eoslog.log.config import LogConfig, TimestampType
 from eoslog.log.errors import (
     InvalidRecordError,
@@ -104,6 +105,9 @@ class Log:
         self.config = config
         self.topic_partition = parse_topic_partition(directory)
         self.recovery_report = report
+        # Base offsets of stored batches whose CRC fails, found by recovery: refused to readers until a
+        # truncation removes them (a follower's repair, cluster/partition.py become_follower).
+        self.damaged_batches: list[int] = sorted(report.damaged_batches)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -127,6 +131,7 @@ class Log:
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
         clock: Callable[[], int] | None = None,
+        scrub: bool = False,
     ) -> Log:
         """Opens (creating when missing) and recovers a partition directory.
 
@@ -143,6 +148,7 @@ class Log:
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
             now_ms=clock(),
+            scrub=scrub,
         )
         return cls(
             directory,
@@ -379,11 +385,15 @@ class Log:
                         offset = header.last_offset + 1
 
     def read(
-        self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True
+        self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True,
+        *, verify_crc: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding ``start_offset`` (it may begin before it), up to
         ``max_bytes`` (but at least one batch when ``min_one_batch``), stopping before any batch whose
-        last offset reaches ``upper_bound`` (the high watermark or LSO; exclusive)."""
+        last offset reaches ``upper_bound`` (the high watermark or LSO; exclusive).
+
+        ``verify_crc`` (reads that leave the broker: fetches): only the batches before the first one
+        failing its CRC check; CorruptRecordError if that is the first (log/checked_read.py)."""
         self._check_usable()
         if start_offset < self._log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRange(start_offset, self._log_start_offset, self.log_end_offset, self.directory)
@@ -408,6 +418,8 @@ class Log:
             slot += 1
             if slot < len(self._segments):
                 offset = self._segments[slot].base_offset
+        if verify_crc and regions:
+            regions, total = checked_regions(regions, self.directory)
         return ReadResult(regions, total)
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
@@ -552,6 +564,7 @@ class Log:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return True
         self._truncation_epoch += 1
+        self.damaged_batches = [d for d in self.damaged_batches if d < offset]
         doomed = [s for s in self._segments[1:] if s.base_offset >= offset]
         if doomed:
             self._remove_segments(doomed, now)
@@ -567,6 +580,7 @@ class Log:
         self._check_usable()
         now = self._clock() if now_ms is None else now_ms
         self._truncation_epoch += 1
+        self.damaged_batches = []
         self._remove_segments(list(self._segments), now)  # renamed away first: the new name may be taken
         self._segments = [LogSegment.create(self.directory, offset, self.config, now)]
         self._bases = [s.base_offset for s in self._segments]

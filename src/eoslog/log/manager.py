@@ -86,6 +86,7 @@ class LogDirectory:
         config_for: Callable[[str], LogConfig] | None,
         clock: Callable[[], int],
         syncfs: bool = True,
+        scrub: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.config = config
@@ -98,6 +99,7 @@ class LogDirectory:
         self._recovery_points = OffsetCheckpointFile(os.path.join(data_dir, RECOVERY_POINT_CHECKPOINT))
         self._log_start_offsets = OffsetCheckpointFile(os.path.join(data_dir, LOG_START_OFFSET_CHECKPOINT))
         self._clean_shutdown = False
+        self._scrub = scrub  # CRC-check every segment at open (loader.py)
         self._closed = False
         self._checkpoint_lock = threading.Lock()
         self._snapshots_taken = 0
@@ -112,6 +114,7 @@ class LogDirectory:
         config_for: Callable[[str], LogConfig] | None = None,
         clock: Callable[[], int] | None = None,
         syncfs: bool = True,
+        scrub: bool = False,
     ) -> LogDirectory:
         """Locks ``data_dir`` (created when missing), removes half-deleted partitions and opens (recovers)
         every partition log. ``config_for(topic)`` gives per-topic configs; else ``config`` for all."""
@@ -123,7 +126,7 @@ class LogDirectory:
             raise unusable(Path(data_dir), exc) from exc
         directory = cls(
             data_dir, config or LogConfig(), lock_fd, config_for=config_for, clock=clock or _now_ms,
-            syncfs=syncfs,
+            syncfs=syncfs, scrub=scrub,
         )
         try:
             directory._load()
@@ -169,6 +172,7 @@ class LogDirectory:
                 log_start_offset=start_offsets.get(key, 0),
                 clean_shutdown=self._clean_shutdown,
                 clock=self._clock,
+                scrub=self._scrub,
             )
 
     def _config_of(self, topic: str) -> LogConfig:

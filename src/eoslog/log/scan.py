@@ -63,8 +63,15 @@ def scan_batches(fd: int, start: int, end: int) -> Iterator[BatchInfo]:
         position += size
 
 
-def recover_batches(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
-    """Whole batches from ``start`` to ``end``, CRC-checked; ``position`` in each header is absolute."""
+def recover_batches(
+    fd: int, start: int, end: int, *, keep_damaged_below: int | None = None, damaged: list[int] | None = None
+) -> Iterator[BatchHeader]:
+    """Whole batches from ``start`` to ``end``, CRC-checked; ``position`` in each header is absolute.
+
+    A batch whose framing is sound but whose CRC fails and whose last offset is below
+    ``keep_damaged_below`` (the recovery point: it was fsync'ed, so it cannot be a torn write) is rot of
+    acknowledged data, not a tail to cut: it is yielded anyway and its base offset added to ``damaged``.
+    Fetches refuse it (log/checked_read.py); cutting it would silently drop it and every batch after it."""
     position = start
     buf = b""
     buf_start = start
@@ -88,6 +95,13 @@ def recover_batches(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
             buf_start, at = position, 0
             if len(buf) < size:
                 raise CorruptRecordError(f"batch at byte {position} is cut short by the end of the file")
-        header = read_header(buf, at)
+        try:
+            header = read_header(buf, at)
+        except CorruptRecordError:
+            header = read_header(buf, at, verify_crc=False)  # framing errors still end the walk
+            if keep_damaged_below is None or header.last_offset >= keep_damaged_below:
+                raise
+            if damaged is not None:
+                damaged.append(header.base_offset)
         yield header._replace(position=position)  # absolute file position
         position += size

@@ -165,9 +165,10 @@ class LogSegment:
             self._bytes_since_last_index_entry += batch.size
         self._rolling_based_timestamp = None
 
-    def recover(self) -> int:
+    def recover(self, keep_damaged_below: int | None = None, damaged: list[int] | None = None) -> int:
         """Rebuilds both indexes from the batches, CRC-checking each; truncates the file at the first bad
-        or incomplete batch. Returns the number of bytes cut off."""
+        or incomplete batch. Returns the number of bytes cut off. A batch below ``keep_damaged_below`` that
+        fails only its CRC is kept and its base offset added to ``damaged`` (scan.recover_batches)."""
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
@@ -176,7 +177,9 @@ class LogSegment:
         self._rolling_based_timestamp = None
         valid_end = 0
         try:
-            for header in recover_batches(self.fd, 0, self.size):
+            for header in recover_batches(
+                self.fd, 0, self.size, keep_damaged_below=keep_damaged_below, damaged=damaged
+            ):
                 if header.base_offset < self.next_offset or header.last_offset - self.base_offset > INT_MAX:
                     raise CorruptRecordError(
                         f"batch at byte {header.position}: base offset {header.base_offset} out of order "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from eoslog.verify.cluster_faults import CLUSTER_KINDS, CLUSTER_POWER_KINDS
+from eoslog.verify.cluster_faults import CLUSTER_BITFLIP_KINDS, CLUSTER_KINDS, CLUSTER_POWER_KINDS
 from eoslog.verify.faults import SINGLE_BROKER_KINDS
 from eoslog.verify.net_faults import NEEDS_ZOOKEEPER_ENSEMBLE, NET_KINDS
 
@@ -47,7 +47,8 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
                    f"{', '.join(SINGLE_BROKER_KINDS)} (proxy-replay by default only with "
                    f"--transaction-version 2; power-loss only when named: the broker's data directory is "
                    f"then on LazyFS, a FUSE filesystem); with --cluster: {', '.join(CLUSTER_KINDS)}, and when named "
-                   f"{', '.join(CLUSTER_POWER_KINDS)} (each broker's data directory on LazyFS); with --net "
+                   f"{', '.join(CLUSTER_POWER_KINDS)} (each broker's data directory on LazyFS) and "
+                   f"{', '.join(CLUSTER_BITFLIP_KINDS)}; with --net "
                    f"namespaces: {', '.join(NET_KINDS)}.")
 @click.option("--cluster", type=click.IntRange(0, 9), default=0, show_default=True, metavar="N",
               help="Start a cluster of N brokers on a local ZooKeeper (Debian's server), each behind a "
@@ -99,7 +100,8 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
         if reason is not None:
             raise click.UsageError(f"--net namespaces: {reason}")
     faults = _kinds(faults, NET_KINDS + CLUSTER_POWER_KINDS if net == "namespaces"
-                    else CLUSTER_KINDS + CLUSTER_POWER_KINDS if cluster else SINGLE_BROKER_KINDS)
+                    else CLUSTER_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if cluster
+                    else SINGLE_BROKER_KINDS)
     if faults and set(faults) & {"power-loss", "power-loss-all"}:
         from eoslog.faults.lazyfs import unavailable_reason as lazyfs_unavailable
 

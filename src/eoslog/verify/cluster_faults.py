@@ -12,6 +12,7 @@ rounds as the single-node nemesis (faults.py).
 | ``client-kill`` | SIGKILL one worker process; the runner replaces it (same transactional id) |
 | ``proxy-drop`` | every broker's proxy drops (and delays) some responses, inter-broker ones included |
 | ``proxy-cut`` | every broker's proxy cuts connections at random frames |
+| ``bitflip`` | stop a random broker (SIGTERM or SIGKILL), flip one bit in a stored batch of one of its replicas of the test topic (faults/bitflip.py), start it again: the fetch CRC check refuses it, and the replica, a follower again, cuts it and refetches it. Only when named (``--faults``) |
 
 Every fault is healed before the next one starts: killed brokers run again, paused ones continue,
 links are restored.
@@ -30,6 +31,8 @@ CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-exp
 # power-loss: a leader loses power (SIGKILL, then its unsynced writes dropped or torn); power-loss-all:
 # every broker at once, which with fsync off on acknowledgement may lose acknowledged records.
 CLUSTER_POWER_KINDS = ("power-loss", "power-loss-all")
+# Only when named (--faults), like the power-loss kinds: issue 38's corruption, repaired from the leader.
+CLUSTER_BITFLIP_KINDS = ("bitflip",)
 RESTART_ATTEMPTS = 3
 STATE_READ_TIMEOUT_S = 30.0
 
@@ -38,7 +41,7 @@ class ClusterNemesis(Nemesis):
     """``cluster`` is an EmbeddedCluster started with ``proxied=True``; ``topic`` the workers' topic;
     ``transactional_ids`` the workers' ids (their groups have the same names)."""
 
-    KNOWN_KINDS = CLUSTER_KINDS + CLUSTER_POWER_KINDS
+    KNOWN_KINDS = CLUSTER_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS
 
     def __init__(self, kinds, *, seed: int, cluster, topic: str, transactional_ids: list[str],
                  internal_partitions: int, disks: dict | None = None, **kwargs) -> None:
@@ -144,6 +147,8 @@ class ClusterNemesis(Nemesis):
             took = [self._restart(victim) for victim in victims]
             detail = (f"broker(s) {', '.join(map(str, victims))}: unsynced writes to {sum(lost)} file(s) "
                       f"{'torn' if torn_seed is not None else 'dropped'}, restarted in {max(took):.2f} s")
+        elif kind == "bitflip":
+            detail = self._bitflip()
         elif kind == "client-kill":
             detail = self.kill_client() or "no client running"
         elif kind == "proxy-drop":
@@ -162,6 +167,32 @@ class ClusterNemesis(Nemesis):
         self.windows.append(window)
         self.counts[kind] += 1
         self.log(f"{kind}: {detail}")
+
+    def _bitflip(self) -> str:
+        import os
+
+        from eoslog.faults.bitflip import flip_bit
+
+        victim = self.random.choice(sorted(self.cluster.brokers))
+        broker = self.cluster.broker(victim)
+        how = self.random.choice(["terminate", "kill"])
+        getattr(broker, how)()
+        data_dir = broker.data_dir
+        replicas = sorted(name for name in os.listdir(data_dir) if name.startswith(f"{self.topic}-")
+                          and name[len(self.topic) + 1:].isdigit())
+        self.random.shuffle(replicas)
+        flipped = "no stored batch to flip"
+        for name in replicas:
+            try:
+                flip = flip_bit(str(data_dir / name), self.random)
+            except ValueError:
+                continue
+            flipped = (f"{name}: bit {flip.bit} of byte {flip.byte} of {os.path.basename(flip.path)}, "
+                       f"batch {flip.base_offset}..{flip.last_offset}")
+            break
+        self._wait(self.random.uniform(0.2, 1.0))
+        took = self._restart(victim)
+        return f"broker {victim} ({'SIGTERM' if how == 'terminate' else 'SIGKILL'}): {flipped}, restarted in {took:.2f} s"
 
     def _all_proxies(self, **rates: float) -> None:
         for proxy in self.cluster.proxies.values():
