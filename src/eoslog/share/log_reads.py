@@ -47,12 +47,15 @@ class LogRead(NamedTuple):
 def read_for_share(partition: Partition, offset: int, max_bytes: int, isolation_level: int,
                    min_one_batch: bool) -> LogRead:
     """The batches from the one holding ``offset``, at most ``max_bytes`` (at least one batch when
-    ``min_one_batch``), below the high watermark or (read_committed) the last stable offset."""
+    ``min_one_batch``), below the high watermark or (read_committed) the last stable offset. Their CRCs
+    are checked as a consumer's fetch checks them (log/checked_read.py): a damaged batch is the partition's
+    CORRUPT_MESSAGE, never records handed to a member."""
     upper_bound = partition.fetch_upper_bound(isolation_level)
     offset = max(offset, partition.log_start_offset)
     if offset >= upper_bound:
         return LogRead((), (), upper_bound)
-    result = partition.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
+    result = partition.log.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch,
+                                verify_crc=True)
     batches = tuple(_batches(result.regions))
     aborted: tuple[OffsetRange, ...] = ()
     if isolation_level == READ_COMMITTED and batches:
