@@ -98,11 +98,13 @@ class TxnGroupClient:
                 last = exc
         raise ConnectionError(f"cannot reach any of {self.bootstrap}: {last}")
 
-    def _ask_any(self, api_key: int, version: int, request):
-        """The answer of the first bootstrap server that gives one. A server that refuses the connection
-        or drops it mid-answer (a broker being killed or restarted) is passed over, as Kafka's clients
-        pass over a bootstrap server they cannot use: one broker's fault is not the cluster's."""
+    def _ask_any(self, api_key: int, version: int, request, wanted=None):
+        """The answer of the first bootstrap server that gives one (one ``wanted`` accepts, when given;
+        else the last answer). A server that refuses the connection or drops it mid-answer (a broker
+        being killed or restarted) is passed over, as Kafka's clients pass over a bootstrap server they
+        cannot use: one broker's fault is not the cluster's."""
         last: Exception | None = None
+        answer = None
         for host, port in bootstrap_servers(self.bootstrap):
             try:
                 conn = self._connect(host, port)
@@ -110,11 +112,15 @@ class TxnGroupClient:
                 last = exc
                 continue
             try:
-                return conn.request(api_key, version, request)
+                answer = conn.request(api_key, version, request)
+                if wanted is None or wanted(answer):
+                    return answer
             except OSError as exc:  # ConnectionLost included
                 last = exc
             finally:
                 conn.close()
+        if answer is not None:
+            return answer
         raise ConnectionError(f"no server of {self.bootstrap} answered: {last}")
 
     def _api_versions(self) -> dict[int, tuple[int, int]]:
@@ -192,9 +198,10 @@ class TxnGroupClient:
 
     def transaction_state_partitions(self, group_name: str) -> int | None:
         """How many partitions ``__transaction_state`` has (None when no broker says): what the sink
-        needs to give its members transactional ids coordinated with their group. Metadata, from any
-        bootstrap server: the count is the same everywhere and never changes, so it must not wait for
-        one broker (the coordinator of ``group_name`` may be the one just killed). Only while the topic
+        needs to give its members transactional ids coordinated with their group. Metadata, from the
+        first bootstrap server that names the partitions: the count is the same everywhere and never
+        changes, so it must not wait for one broker (the coordinator of ``group_name`` may be the one
+        just killed; one whose view of the cluster lags may not name the topic yet). Only while the topic
         does not exist yet, a FindCoordinator for ``group_name`` creates it (on first use, as Kafka's
         brokers do); retried until it has partitions (on a cluster its creation takes a moment) or the
         client's timeout passes."""
@@ -202,12 +209,11 @@ class TxnGroupClient:
         delay = 0.05
         while True:
             try:
-                response = self._ask_any(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                count = _state_partitions(self._ask_any(METADATA, METADATA_VERSION, messages.MetadataRequest(
                     topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
-                    allow_auto_topic_creation=False))
-                for topic in response.topics:
-                    if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
-                        return len(topic.partitions)
+                    allow_auto_topic_creation=False), wanted=lambda r: _state_partitions(r) is not None))
+                if count is not None:
+                    return count
                 self._coordinator(group_name)
             except (Retry, OSError, ConnectionError):
                 self.close()
@@ -228,6 +234,13 @@ class TxnGroupClient:
         if response.error_code != 0:
             raise TxnGroupError(f"aborting transactions under {prefix!r}", response.error_code)
         return tuple(response.aborted)
+
+
+def _state_partitions(response: messages.MetadataResponse) -> int | None:
+    for topic in response.topics:
+        if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
+            return len(topic.partitions)
+    return None
 
 
 class Retry(Exception):
