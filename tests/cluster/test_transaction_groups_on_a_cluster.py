@@ -111,6 +111,13 @@ def test_a_group_commit_survives_its_coordinator_dying_at_and_before_the_commit_
         more, members5, expected5 = open_members(cluster.bootstrap, 5)
         third = group_coordinator(cluster)
         cluster.broker(third).kill()
+        # What the Spark sink's driver asks at every micro-batch to name its tasks' transactional ids:
+        # any live broker can say it while the group's coordinator is dead. Before, the client waited for
+        # that coordinator (FindCoordinator first): for the dead broker's ZooKeeper session (4 s) and an
+        # election. Had that outlasted the sink's wait, the batch's members would not be colocated with
+        # their group and its commit would be refused with INVALID_REQUEST.
+        with TxnGroupClient(cluster.bootstrap, timeout_s=3) as probe:
+            assert probe.transaction_state_partitions(GROUP) == PARTITIONS
         move_coordinator(cluster, third)
         response = client.commit(GROUP, 5, members5)
         assert (response.already_committed, response.last_committed_sequence) == (False, 5)

@@ -369,6 +369,32 @@ def test_the_spark_sink_client_learns_the_transaction_state_partitions_of_a_new_
             assert client.transaction_state_partitions("eoslog-sink-new") == 7
 
 
+def test_the_spark_sink_client_asks_the_next_bootstrap_server_when_one_dies_mid_answer(txn_broker):
+    """The first server of the bootstrap list accepts connections but cuts every one mid-request, as a
+    broker SIGKILLed while answering does: the client asks the next one. Before, ApiVersions (whether the
+    broker has transaction groups) was asked of the first server that accepted, once: the sink's probe
+    failed, the driver named that micro-batch's transactions without colocating them with their group,
+    and on a cluster the batch's commit was refused with INVALID_REQUEST."""
+    from eoslog.client.txn_groups import TxnGroupClient
+    from eoslog.tools.local.faultproxy import FaultProxy
+
+    host, _, port = txn_broker.bootstrap.rpartition(":")
+    dying = FaultProxy(host, int(port), cut_rate=1.0, seed=18)
+    dying_port = dying.start_in_thread()
+    try:
+        with TxnGroupClient(txn_broker.bootstrap, timeout_s=5) as client:
+            partitions = client.transaction_state_partitions("eoslog-sink-dying")
+        assert partitions
+        bootstrap = f"127.0.0.1:{dying_port},{txn_broker.bootstrap}"
+        with TxnGroupClient(bootstrap, timeout_s=5) as client:
+            assert client.supported()
+        with TxnGroupClient(bootstrap, timeout_s=5) as client:
+            assert client.transaction_state_partitions("eoslog-sink-dying") == partitions
+        assert dying.counters.cuts >= 2  # both clients did meet the dying server first
+    finally:
+        dying.stop()
+
+
 def test_list_transaction_groups(txn_broker, wire):
     """ListTransactionGroups (0x7E03): every group with its state, last sequence and the members of that
     commit; advertised in ApiVersions; filtered by state."""

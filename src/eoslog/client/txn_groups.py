@@ -98,37 +98,52 @@ class TxnGroupClient:
                 last = exc
         raise ConnectionError(f"cannot reach any of {self.bootstrap}: {last}")
 
+    def _ask_any(self, api_key: int, version: int, request, wanted=None):
+        """The answer of the first bootstrap server that gives one (one ``wanted`` accepts, when given;
+        else the last answer). A server that refuses the connection or drops it mid-answer (a broker
+        being killed or restarted) is passed over, as Kafka's clients pass over a bootstrap server they
+        cannot use: one broker's fault is not the cluster's."""
+        last: Exception | None = None
+        answer = None
+        for host, port in bootstrap_servers(self.bootstrap):
+            try:
+                conn = self._connect(host, port)
+            except OSError as exc:
+                last = exc
+                continue
+            try:
+                answer = conn.request(api_key, version, request)
+                if wanted is None or wanted(answer):
+                    return answer
+            except OSError as exc:  # ConnectionLost included
+                last = exc
+            finally:
+                conn.close()
+        if answer is not None:
+            return answer
+        raise ConnectionError(f"no server of {self.bootstrap} answered: {last}")
+
+    def _api_versions(self) -> dict[int, tuple[int, int]]:
+        if self._versions is None:
+            response = self._ask_any(API_VERSIONS, 0, messages.ApiVersionsRequest())
+            self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        return self._versions
+
     def _coordinator(self, key: str) -> BrokerConnection:
         if self._conn is not None:
             return self._conn
-        conn = self._bootstrap_connection()
-        try:
-            if self._versions is None:
-                response = conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
-                self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-            found = conn.request(FIND_COORDINATOR, FIND_COORDINATOR_VERSION, messages.FindCoordinatorRequest(
-                key=key, key_type=COORDINATOR_TYPE_TRANSACTION))
-            if found.error_code != 0:
-                raise Retry(found.error_code)
-            if (found.host, found.port) != conn.address:  # on a cluster, often another bootstrap broker
-                conn.close()
-                conn = self._connect(found.host, found.port)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-        return conn
+        self._api_versions()
+        found = self._ask_any(FIND_COORDINATOR, FIND_COORDINATOR_VERSION, messages.FindCoordinatorRequest(
+            key=key, key_type=COORDINATOR_TYPE_TRANSACTION))
+        if found.error_code != 0:
+            raise Retry(found.error_code)
+        self._conn = self._connect(found.host, found.port)
+        return self._conn
 
     def supported(self) -> bool:
         """Whether the broker advertises all three transaction-group APIs at version 0."""
-        if self._versions is None:
-            conn = self._bootstrap_connection()
-            try:
-                response = conn.request(API_VERSIONS, 0, messages.ApiVersionsRequest())
-                self._versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-            finally:
-                conn.close()
-        return all(self._versions.get(key, (1, 0))[0] <= VERSION <= self._versions.get(key, (1, 0))[1]
+        versions = self._api_versions()
+        return all(versions.get(key, (1, 0))[0] <= VERSION <= versions.get(key, (1, 0))[1]
                    for key in (COMMIT_TRANSACTION_GROUP, DESCRIBE_TRANSACTION_GROUPS, ABORT_TRANSACTIONS_BY_PREFIX))
 
     def _call(self, key: str, api_key: int, request, error_of):
@@ -182,25 +197,24 @@ class TxnGroupClient:
         return groups[0].last_committed_sequence
 
     def transaction_state_partitions(self, group_name: str) -> int | None:
-        """How many partitions ``__transaction_state`` has (None when the broker does not say): what the
-        sink needs to give its members transactional ids coordinated with their group. FindCoordinator
-        first, because the topic is created on first use; retried until it has partitions (on a cluster
-        its creation takes a moment) or the client's timeout passes."""
+        """How many partitions ``__transaction_state`` has (None when no broker says): what the sink
+        needs to give its members transactional ids coordinated with their group. Metadata, from the
+        first bootstrap server that names the partitions: the count is the same everywhere and never
+        changes, so it must not wait for one broker (the coordinator of ``group_name`` may be the one
+        just killed; one whose view of the cluster lags may not name the topic yet). Only while the topic
+        does not exist yet, a FindCoordinator for ``group_name`` creates it (on first use, as Kafka's
+        brokers do); retried until it has partitions (on a cluster its creation takes a moment) or the
+        client's timeout passes."""
         deadline = time.monotonic() + self.timeout_s
         delay = 0.05
         while True:
             try:
+                count = _state_partitions(self._ask_any(METADATA, METADATA_VERSION, messages.MetadataRequest(
+                    topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
+                    allow_auto_topic_creation=False), wanted=lambda r: _state_partitions(r) is not None))
+                if count is not None:
+                    return count
                 self._coordinator(group_name)
-                conn = self._bootstrap_connection()
-                try:
-                    response = conn.request(METADATA, METADATA_VERSION, messages.MetadataRequest(
-                        topics=[messages.MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE)],
-                        allow_auto_topic_creation=False))
-                finally:
-                    conn.close()
-                for topic in response.topics:
-                    if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
-                        return len(topic.partitions)
             except (Retry, OSError, ConnectionError):
                 self.close()
             if time.monotonic() + delay > deadline:
@@ -220,6 +234,13 @@ class TxnGroupClient:
         if response.error_code != 0:
             raise TxnGroupError(f"aborting transactions under {prefix!r}", response.error_code)
         return tuple(response.aborted)
+
+
+def _state_partitions(response: messages.MetadataResponse) -> int | None:
+    for topic in response.topics:
+        if topic.name == TRANSACTION_STATE and topic.error_code == 0 and topic.partitions:
+            return len(topic.partitions)
+    return None
 
 
 class Retry(Exception):

@@ -76,7 +76,9 @@ _TRANSACTION_STATE_WAIT_S = 30
 
 
 def _transaction_state_partitions(options: SinkOptions, group: str) -> int | None:
-    """Asked once on the driver, pickled into the tasks (see colocated_transactional_id)."""
+    """Asked on the driver, pickled into the tasks (see colocated_transactional_id). Spark builds the
+    streaming writer again for every micro-batch, so this runs at every batch, a broker kill included:
+    the client asks any broker, and None here means no broker answered for the whole wait."""
     try:
         with TxnGroupClient(options.client["bootstrap.servers"], timeout_s=_TRANSACTION_STATE_WAIT_S,
                             security=options.security()) as client:
