@@ -173,12 +173,40 @@ def test_transactions_with_markers_between_brokers_over_sasl(cluster, certs):
     assert consume(client_config(cluster, certs, 2), "ledger", 3, 60) == expected
 
 
+def alter_scram_at(cluster, certs, broker_id: int, *, upsert: tuple[str, str] | None = None,
+                   delete: str | None = None) -> None:
+    """AlterUserScramCredentials sent to that broker alone (librdkafka's AdminClient picks any broker it
+    knows, so the read-your-write checks below could not name the one that answered)."""
+    import hashlib
+    import os
+
+    from eoslog.protocol import messages
+
+    r = messages.AlterUserScramCredentialsRequest
+    upsertions, deletions = [], []
+    if upsert is not None:
+        user, password = upsert
+        salt = os.urandom(16)
+        upsertions.append(r.ScramCredentialUpsertion(
+            name=user, mechanism=2, iterations=8192, salt=salt,  # 2: SCRAM-SHA-512
+            salted_password=hashlib.pbkdf2_hmac("sha512", password.encode(), salt, 8192)))
+    if delete is not None:
+        deletions.append(r.ScramCredentialDeletion(name=delete, mechanism=2))
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": ADMIN,
+        "sasl.password": ADMIN_PASSWORD, "ssl.ca.location": str(certs.ca)})
+    connection = BrokerConnection("127.0.0.1", cluster.ports[broker_id]["CLIENT"], timeout_s=30, security=security)
+    try:
+        results = connection.request(51, 0, r(deletions=deletions, upsertions=upsertions)).results
+    finally:
+        connection.close()
+    assert [(x.user, x.error_code) for x in results] == [(upsert[0] if upsert else delete, 0)]
+
+
 def test_a_user_added_at_one_broker_logs_in_at_another_and_a_deleted_one_nowhere(cluster, certs):
     admin = AdminClient(client_config(cluster, certs, 1))
     assert not logs_in(cluster, certs, 3, "carol", "carol-secret")
-    upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                          b"carol-secret")
-    admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+    alter_scram_at(cluster, certs, 1, upsert=("carol", "carol-secret"))
     # The broker that answered has read its own write back already; the others follow their watch.
     assert logs_in(cluster, certs, 1, "carol", "carol-secret")
     wait_until(lambda: logs_in(cluster, certs, 3, "carol", "carol-secret"), 10, "carol logs in at broker 3")
@@ -189,14 +217,24 @@ def test_a_user_added_at_one_broker_logs_in_at_another_and_a_deleted_one_nowhere
     assert producer.flush(30) == 0
 
     # Deleted through broker 2: refused everywhere soon after, and at broker 2 at once.
-    other = AdminClient(client_config(cluster, certs, 2))
-    other.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)]
-                                       )["carol"].result(30)
+    alter_scram_at(cluster, certs, 2, delete="carol")
     assert not logs_in(cluster, certs, 2, "carol", "carol-secret")
     for broker_id in (1, 3):
         wait_until(lambda b=broker_id: not logs_in(cluster, certs, b, "carol", "carol-secret"), 10,
                    f"carol refused at broker {broker_id}")
     assert cluster._client().exists(layout.user_config_path("carol")) is None
+    # And through librdkafka's AdminClient (whichever broker it asks): every broker follows.
+    upsert = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          b"dave-secret")
+    admin.alter_user_scram_credentials([upsert])["dave"].result(30)
+    for broker_id in (1, 2, 3):
+        wait_until(lambda b=broker_id: logs_in(cluster, certs, b, "dave", "dave-secret"), 10,
+                   f"dave logs in at broker {broker_id}")
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)]
+                                       )["dave"].result(30)
+    for broker_id in (1, 2, 3):
+        wait_until(lambda b=broker_id: not logs_in(cluster, certs, b, "dave", "dave-secret"), 10,
+                   f"dave refused at broker {broker_id}")
     described = admin.describe_user_scram_credentials(["carol"])["carol"]
     with pytest.raises(confluent_kafka.KafkaException, match="RESOURCE_NOT_FOUND|no SCRAM credential"):
         described.result(30)
