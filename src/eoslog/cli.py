@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import click
@@ -95,8 +96,13 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="eoslog", prog_name="eoslog")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """eoslog: a Kafka-compatible log broker with exactly-once semantics."""
+    if ctx.invoked_subcommand != "serve":
+        # The entry point (__main__.py) turned the collector off for start-up; only serve keeps it off
+        # until it has frozen its start-up objects (server/gc_policy.py).
+        gc.enable()
 
 
 @main.command()

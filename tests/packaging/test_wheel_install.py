@@ -52,6 +52,9 @@ def test_the_wheel_carries_the_runtime_package_data(wheel):
     assert specs and {f"eoslog/protocol/extensions/{n}" for n in specs} <= names
     assert "eoslog/cli.py" in names and "eoslog/server/run.py" in names
     assert "eoslog/spark/site/sitecustomize.py" in names  # on Spark workers' PYTHONPATH (eoslog/spark/daemon.py)
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    # The entry point that switches the collector off for start-up (eoslog/__main__.py), not eoslog.cli:main.
+    assert "eoslog = eoslog.__main__:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_a_fresh_venv_from_the_wheel_serves_and_round_trips(wheel, tmp_path):

@@ -46,10 +46,13 @@ _started: list[float] = [0.0]
 
 
 def tune() -> None:
-    """Raises the young generation's threshold and freezes what is alive now (call once, after imports)."""
+    """Raises the young generation's threshold, freezes what is alive now and makes sure the collector runs
+    (call once, after imports)."""
     _, middle, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, oldest)
     gc.freeze()
+    # The command's entry point may have switched the collector off for start-up (eoslog/__main__.py).
+    gc.enable()
     log.info("garbage collector: thresholds %s, %d start-up objects frozen",
              gc.get_threshold(), gc.get_freeze_count())
 
