@@ -11,8 +11,9 @@ Two things keep it off the per-record Python cost of ``records.batch.decode_batc
   length varint reads ``size``, the records that follow are tested all at once: numpy reads the bytes at
   ``position + k * size`` through a strided view, and every one that repeats the first record's length
   varint proves, by induction, that a record of the same size starts there. A batch of equal-size
-  records is one such test; a batch of sizes that change on every record falls back to a short Python
-  loop over the length varints (about 0.15 µs a record), in steps, trying runs again after each step.
+  records is one such test; sizes that change from record to record are walked by a short Python loop
+  over the length varints (about 0.15 µs a record), which hands over to the strided test whenever
+  :data:`MIN_RUN` records in a row have had one size.
 - **fields of every record at once.** From the records' starts, each field (attributes, timestamp delta,
   offset delta, key length and key, value length) is skipped for all records together with numpy: the
   4 bytes at any position are read as one integer through a strided view of the bytes, so a varint of up
@@ -32,10 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-# Under this many records of one size in a row, the strided test costs more than it saves.
+# After this many records of one size in a row, the Python walk hands over to the strided test.
 MIN_RUN = 8
-# Records walked in Python after a short run, before runs are tried again.
-PYTHON_STEP = 16
 MAX_THREE_BYTE_OFFSET_DELTA = 1 << 20
 _FIVE = np.arange(5, dtype=np.int64)
 
@@ -114,35 +113,33 @@ def _scan(records, end: int, count: int):
 def _record_bounds(records, data: np.ndarray, end: int, count: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Each record's first byte after its length varint, and its end; None unless exactly ``count``
     records of at most 3-byte length varints fill the first ``end`` bytes of ``records`` exactly."""
-    runs: list[np.ndarray] = []  # where each record begins (its length varint), in pieces
+    pieces: list[np.ndarray] = []  # where each record begins (its length varint), in pieces
     found = 0
     position = 0
     while position < end and found < count:
-        head = _length(records, position, end)
-        if head is None:
-            return None
-        length_bytes, size = head
-        size += length_bytes
-        candidates = min((end - position) // size, count - found)
-        # The strided test only when the next record looks the same size: sizes that change on every
-        # record never pay for it.
-        if (candidates >= MIN_RUN and records[position + size] == records[position]
-                and (length_bytes == 1 or records[position + size + 1] == records[position + 1])):
-            run = _run(data, position, size, length_bytes, candidates)
-            if run >= MIN_RUN:
-                runs.append(np.arange(position, position + run * size, size, dtype=np.int64))
-                position += run * size
-                found += run
-                continue
-        walked = _walk(records, position, end, min(PYTHON_STEP, count - found))
+        walked = _walk(records, position, end, count - found)
         if walked is None:
             return None
         begins, position = walked
-        runs.append(np.frombuffer(begins, np.int64))
-        found += len(begins)
+        if begins:
+            pieces.append(np.frombuffer(begins, np.int64))
+            found += len(begins)
+        if position >= end or found >= count:
+            break
+        # The walk stopped at records of one size in a row: test the rest of the run at once.
+        head = _length(records, position, end)
+        if head is None:
+            return None
+        size = head[0] + head[1]
+        candidates = min((end - position) // size, count - found)
+        if candidates:
+            run = _run(data, position, size, head[0], candidates)
+            pieces.append(np.arange(position, position + run * size, size, dtype=np.int64))
+            position += run * size
+            found += run
     if position != end or found != count:
         return None
-    begins = np.concatenate(runs) if len(runs) > 1 else runs[0]
+    begins = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
     ends = np.empty_like(begins)
     ends[:-1] = begins[1:]
     ends[-1] = end
@@ -184,24 +181,33 @@ def _length(records, position: int, end: int) -> tuple[int, int] | None:
 
 
 def _walk(records, position: int, end: int, limit: int) -> tuple[array, int] | None:
-    """Up to ``limit`` records from ``position`` in Python: where each begins, and where the next one
-    does. The one- and two-byte length varints are read inline."""
+    """Up to ``limit`` records from ``position`` in Python, stopping early after :data:`MIN_RUN` records
+    of one size in a row: where each begins, and where the next one does. The one- and two-byte length
+    varints are read inline."""
     begins = array("q")
     add = begins.append
+    last, streak = -1, 0
     for _ in range(limit):
         if position >= end:
             break
         add(position)
         byte = records[position]
         if byte < 0x80 and not byte & 1:
-            position += 1 + (byte >> 1)
+            size = 1 + (byte >> 1)
         elif byte & 0x81 == 0x80 and position + 1 < end and records[position + 1] < 0x80:
-            position += 2 + (((byte & 0x7F) | (records[position + 1] << 7)) >> 1)
+            size = 2 + (((byte & 0x7F) | (records[position + 1] << 7)) >> 1)
         else:
             head = _length(records, position, end)
             if head is None:
                 return None
-            position += head[0] + head[1]
+            size = head[0] + head[1]
+        position += size
+        if size == last:
+            streak += 1
+            if streak == MIN_RUN:
+                break
+        else:
+            last, streak = size, 1
     if position > end:
         return None
     return begins, position
