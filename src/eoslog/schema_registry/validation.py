@@ -16,7 +16,7 @@ why that is safe).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from eoslog.cluster.topic_configs import (
@@ -67,9 +67,13 @@ class RegistryView:
     to the topic's end yet. Record names (for the record name strategies) are kept per id: an id's schema
     never changes."""
 
-    def __init__(self, state: RegistryState, loaded: Callable[[], bool]) -> None:
+    def __init__(self, state: RegistryState, loaded: Callable[[], bool],
+                 catch_up: Callable[[], Awaitable[None]] | None = None) -> None:
         self.state = state
         self.loaded = loaded
+        # An awaitable done once the state holds everything committed to _schemas before the call (or
+        # the attempt gave up): what a refusal of an unknown id waits for, then asks again.
+        self.catch_up = catch_up
         self._record_names: dict[int, str | None] = {}
 
     def ids(self, subject: str) -> frozenset[int]:
@@ -127,9 +131,12 @@ def check_data(data: bytes | None, part: str, topic: str, strategy: str, view: R
     return _unknown(schema_id, part, topic, strategy, view, f"it is not registered under subject {subject}")
 
 
+UNKNOWN_ID = "Schema id "  # how a refusal of an id (not of the wire format) begins
+
+
 def _unknown(schema_id: int, part: str, topic: str, strategy: str, view: RegistryView, why: str) -> str:
     loaded = "" if view.loaded() else " (the schema registry's state is still being read)"
-    return (f"Schema id {schema_id} of the record's {part} is not valid for topic {topic}: {why} "
+    return (f"{UNKNOWN_ID}{schema_id} of the record's {part} is not valid for topic {topic}: {why} "
             f"({strategy.rsplit('.', 1)[1]}){loaded}")
 
 
@@ -204,6 +211,17 @@ class SchemaIdCheck:
         first = ids[0]
         distinct = (int(first),) if (ids == first).all() else set(ids.tolist())
         return all(self._known(schema_id, part, strategy) for schema_id in distinct)
+
+    def catch_up(self, refusal: Exception) -> Awaitable[None] | None:
+        """When ``refusal`` (the batch's RecordValidationError) refused an id this copy of the registry
+        may just not have read yet: an awaitable done once it has read ``_schemas`` to its end, after
+        which the batch is worth checking again (api/produce.py). None for a refusal of the wire format,
+        which no registration can change, or when the view cannot catch up."""
+        if self.view.catch_up is None:
+            return None
+        if not any(error.message.startswith(UNKNOWN_ID) for error in getattr(refusal, "record_errors", ())):
+            return None
+        return self.view.catch_up()
 
     def _known(self, schema_id: int, part: str, strategy: str) -> bool:
         if strategy == TOPIC_NAME_STRATEGY:
