@@ -123,6 +123,19 @@ def test_a_read_only_subject_refuses_in_confluents_order(http):
         assert http.delete("/mode/read-only-order-value")[0] == 200
 
 
+def test_import_mode_registers_given_ids_only(http):
+    """As Confluent's registry: in IMPORT mode a registration without an id would assign one, which only
+    READWRITE does (42205, "not in read-write mode")."""
+    assert http.put("/mode/import-only-value", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    try:
+        assert http.post("/subjects/import-only-value/versions", avro(RECORD)) == (
+            422, {"error_code": 42205, "message": "Subject import-only-value is not in read-write mode"})
+        assert http.post("/subjects/import-only-value/versions", avro(RECORD, id=7000, version=1)) == (
+            200, {"id": 7000})
+    finally:
+        assert http.delete("/mode/import-only-value")[0] == 200
+
+
 def test_modes(http):
     assert http.get("/mode") == (200, {"mode": "READWRITE"})
     assert http.post("/subjects/frozen-value/versions", avro(RECORD))[0] == 200

@@ -143,6 +143,8 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Sche
     if same is not None and (request.id is None or request.id == same.id):
         return Outcome({"id": same.id})
     mode = _writable(state, subject)
+    if mode == "IMPORT" and request.id is None:  # Confluent's checkRegisterMode: IMPORT takes given ids only
+        raise RegistryError(errors.OPERATION_NOT_PERMITTED, f"Subject {subject} is not in read-write mode")
     if mode != "IMPORT":
         if request.id is not None:
             raise RegistryError(errors.OPERATION_NOT_PERMITTED, f"Subject {subject} is not in import mode: a "
