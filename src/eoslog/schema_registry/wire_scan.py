@@ -85,25 +85,26 @@ def _scan(records, end: int, count: int):
         return _NEAR_THE_END
     little = np.ndarray((windows,), "<u4", data, 0, (1,))
     big = np.ndarray((windows,), ">u4", data, 0, (1,))
-    at = starts + 1  # the timestamp delta
-    if at.max() >= windows:
+    # Positions only grow from a record's start, so a gather past the windows is an IndexError (numpy
+    # checks every index): cheaper than asking each array for its maximum first.
+    try:
+        at = starts + 1  # the timestamp delta
+        varint = _varint(little[at])
+        if varint is None:
+            return None
+        at += varint[1]
+        length = _offset_delta_bytes(little[at], count)
+        if length is None:
+            return None
+        at += length
+        keys, at = _part(data, little, big, at)
+        if keys is None:
+            return None
+        values, at = _part(data, little, big, at)
+        if values is None:
+            return None
+    except IndexError:
         return _NEAR_THE_END
-    varint = _varint(little[at])
-    if varint is None:
-        return None
-    at += varint[1]
-    if at.max() >= windows:
-        return _NEAR_THE_END
-    length = _offset_delta_bytes(little[at], count)
-    if length is None:
-        return None
-    at += length
-    keys, at = _part(little, big, at, windows)
-    if keys is None or keys is _NEAR_THE_END:
-        return keys
-    values, at = _part(little, big, at, windows)
-    if values is None or values is _NEAR_THE_END:
-        return values
     # No headers: the header count is the record's last byte, and it is 0.
     if not ((at + 1 == ends).all() and not data.take(at).any()):
         return None
@@ -273,30 +274,27 @@ def _varint(window: np.ndarray) -> tuple[np.ndarray, np.ndarray | int] | None:
     return packed & _MASKS[code], size
 
 
-def _part(little: np.ndarray, big: np.ndarray, at: np.ndarray, windows: int):
+def _part(data: np.ndarray, little: np.ndarray, big: np.ndarray, at: np.ndarray):
     """A key or value at each position (its zigzag varint length, then its bytes): its prefix, and the
-    position after it. None when a length is below -1 or takes more than three bytes; _NEAR_THE_END when
-    a window would run past the bytes there are."""
-    if at.max() >= windows:
-        return _NEAR_THE_END, at
-    window = little[at]
-    if ((window & 0xFF) == 1).all():  # every one null (zigzag -1): keys, mostly
+    position after it. None when a length is below -1 or takes more than three bytes; IndexError when a
+    window would run past the bytes there are."""
+    if (data[at] == 1).all():  # every one null (zigzag -1): keys, mostly
         return ALL_NULL, at + 1
-    varint = _varint(window)
+    varint = _varint(little[at])
     if varint is None:
         return None, at
     raw, size = varint
     at = at + size
-    null = raw == 1
-    has_null = null.any()
-    if (raw & 1).any() and (not has_null or ((raw & 1) != null).any()):  # zigzag: a length below -1
-        return None, at
+    odd = (raw & 1) != 0
+    has_null = odd.any()
+    if has_null:
+        null = raw == 1
+        if (odd != null).any():  # zigzag: a length below -1
+            return None, at
     length = (raw >> 1).astype(np.int64)
     if has_null:
         length[null] = 0
-    if at.max() + 1 >= windows:
-        return _NEAR_THE_END, at
-    wire = (length >= 5) & ((big[at] >> 24) == 0)
+    wire = (length >= 5) & (data[at] == 0)
     return Prefixes(big[at + 1], null if has_null else False, wire), at + length
 
 
