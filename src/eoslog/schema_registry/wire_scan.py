@@ -36,7 +36,6 @@ import numpy as np
 # After this many records of one size in a row, the Python walk hands over to the strided test.
 MIN_RUN = 8
 MAX_THREE_BYTE_OFFSET_DELTA = 1 << 20
-_FIVE = np.arange(5, dtype=np.int64)
 
 
 class Prefixes(NamedTuple):
