@@ -81,15 +81,26 @@ def test_the_writers_broker_sigkilled_another_takes_over_with_every_id(tmp_path)
         # every leader's registry applies the registration a fetch after the writer: produce until both take it
         wait_until(lambda: _outcomes(survivors, good) == ["delivered"] * 2, 60, "both leaders accept the id")
         assert _outcomes(survivors, b"raw") == ["INVALID_RECORD"] * 2
+        # registered, then produced at once: each leader's copy of _schemas may not have read the registration
+        # yet, and waits until it has read the topic to its end before it refuses (server/schema_validation.py)
+        assert call(urls[survivor], "PUT", "/config/after-kill-value", {"compatibility": "NONE"})[0] == 200
+        producer = Producer({"bootstrap.servers": survivors, "retries": 0, "enable.idempotence": False,
+                             "linger.ms": 0})
+        for i in range(15):
+            status, registered = call(urls[survivor], "POST", "/subjects/after-kill-value/versions",
+                                      {"schema": json.dumps({"type": "enum", "name": "E", "symbols": [f"R{i}"]})})
+            assert status == 200, registered
+            assert _outcomes(survivors, b"\x00" + registered["id"].to_bytes(4, "big") + b"\x00", producer) == [
+                "delivered"] * 2, i
         entry = ConfigEntry("confluent.value.schema.validation", None, incremental_operation=AlterConfigOpType.DELETE)
         resource = ConfigResource(ConfigResource.Type.TOPIC, "after-kill", incremental_configs=[entry])
         admin.incremental_alter_configs([resource])[resource].result(30)
         wait_until(lambda: _outcomes(survivors, b"raw") == ["delivered"] * 2, 60, "both leaders take anything again")
 
 
-def _outcomes(bootstrap: str, value: bytes) -> list:
+def _outcomes(bootstrap: str, value: bytes, producer: Producer | None = None) -> list:
     """One record of ``value`` to each partition of after-kill: each delivery's error name, or "delivered"."""
-    producer = Producer({"bootstrap.servers": bootstrap, "retries": 0, "enable.idempotence": False})
+    producer = producer or Producer({"bootstrap.servers": bootstrap, "retries": 0, "enable.idempotence": False})
     outcomes: list = [None, None]
     for partition in (0, 1):
         producer.produce("after-kill", value, partition=partition, on_delivery=lambda error, _m, p=partition:

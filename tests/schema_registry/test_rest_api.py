@@ -105,6 +105,37 @@ def test_compatibility_configuration_global_and_per_subject(http):
         assert http.put("/config", {"compatibility": "BACKWARD"})[0] == 200
 
 
+def test_a_read_only_subject_refuses_in_confluents_order(http):
+    """Confluent's registry parses and looks the schema up before it asks the mode: an invalid schema is
+    INVALID_SCHEMA (42201) and a schema the subject already has answers its id, READONLY or not; only a
+    registration that would write is OPERATION_NOT_PERMITTED (42205)."""
+    status, registered = http.post("/subjects/read-only-order-value/versions", avro(RECORD))
+    assert status == 200
+    assert http.put("/mode/read-only-order-value", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    try:
+        status, body = http.post("/subjects/read-only-order-value/versions", {"schema": "{not avro"})
+        assert (status, body["error_code"]) == (422, 42201)
+        assert http.post("/subjects/read-only-order-value/versions", avro(RECORD)) == (200, registered)
+        status, body = http.post("/subjects/read-only-order-value/versions", avro(WITH_CURRENCY))
+        assert (status, body) == (422, {"error_code": 42205,
+                                        "message": "Subject read-only-order-value is in read-only mode"})
+    finally:
+        assert http.delete("/mode/read-only-order-value")[0] == 200
+
+
+def test_import_mode_registers_given_ids_only(http):
+    """As Confluent's registry: in IMPORT mode a registration without an id would assign one, which only
+    READWRITE does (42205, "not in read-write mode")."""
+    assert http.put("/mode/import-only-value", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    try:
+        assert http.post("/subjects/import-only-value/versions", avro(RECORD)) == (
+            422, {"error_code": 42205, "message": "Subject import-only-value is not in read-write mode"})
+        assert http.post("/subjects/import-only-value/versions", avro(RECORD, id=7000, version=1)) == (
+            200, {"id": 7000})
+    finally:
+        assert http.delete("/mode/import-only-value")[0] == 200
+
+
 def test_modes(http):
     assert http.get("/mode") == (200, {"mode": "READWRITE"})
     assert http.post("/subjects/frozen-value/versions", avro(RECORD))[0] == 200

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from eoslog.api import _leader_hints as leader_hints
 from eoslog.api._deadlines import deadlines_for
@@ -269,9 +269,9 @@ async def _add_then_append(context, request, to_add, release, refused):
 def _append(context, request, verified=frozenset(), refused=None):
     services = context.services
     replicas = services.replicas
-    acks = request.acks
     responses = []
     waits: list[_Wait] = []
+    deferred: list[_Deferred] = []
     for topic_data in request.topic_data:
         partition_responses = []
         responses.append(TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
@@ -281,33 +281,91 @@ def _append(context, request, verified=frozenset(), refused=None):
                 code, message = refused[(topic_data.name, data.index)]
                 partition_responses.append(_partition_response(data.index, int(code), message=message))
                 continue
-            partition = None
-            try:
-                if topic_data.name is None:
-                    raise UnknownTopicIdError(f"no topic has the id {topic_data.topic_id}")
-                if topic_data.name in INTERNAL_TOPICS:
-                    raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
-                partition = replicas.leader_partition(topic_data.name, data.index)
-                if data.records is None or len(data.records) == 0:
-                    raise InvalidRecordError("the produce request carries no record batches")
-                if acks == -1:
-                    replicas.check_enough_replicas(partition)  # NOT_ENOUGH_REPLICAS: nothing written
-                info = partition.append(data.records, transactional_id=request.transactional_id,
-                                        verified=(topic_data.name, data.index) in verified)
-            except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
-                partition_responses.append(_refusal(data.index, exc, partition))
-                continue
-            response = _partition_response(
-                data.index, 0, info.first_offset, info.log_append_time, partition.log_start_offset
-            )
+            response, wait, catch_up = _append_partition(request, topic_data, data, verified, replicas, True)
+            if catch_up is not None:
+                deferred.append(_Deferred(topic_data, data, partition_responses, len(partition_responses), catch_up))
             partition_responses.append(response)
-            # Duplicates wait too: the retried original may itself still be waiting for its fsync. A
-            # partition whose high watermark already covers the batch (no fsync on ack, so append made it
-            # durable under the flush policy) has nothing to wait for, unless followers are involved:
-            # then every acks=all answer goes through _outcomes (min.insync.replicas after append).
-            if acks == -1 and (partition.high_watermark <= info.last_offset or replicas.replicated(partition)):
-                waits.append(_Wait(partition, response, info.last_offset + 1))
-    if acks == 0:
+            if wait is not None:
+                waits.append(wait)
+    if deferred:
+        release = context.connection.hold()
+        return _catch_up_then_append(request, verified, replicas, responses, waits, deferred, release)
+    return _answer(request, responses, waits, replicas)
+
+
+def _append_partition(request, topic_data, data, verified, replicas, may_defer: bool):
+    """One partition's append: its response, its acks=all wait (or None), and, when ``may_defer`` and its
+    records were refused by a check whose knowledge may lag (a schema id the broker's copy of the registry
+    has not read yet), the awaitable after which the batch is worth appending again (else None)."""
+    partition = None
+    try:
+        if topic_data.name is None:
+            raise UnknownTopicIdError(f"no topic has the id {topic_data.topic_id}")
+        if topic_data.name in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"clients may not produce to the internal topic {topic_data.name}")
+        partition = replicas.leader_partition(topic_data.name, data.index)
+        if data.records is None or len(data.records) == 0:
+            raise InvalidRecordError("the produce request carries no record batches")
+        if request.acks == -1:
+            replicas.check_enough_replicas(partition)  # NOT_ENOUGH_REPLICAS: nothing written
+        info = partition.append(data.records, transactional_id=request.transactional_id,
+                                verified=(topic_data.name, data.index) in verified)
+    except Exception as exc:  # noqa: BLE001 - per-partition outcome, mapped in one place
+        catch_up = _catch_up(exc, partition) if may_defer else None
+        return _refusal(data.index, exc, partition), None, catch_up
+    response = _partition_response(data.index, 0, info.first_offset, info.log_append_time, partition.log_start_offset)
+    # Duplicates wait too: the retried original may itself still be waiting for its fsync. A
+    # partition whose high watermark already covers the batch (no fsync on ack, so append made it
+    # durable under the flush policy) has nothing to wait for, unless followers are involved:
+    # then every acks=all answer goes through _outcomes (min.insync.replicas after append).
+    if request.acks == -1 and (partition.high_watermark <= info.last_offset or replicas.replicated(partition)):
+        return response, _Wait(partition, response, info.last_offset + 1), None
+    return response, None, None
+
+
+def _catch_up(exc: Exception, partition):
+    """The awaitable a refusing RecordCheck offers (``catch_up(refusal)``, schema_registry/validation.py),
+    or None."""
+    if not isinstance(exc, RecordValidationError) or partition is None:
+        return None
+    for check in partition.record_checks:
+        offer = getattr(check, "catch_up", None)
+        awaitable = offer(exc) if offer is not None else None
+        if awaitable is not None:
+            return awaitable
+    return None
+
+
+class _Deferred(NamedTuple):
+    """A partition whose batch waits for a check to catch up, and where its response goes."""
+
+    topic_data: object
+    data: object
+    responses: list
+    position: int
+    catch_up: object
+
+
+async def _catch_up_then_append(request, verified, replicas, responses, waits, deferred, release):
+    """The refused batches are appended again once their checks caught up (with a deadline: the
+    request's timeout), the connection held meanwhile so that the producer's next request cannot overtake
+    them (as for KIP-890's verification above). A batch still refused is answered with that refusal."""
+    try:
+        pending = {asyncio.ensure_future(d.catch_up) for d in deferred}
+        await asyncio.wait(pending, timeout=max(0.0, request.timeout_ms / 1000))
+        for d in deferred:
+            response, wait, _ = _append_partition(request, d.topic_data, d.data, verified, replicas, False)
+            d.responses[d.position] = response
+            if wait is not None:
+                waits.append(wait)
+        result = _answer(request, responses, waits, replicas)
+    finally:
+        release()
+    return await result if inspect.isawaitable(result) else result  # None (acks=0), a response or a future
+
+
+def _answer(request, responses, waits, replicas):
+    if request.acks == 0:
         return None
     result = ProduceResponse(responses=responses, throttle_time_ms=0)
     if not waits:

@@ -18,7 +18,11 @@ hour ahead that Kafka 4.x allows) is never decompressed, as before. The header's
 trusted for the bound ahead, as the append trusts it for the time index.
 
 An extension refuses records by giving the partition a :data:`RecordCheck` (``Partition.record_checks``):
-it sees each decoded record and returns why it is refused (an INVALID_RECORD record error), or None.
+it sees each decoded record and returns why it is refused (an INVALID_RECORD record error), or None. A
+check may also have a ``whole_batch(header, records)`` method, given the batch's uncompressed records
+section: True vouches that every record passes, and when every check vouches (and no rule of the log
+needs the records) the batch is not decoded at all; False sends the batch record by record, so refusals
+are always named per record (the schema id check does this: schema_registry/wire_scan.py).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from typing import NamedTuple
 
 from eoslog.log.config import LONG_MAX, LogConfig, TimestampType
 from eoslog.log.errors import InvalidRecordError, LogError
-from eoslog.records.batch import Record, decode_batch
-from eoslog.records.header import NO_TIMESTAMP, BatchHeader
+from eoslog.records.batch import Record, parse_records
+from eoslog.records.compression import CompressionType, decompress
+from eoslog.records.header import HEADER_SIZE, NO_TIMESTAMP, BatchHeader
 
 INVALID_RECORD = "INVALID_RECORD"
 INVALID_TIMESTAMP = "INVALID_TIMESTAMP"
@@ -94,10 +99,19 @@ def validate_records(view: memoryview, header: BatchHeader, config: LogConfig, *
         before < LONG_MAX or (header.max_timestamp != NO_TIMESTAMP and header.max_timestamp - now_ms > after))
     if not (config.compacts or timestamps_doubtful or producer_log_append_time or checks):
         return
-    batch = decode_batch(view, header.position, verify_crc=False)  # the log checked the CRC already
+    # Decompressed once, for the whole-batch checks and for the records if those cannot answer.
+    body = view[header.position + HEADER_SIZE:header.position + header.size]
+    if header.compression != CompressionType.NONE:
+        body = decompress(header.compression, body)
+    if (not (config.compacts or timestamps_doubtful or producer_log_append_time)
+            and all(getattr(check, "whole_batch", None) is not None and check.whole_batch(header, body)
+                    for check in checks)):
+        return
+    # The log checked the CRC already.
+    records = parse_records(body, header.records_count, where=f"batch at byte {header.position}")
     errors: list[RecordError] = []
     timestamp_refused = False
-    for index, record in enumerate(batch.records):
+    for index, record in enumerate(records):
         reason = None
         if config.compacts and record.key is None:
             reason = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"

@@ -132,14 +132,19 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Sche
              normalize: bool = False, parsed: ParsedSchema | None = None) -> Outcome:
     """``parsed``: the request's schema parsed already (``SchemaRegistry.parse_request``); its references
     are checked again here, under the lock."""
-    mode = _writable(state, subject)
     if parsed is None:
         parsed = catalog.candidate(request.schema_type, request.schema, request.references)
     else:
         catalog.dependencies(request.references)
+    # Confluent's order (KafkaSchemaRegistry.registerOrForward, then register): the schema is parsed
+    # (INVALID_SCHEMA) and looked up first, so registering a schema the subject already has answers its id
+    # even in READONLY mode, as a lookup would; only a registration that writes asks the mode.
     same = find_in_subject(state, catalog, subject, request, parsed, normalize)
     if same is not None and (request.id is None or request.id == same.id):
         return Outcome({"id": same.id})
+    mode = _writable(state, subject)
+    if mode == "IMPORT" and request.id is None:  # Confluent's checkRegisterMode: IMPORT takes given ids only
+        raise RegistryError(errors.OPERATION_NOT_PERMITTED, f"Subject {subject} is not in read-write mode")
     if mode != "IMPORT":
         if request.id is not None:
             raise RegistryError(errors.OPERATION_NOT_PERMITTED, f"Subject {subject} is not in import mode: a "

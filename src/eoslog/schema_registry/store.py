@@ -63,6 +63,7 @@ class SchemaStore:
         self.metrics = metrics
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._admin = None  # for end_offset, made on first use
 
     # ---- the topic -------------------------------------------------------------------------------------
 
@@ -171,6 +172,32 @@ class SchemaStore:
                                     f"{offset} within {timeout_s:.0f} s")
             if self.failure is not None and self.position <= offset:
                 raise RegistryError(errors.STORE_ERROR, f"the {self.topic} reader failed: {self.failure}")
+
+    def end_offset(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+        """The topic's last stable offset now, as the reader's ``read_committed`` sees its end: a ListOffsets
+        to the partition's leader. Blocks: called from a thread, never the broker's event loop."""
+        from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec
+
+        with self.lock:
+            if self._admin is None:
+                self._admin = AdminClient(self.access.librdkafka())
+            admin = self._admin
+        partition = TopicPartition(self.topic, 0)
+        try:
+            futures = admin.list_offsets({partition: OffsetSpec.latest()},
+                                         isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout_s)
+            return futures[partition].result(timeout_s).offset
+        except (KafkaException, TimeoutError) as exc:
+            raise RegistryError(errors.STORE_ERROR, f"cannot read the end offset of {self.topic}: {exc}") from None
+
+    def catch_up(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Until this copy has applied everything committed to the topic before the call: what a broker's
+        copy waits for before it refuses a schema id it does not know (docs/schema-registry.md). Blocks."""
+        deadline = time.monotonic() + timeout_s
+        end = self.end_offset(timeout_s)
+        if end > 0:
+            self.wait_for(end - 1, max(0.0, deadline - time.monotonic()))
 
     def wait_ready(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
         with self.lock:

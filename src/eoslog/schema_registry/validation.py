@@ -16,7 +16,7 @@ why that is safe).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from eoslog.cluster.topic_configs import (
@@ -67,9 +67,13 @@ class RegistryView:
     to the topic's end yet. Record names (for the record name strategies) are kept per id: an id's schema
     never changes."""
 
-    def __init__(self, state: RegistryState, loaded: Callable[[], bool]) -> None:
+    def __init__(self, state: RegistryState, loaded: Callable[[], bool],
+                 catch_up: Callable[[], Awaitable[None]] | None = None) -> None:
         self.state = state
         self.loaded = loaded
+        # An awaitable done once the state holds everything committed to _schemas before the call (or
+        # the attempt gave up): what a refusal of an unknown id waits for, then asks again.
+        self.catch_up = catch_up
         self._record_names: dict[int, str | None] = {}
 
     def ids(self, subject: str) -> frozenset[int]:
@@ -127,9 +131,12 @@ def check_data(data: bytes | None, part: str, topic: str, strategy: str, view: R
     return _unknown(schema_id, part, topic, strategy, view, f"it is not registered under subject {subject}")
 
 
+UNKNOWN_ID = "Schema id "  # how a refusal of an id (not of the wire format) begins
+
+
 def _unknown(schema_id: int, part: str, topic: str, strategy: str, view: RegistryView, why: str) -> str:
     loaded = "" if view.loaded() else " (the schema registry's state is still being read)"
-    return (f"Schema id {schema_id} of the record's {part} is not valid for topic {topic}: {why} "
+    return (f"{UNKNOWN_ID}{schema_id} of the record's {part} is not valid for topic {topic}: {why} "
             f"({strategy.rsplit('.', 1)[1]}){loaded}")
 
 
@@ -139,26 +146,87 @@ def _first_bytes(data: bytes) -> str:
 
 
 def record_check(validation: TopicValidation, view: RegistryView) -> RecordCheck:
-    """The RecordCheck for one topic's partitions (log/record_validation.py). Under TopicNameStrategy (the
-    default) a record that passes costs a slice, a comparison and a set lookup; anything else, and every
-    refusal, goes through :func:`check_data`."""
-    topic, value_strategy, key_strategy = validation.topic, validation.value_strategy, validation.key_strategy
-    live_ids = view.state.live_ids
-    value_subject = f"{topic}-value" if value_strategy == TOPIC_NAME_STRATEGY else None
-    key_subject = f"{topic}-key" if key_strategy == TOPIC_NAME_STRATEGY else None
-    empty: frozenset[int] = frozenset()
+    """The RecordCheck for one topic's partitions (log/record_validation.py): a whole batch at once where it
+    can (:meth:`SchemaIdCheck.whole_batch`), record by record otherwise."""
+    return SchemaIdCheck(validation, view)
 
-    def passes(data: bytes | None, subject: str | None) -> bool:
-        return data is None or (subject is not None and data[:1] == b"\x00" and len(data) >= WIRE_HEADER_BYTES
-                                and int.from_bytes(data[1:WIRE_HEADER_BYTES], "big") in live_ids.get(subject, empty))
 
-    def check(_header: BatchHeader, record: Record, _index: int) -> str | None:
-        if value_strategy is not None and not passes(record.value, value_subject):
-            reason = check_data(record.value, "value", topic, value_strategy, view)
+class SchemaIdCheck:
+    """One topic's schema id check. Called with a decoded record, it answers for that record (a record
+    that passes under TopicNameStrategy, the default, costs a slice, a comparison and a set lookup;
+    anything else, and every refusal, goes through :func:`check_data`). Its :meth:`whole_batch` answers
+    for every record of a batch from their prefixes alone (wire_scan.py), without decoding them."""
+
+    def __init__(self, validation: TopicValidation, view: RegistryView) -> None:
+        self.topic = validation.topic
+        self.value_strategy = validation.value_strategy
+        self.key_strategy = validation.key_strategy
+        self.view = view
+        self._live_ids = view.state.live_ids
+        self._value_subject = f"{self.topic}-value" if self.value_strategy == TOPIC_NAME_STRATEGY else None
+        self._key_subject = f"{self.topic}-key" if self.key_strategy == TOPIC_NAME_STRATEGY else None
+        try:
+            from eoslog.schema_registry.wire_scan import scan
+        except ModuleNotFoundError:  # numpy: without it every batch takes the record-by-record path
+            scan = None
+        self._scan = scan
+
+    def __call__(self, _header: BatchHeader, record: Record, _index: int) -> str | None:
+        if self.value_strategy is not None and not self._passes(record.value, self._value_subject):
+            reason = check_data(record.value, "value", self.topic, self.value_strategy, self.view)
             if reason is not None:
                 return reason
-        if key_strategy is not None and not passes(record.key, key_subject):
-            return check_data(record.key, "key", topic, key_strategy, view)
+        if self.key_strategy is not None and not self._passes(record.key, self._key_subject):
+            return check_data(record.key, "key", self.topic, self.key_strategy, self.view)
         return None
 
-    return check
+    def _passes(self, data: bytes | None, subject: str | None) -> bool:
+        return data is None or (subject is not None and data[:1] == b"\x00" and len(data) >= WIRE_HEADER_BYTES
+                                and int.from_bytes(data[1:WIRE_HEADER_BYTES], "big") in self._live_ids.get(subject, _EMPTY))
+
+    def whole_batch(self, header: BatchHeader, records) -> bool:
+        """True when every record of the batch passes, read from the uncompressed records section
+        ``records`` without decoding a record. False means "decode them and ask each": a record that
+        fails (to name it), a batch the scan cannot vouch for, or no numpy."""
+        if self._scan is None:
+            return False
+        prefixes = self._scan(records, header.records_count)
+        if prefixes is None:
+            return False
+        return ((self.value_strategy is None or self._all_pass(prefixes.values, "value", self.value_strategy))
+                and (self.key_strategy is None or self._all_pass(prefixes.keys, "key", self.key_strategy)))
+
+    def _all_pass(self, prefixes, part: str, strategy: str) -> bool:
+        """Every id is asked once per batch, through the same :func:`check_data` the records path uses: a
+        batch's records nearly always carry one id, or a few."""
+        ids, null, wire = prefixes
+        if null is True:
+            return True
+        if not wire.all():
+            if null is False or not (wire | null).all():
+                return False
+            ids = ids[wire]
+            if ids.size == 0:
+                return True
+        first = ids[0]
+        distinct = (int(first),) if (ids == first).all() else set(ids.tolist())
+        return all(self._known(schema_id, part, strategy) for schema_id in distinct)
+
+    def catch_up(self, refusal: Exception) -> Awaitable[None] | None:
+        """When ``refusal`` (the batch's RecordValidationError) refused an id this copy of the registry
+        may just not have read yet: an awaitable done once it has read ``_schemas`` to its end, after
+        which the batch is worth checking again (api/produce.py). None for a refusal of the wire format,
+        which no registration can change, or when the view cannot catch up."""
+        if self.view.catch_up is None:
+            return None
+        if not any(error.message.startswith(UNKNOWN_ID) for error in getattr(refusal, "record_errors", ())):
+            return None
+        return self.view.catch_up()
+
+    def _known(self, schema_id: int, part: str, strategy: str) -> bool:
+        if strategy == TOPIC_NAME_STRATEGY:
+            return schema_id in self._live_ids.get(f"{self.topic}-{part}", _EMPTY)
+        return check_data(b"\x00" + schema_id.to_bytes(4, "big"), part, self.topic, strategy, self.view) is None
+
+
+_EMPTY: frozenset[int] = frozenset()

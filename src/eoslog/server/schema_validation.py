@@ -12,6 +12,11 @@ and decides which registry state it reads:
   this cluster, sees every registry instance's writes in one order, and never asks anything on the
   produce path. Such a copy lags the registry by a fetch (about 50 ms): see docs/schema-registry.md.
 
+Either copy can lag: a broker's own copy always does, and a broker that serves the registry does too on a
+cluster when another instance is the writer. So an id refused as unknown is asked again once the copy has
+read ``_schemas`` to its end (:class:`CatchUp`; api/produce.py holds the batch, and its connection,
+meanwhile): a producer that registers and then produces at once is not refused.
+
 Nothing of the registry is imported until a topic turns validation on.
 """
 
@@ -76,7 +81,7 @@ class SchemaValidation:
             store = self._start_reader()
             if store is None:
                 return None
-        self.view = RegistryView(store.state, lambda: store.ready)
+        self.view = RegistryView(store.state, lambda: store.ready, CatchUp(store))
         return self.view
 
     def _start_reader(self):
@@ -110,3 +115,42 @@ class SchemaValidation:
         if self._store is not None:
             self._store.stop()
             self._store = None
+
+
+CATCH_UP_TIMEOUT_S = 5.0
+
+
+class CatchUp:
+    """Waits, off the event loop, until a registry copy (a SchemaStore) has applied everything committed to
+    ``_schemas`` before the wait began: the topic's end offset is asked (one ListOffsets), then the
+    copy's reader is awaited past it. Refusals that arrive together share one round; one that arrives
+    after a round asked for the end offset starts the next, since the registration it may be waiting
+    for can be newer than that offset. A round ends at its deadline whatever happens: the refused batch
+    is then checked again, and refused if the id is still unknown."""
+
+    def __init__(self, store, timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
+        self.store = store
+        self.timeout_s = timeout_s
+        self._next: asyncio.Future | None = None  # the round that has not asked for the end offset yet
+        self._tasks: set[asyncio.Task] = set()
+        self.rounds = 0  # rounds begun, for tests and logs
+
+    def __call__(self) -> asyncio.Future:
+        if self._next is None:
+            loop = asyncio.get_running_loop()
+            self._next = loop.create_future()
+            task = loop.create_task(self._round(self._next))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return self._next
+
+    async def _round(self, done: asyncio.Future) -> None:
+        self._next = None  # from here on, a refusal needs a round of its own
+        self.rounds += 1
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.store.catch_up, self.timeout_s), self.timeout_s + 1)
+        except Exception as exc:  # noqa: BLE001 - the batch is checked again either way
+            log.warning("schema validation could not read %s to its end: %s", self.store.topic, exc)
+        finally:
+            if not done.done():
+                done.set_result(None)
