@@ -169,3 +169,33 @@ def test_a_scrub_that_must_cut_a_synced_segment_lists_the_hole_for_a_follower_to
         assert log.log_end_offset == victim.base_offset and log.damaged_batches == []
     finally:
         log.close()
+
+
+def test_a_refused_batch_is_logged_once_per_interval_and_every_refusal_counted(tmp_path, monkeypatch, caplog):
+    # A consumer stuck at the damaged batch fetches it again after every back-off: one line, many counts.
+    monkeypatch.setattr(checked_read, "_refusals", {})
+    log = _log(tmp_path)
+    directory = log.directory
+    log.close()
+    flip = flip_bit(directory, random.Random(3), below_offset=40)
+    log = Log.open(directory, SMALL, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=True)
+    try:
+        counted = checked_read.DAMAGED_BATCH_READS[directory]
+        with caplog.at_level("ERROR", logger="eoslog.log"):
+            for _ in range(5):
+                with pytest.raises(CorruptRecordError):
+                    log.read(flip.base_offset, 1 << 20, verify_crc=True)
+            # A read that starts before the damage and is cut short there counts too, and is not logged.
+            assert _offsets(log.read(0, 1 << 20, verify_crc=True)) == list(range(flip.base_offset))
+        lines = [r.getMessage() for r in caplog.records if "refusing to serve" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert checked_read.DAMAGED_BATCH_READS[directory] - counted == 6
+        # Once the interval has passed, the next refusal is logged again, with the count of the quiet ones.
+        monkeypatch.setattr(checked_read, "REFUSAL_LOG_INTERVAL_S", 0.0)
+        caplog.clear()
+        with caplog.at_level("ERROR", logger="eoslog.log"), pytest.raises(CorruptRecordError):
+            log.read(flip.base_offset, 1 << 20, verify_crc=True)
+        lines = [r.getMessage() for r in caplog.records if "refusing to serve" in r.getMessage()]
+        assert len(lines) == 1 and "5 more reads of it refused since the last line" in lines[0], lines
+    finally:
+        log.close()
