@@ -46,10 +46,10 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
               help=f"Fault kinds to inject (default: all that apply; 'none' for a run without faults): "
                    f"{', '.join(SINGLE_BROKER_KINDS)} (proxy-replay by default only with "
                    f"--transaction-version 2; power-loss only when named: the broker's data directory is "
-                   f"then on LazyFS, a FUSE filesystem); with --cluster: {', '.join(CLUSTER_KINDS)}, and when named "
+                   f"then on LazyFS, a FUSE filesystem; bitflip only when named); with --cluster: {', '.join(CLUSTER_KINDS)}, and when named "
                    f"{', '.join(CLUSTER_POWER_KINDS)} (each broker's data directory on LazyFS) and "
                    f"{', '.join(CLUSTER_BITFLIP_KINDS)}; with --net "
-                   f"namespaces: {', '.join(NET_KINDS)}.")
+                   f"namespaces: {', '.join(NET_KINDS)}, and when named the power-loss kinds and bitflip.")
 @click.option("--cluster", type=click.IntRange(0, 9), default=0, show_default=True, metavar="N",
               help="Start a cluster of N brokers on a local ZooKeeper (Debian's server), each behind a "
                    "fault proxy, instead of one broker; faults then aim at leaders and coordinators.")
@@ -99,7 +99,7 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
         reason = unavailable_reason()
         if reason is not None:
             raise click.UsageError(f"--net namespaces: {reason}")
-    faults = _kinds(faults, NET_KINDS + CLUSTER_POWER_KINDS if net == "namespaces"
+    faults = _kinds(faults, NET_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if net == "namespaces"
                     else CLUSTER_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if cluster
                     else SINGLE_BROKER_KINDS)
     if faults and set(faults) & {"power-loss", "power-loss-all"}:

@@ -11,6 +11,7 @@ Kinds (docs/reliability.md, "Verify runs"):
 | ``proxy-cut`` | the proxy cuts connections at random frames, sometimes mid-frame | the proxy |
 | ``proxy-pause`` | the proxy holds every frame for a while (a short network partition) | the proxy |
 | ``power-loss`` | SIGKILL the broker, then LazyFS (its data directory's filesystem) drops every write not yet fsynced, half the time keeping a torn prefix instead; start it again on what survived. Only when asked for (``--faults``) | our broker process on LazyFS |
+| ``bitflip`` | stop the broker (SIGTERM or SIGKILL), flip one bit in a random data batch of the test topic below the partition's recovery point on disk (synced, acknowledged data; faults/bitflip.py), start it again: the broker must refuse that batch (CORRUPT_MESSAGE) and serve everything else. The workers and the final read seek past a refused batch, and the checker excuses exactly the flipped batches' offsets, which faults.json names (``damaged``). Only when asked for (``--faults``) | our broker process |
 | ``proxy-replay`` | "delay and replay": the proxy holds the next Produce or EndTxn for longer than the client waits, then forwards it, after the client has moved on (KIP-890 part 2's case) | the proxy |
 
 The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
@@ -36,8 +37,11 @@ CLIENT_KINDS = ("client-kill",)
 # Not among the default kinds either: the broker's data directory must then be on LazyFS (FUSE), which
 # the run mounts only when this kind is asked for (eoslog/faults/lazyfs.py).
 POWER_KINDS = ("power-loss",)
+# Not among the default kinds: a single node holds the only copy, so the flipped batch's records are gone
+# for good (docs/durability.md, "Corruption"), and the checker must be told which (FaultWindow.damaged).
+BITFLIP_KINDS = ("bitflip",)
 ALL_KINDS = BROKER_KINDS + CLIENT_KINDS + PROXY_KINDS
-SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS + POWER_KINDS  # everything this module's Nemesis can inject
+SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS + POWER_KINDS + BITFLIP_KINDS  # what this Nemesis injects
 
 DROP_RATE = 0.05  # per response frame while proxy-drop holds
 DELAY_RATE = 0.05
@@ -63,6 +67,9 @@ class FaultWindow:
     end: float
     kind: str
     detail: str = ""
+    # (key, first offset, last offset) of each batch the fault damaged on purpose (bitflip on a single
+    # node): the broker refuses them, so their records may never be read, and the checker excuses them.
+    damaged: tuple[tuple[str, int, int], ...] = ()
 
     def as_tuple(self) -> tuple[float, float, str]:
         return (self.start, self.end, self.kind)
@@ -83,6 +90,7 @@ class Nemesis:
                  quiet_seconds: tuple[float, float] = (1.0, 3.0),
                  drop_rate: float = DROP_RATE,
                  disk=None,
+                 topic: str | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(self.KNOWN_KINDS)
         if unknown:
@@ -93,6 +101,8 @@ class Nemesis:
             raise ValueError("proxy faults need the fault proxy")
         if (broker is None or disk is None) and set(kinds) & set(POWER_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("power-loss needs a broker process the verifier started on LazyFS")
+        if (broker is None or topic is None) and "bitflip" in kinds and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
+            raise ValueError("bitflip needs a broker process the verifier started, and its topic")
         if kill_client is None and "client-kill" in kinds:
             raise ValueError("client-kill needs a way to kill a client")
         self.kinds = tuple(kinds)
@@ -104,6 +114,7 @@ class Nemesis:
         self.quiet_seconds = quiet_seconds
         self.drop_rate = drop_rate
         self.disk = disk  # a faults.lazyfs.LazyMount under the broker's data directory, for power-loss
+        self.topic = topic  # the workers' topic, whose partitions bitflip aims at
         self.log = log or (lambda message: None)
         self.windows: list[FaultWindow] = []
         self.counts: Counter[str] = Counter()
@@ -170,8 +181,11 @@ class Nemesis:
         hold = self.random.uniform(*self.fault_seconds)
         start = time.time()
         detail = ""
+        damaged: tuple[tuple[str, int, int], ...] = ()
         cut = False  # the run ended while the fault held: it lasted less than planned
-        if kind == "broker-kill":
+        if kind == "bitflip":
+            detail, damaged = self._bitflip()
+        elif kind == "broker-kill":
             self.broker.kill()
             self._wait(self.random.uniform(0.2, 1.0))
             took = self._start_broker()
@@ -220,10 +234,45 @@ class Nemesis:
             detail = f"{hold:.1f} s"
         if cut:
             detail += f" ({CUT_SHORT})"
-        window = FaultWindow(start, time.time(), kind, detail)
+        window = FaultWindow(start, time.time(), kind, detail, damaged)
         self.windows.append(window)
         self.counts[kind] += 1
         self.log(f"{kind}: {detail}")
+
+    def _bitflip(self) -> tuple[str, tuple[tuple[str, int, int], ...]]:
+        """Stops the broker, flips a bit in a synced data batch of one partition, starts it again."""
+        import os
+
+        from eoslog.faults.bitflip import flip_bit
+        from eoslog.log.checkpoint import RECOVERY_POINT_CHECKPOINT, parse_checkpoint
+        from eoslog.log.errors import CorruptCheckpointError
+
+        how = self.random.choice(["terminate", "kill"])
+        getattr(self.broker, how)()
+        data_dir = self.broker.data_dir
+        # Below the recovery point on disk: what recovery keeps (and refuses) rather than cuts as a torn
+        # tail. After SIGKILL it trails the acknowledged end by the checkpoint's throttle (log/manager.py).
+        try:
+            recovery = parse_checkpoint((data_dir / RECOVERY_POINT_CHECKPOINT).read_bytes())
+        except (OSError, CorruptCheckpointError):
+            recovery = {}
+        partitions = sorted(p for (t, p), offset in recovery.items() if t == self.topic and offset > 0)
+        self.random.shuffle(partitions)
+        detail, damaged = "no synced data batch to flip", ()
+        for partition in partitions:
+            try:
+                flip = flip_bit(str(data_dir / f"{self.topic}-{partition}"), self.random,
+                                below_offset=recovery[(self.topic, partition)], data_only=True)
+            except (ValueError, FileNotFoundError):
+                continue
+            key = f"{self.topic}-{partition}"
+            detail = (f"{key}: bit {flip.bit} of byte {flip.byte} of {os.path.basename(flip.path)}, "
+                      f"batch {flip.base_offset}..{flip.last_offset}")
+            damaged = ((key, flip.base_offset, flip.last_offset),)
+            break
+        self._wait(self.random.uniform(0.2, 1.0))
+        took = self._start_broker()
+        return f"{'SIGTERM' if how == 'terminate' else 'SIGKILL'}, {detail}, restarted in {took:.2f} s", damaged
 
     def _start_broker(self) -> float:
         started = time.monotonic()

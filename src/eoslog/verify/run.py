@@ -41,7 +41,13 @@ from eoslog.verify.faults import (
     Nemesis,
 )
 from eoslog.verify.history import HistoryWriter
-from eoslog.verify.workload import CLIENT_TUNING, WATCHDOG_EXIT, decode_value, producer_config
+from eoslog.verify.workload import (
+    CLIENT_TUNING,
+    WATCHDOG_EXIT,
+    decode_value,
+    producer_config,
+    skip_refused_batch,
+)
 
 FINAL_READ_TIMEOUT_S = 60.0
 WORKER_STOP_TIMEOUT_S = 45.0
@@ -282,6 +288,8 @@ def final_read(bootstrap: str, topic: str, partitions: int, history: HistoryWrit
                 if message.error() is None:
                     results[f"{topic}-{message.partition()}"].append(
                         [message.offset(), decode_value(message.value())])
+                else:
+                    skip_refused_batch(consumer, topic, message)  # a bitflip's damaged batch
             positions = consumer.position([TopicPartition(topic, p) for p in sorted(pending)])
             pending -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
         history.record("final", "ok", "txn", [["poll", results]], final=True)
@@ -401,7 +409,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                                      internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
                                      disks=disks, **common)
         else:
-            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk, **common)
+            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk,
+                              topic=topic, **common)
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
@@ -448,8 +457,12 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         if network is not None:
             network.destroy()
     duration = time.monotonic() - began
-    report = check(history_path)
     windows = list(nemesis.windows) if nemesis is not None else []
+    damaged: dict[str, list[tuple[int, int]]] = {}
+    for window in windows:
+        for key, first, last in window.damaged:
+            damaged.setdefault(key, []).append((first, last))
+    report = check(history_path, damaged=damaged)
     plot_path: Path | None = out / "plot.png"
     try:
         from eoslog.verify.plot import plot

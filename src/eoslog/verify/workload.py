@@ -110,6 +110,26 @@ def decode_value(raw: bytes | None) -> Any:
         return text  # not ours: the checker reports it as an unwritten read
 
 
+def skip_refused_batch(consumer: Consumer, topic: str, message) -> bool:
+    """Seeks one offset past a fetch the broker refused with CORRUPT_MESSAGE; True when it did.
+
+    The broker refuses a stored batch whose CRC fails (docs/durability.md, "Corruption"); librdkafka then
+    fetches the same offset after every back-off, forever. On a single node that batch's records are
+    gone, which the run's ``bitflip`` fault records (FaultWindow.damaged) and the checker excuses, so the
+    reader steps over them: one offset per refusal, as the broker answers any offset inside the batch
+    with the same refusal until the seek passes its end."""
+    error = message.error()
+    if error is None or error.code() != KafkaError.INVALID_MSG:
+        return False
+    partition, offset = message.partition(), message.offset()
+    if partition is None or offset is None or offset < 0:
+        return False
+    print(f"{topic}-{partition}: offset {offset} refused as corrupt; seeking to {offset + 1}",
+          file=sys.stderr, flush=True)
+    consumer.seek(TopicPartition(topic, partition, offset + 1))
+    return True
+
+
 class Worker:
     """Runs transactions until told to stop. ``emit(type, f, value)`` receives each history line."""
 
@@ -319,6 +339,7 @@ class Worker:
             messages = self.consumer.consume(MAX_POLL_RECORDS, 0.1)
         for message in messages:
             if message.error() is not None:
+                skip_refused_batch(self.consumer, self.topic, message)
                 continue
             partition, offset = message.partition(), message.offset()
             results.setdefault(self.key(partition), []).append([offset, decode_value(message.value())])
