@@ -54,8 +54,11 @@ def scan_batches(fd: int, start: int, end: int) -> Iterator[BatchInfo]:
                 )
         fields = HEADER.unpack_from(buf, at)
         batch_length, magic, last_offset_delta = fields[1], fields[3], fields[6]
-        if magic != MAGIC_V2 or batch_length < HEADER_SIZE - LOG_OVERHEAD or last_offset_delta < 0:
+        if magic != MAGIC_V2 or batch_length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(f"batch at byte {position}: not a RecordBatch v2 header")
+        # Negative only by damage to the CRC-covered bytes of a recovered segment: its framing above is
+        # sound, so the walk goes on, and the fetch path's CRC check refuses the batch itself.
+        last_offset_delta = max(last_offset_delta, 0)
         size = batch_length + LOG_OVERHEAD
         if position + size > end:
             raise CorruptRecordError(f"batch at byte {position} ({size} bytes) runs past byte {end}")

@@ -327,10 +327,18 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         start = self.offset_index.lookup(offset).position
+        found = None
         for batch in scan_batches(self.fd, start, self.size):
+            # A batch's last offset is read from bytes its CRC covers, unchecked here: one flipped bit makes
+            # a damaged batch claim the offsets of the batches after it (a clean restart re-reads nothing,
+            # docs/durability.md, "Corruption"). The next batch's base offset has the last word.
+            if found is not None:
+                if batch.base_offset > offset:
+                    return found
+                found = None
             if batch.last_offset >= offset:
-                return batch
-        return None
+                found = batch
+        return found
 
     def find_timestamp(self, timestamp: int, min_offset: int = 0) -> BatchInfo | None:
         """The first batch whose max timestamp is >= ``timestamp`` and whose last offset >= ``min_offset``."""
