@@ -12,6 +12,7 @@ Kinds (docs/reliability.md, "Verify runs"):
 | ``proxy-pause`` | the proxy holds every frame for a while (a short network partition) | the proxy |
 | ``power-loss`` | SIGKILL the broker, then LazyFS (its data directory's filesystem) drops every write not yet fsynced, half the time keeping a torn prefix instead; start it again on what survived. Only when asked for (``--faults``) | our broker process on LazyFS |
 | ``bitflip`` | stop the broker (SIGTERM or SIGKILL), flip one bit in a random data batch of the test topic below the partition's recovery point on disk (synced, acknowledged data; faults/bitflip.py), start it again: the broker must refuse that batch (CORRUPT_MESSAGE) and serve everything else. The workers and the final read seek past a refused batch, and the checker excuses exactly the flipped batches' offsets, which faults.json names (``damaged``). Only when asked for (``--faults``) | our broker process |
+| ``proxy-replay-endtxn`` | ``proxy-replay`` for the next EndTxn alone (KAFKA-17754's late EndTxn). Only when asked for | the proxy |
 | ``proxy-replay`` | "delay and replay": the proxy holds the next Produce or EndTxn for longer than the client waits, then forwards it, after the client has moved on (KIP-890 part 2's case) | the proxy |
 
 The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
@@ -33,6 +34,9 @@ PROXY_KINDS = ("proxy-drop", "proxy-cut", "proxy-pause")
 # replayed Produce of the same epoch can join the next transaction (KAFKA-17754), the protocol's hole,
 # not the broker's. Transaction version 2 clients (--transaction-version 2) run it by default.
 REPLAY_KINDS = ("proxy-replay",)
+# proxy-replay aimed at EndTxn alone (Produce far outnumbers it, and a late Produce of a version 1
+# producer that retried meanwhile is only a duplicate): KAFKA-17754's EndTxn case. Only when named.
+ENDTXN_REPLAY_KINDS = ("proxy-replay-endtxn",)
 CLIENT_KINDS = ("client-kill",)
 # Not among the default kinds either: the broker's data directory must then be on LazyFS (FUSE), which
 # the run mounts only when this kind is asked for (eoslog/faults/lazyfs.py).
@@ -41,7 +45,8 @@ POWER_KINDS = ("power-loss",)
 # for good (docs/durability.md, "Corruption"), and the checker must be told which (FaultWindow.damaged).
 BITFLIP_KINDS = ("bitflip",)
 ALL_KINDS = BROKER_KINDS + CLIENT_KINDS + PROXY_KINDS
-SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS + POWER_KINDS + BITFLIP_KINDS  # what this Nemesis injects
+SINGLE_BROKER_KINDS = (ALL_KINDS + REPLAY_KINDS + ENDTXN_REPLAY_KINDS + POWER_KINDS
+                       + BITFLIP_KINDS)  # what this Nemesis injects
 
 DROP_RATE = 0.05  # per response frame while proxy-drop holds
 DELAY_RATE = 0.05
@@ -97,7 +102,8 @@ class Nemesis:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(self.KNOWN_KINDS)}")
         if broker is None and set(kinds) & set(BROKER_KINDS):
             raise ValueError("broker faults need a broker process the verifier started")
-        if proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
+        if (proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS + ENDTXN_REPLAY_KINDS)
+                and self.KNOWN_KINDS is SINGLE_BROKER_KINDS):
             raise ValueError("proxy faults need the fault proxy")
         if (broker is None or disk is None) and set(kinds) & set(POWER_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("power-loss needs a broker process the verifier started on LazyFS")
@@ -217,11 +223,11 @@ class Nemesis:
             cut = self._wait(hold)
             self.proxy.set_faults(cut_rate=0.0)
             detail = f"cut={CUT_RATE:g} for {hold:.1f} s"
-        elif kind == "proxy-replay":
+        elif kind in ("proxy-replay", "proxy-replay-endtxn"):
             hold += self.replay_min_hold_s
             before = self.proxy.snapshot()["requests_held"]
             self._holding_requests = True
-            self.proxy.hold_requests(*REPLAY_API_KEYS, count=1)
+            self.proxy.hold_requests(*(REPLAY_API_KEYS if kind == "proxy-replay" else (26,)), count=1)
             cut = self._wait(hold)
             held = self.proxy.snapshot()["requests_held"] - before
             self.proxy.release_requests()

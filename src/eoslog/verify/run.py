@@ -72,6 +72,9 @@ class VerifyOptions:
     # 2: the workers are workload_v2's KIP-890 part 2 producers (one broker only), and the default
     # faults include proxy-replay
     transaction_version: int = 1
+    # With version 1: "eoslog" runs workload_v1's raw producer, which gives up on a request and goes on in
+    # the same epoch (the known-bug check: it must find KAFKA-17754's late writes under proxy-replay)
+    client: str = "confluent-kafka"
     net: str = "loopback"  # "namespaces": the cluster and the clients in network namespaces (cluster only)
     zookeeper_nodes: int = 1  # of the cluster's ZooKeeper: 1 or 3
 
@@ -154,7 +157,7 @@ class WorkerPool:
                    "--process", str(process), "--slot", str(slot), "--topic", self.topic,
                    "--partitions", str(self.options.partitions), "--seed", str(self.random.getrandbits(32)),
                    "--abort-rate", str(self.options.abort_rate), "--think-ms", str(self.options.think_ms),
-                   "--transaction-version", str(self.options.transaction_version)]
+                   "--transaction-version", str(self.options.transaction_version), "--client", self.options.client]
         with open(self.clients_log, "ab") as log:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         reader = threading.Thread(target=self._read, args=(process, child), daemon=True,

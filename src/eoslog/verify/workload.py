@@ -359,10 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think-ms", type=float, default=0.0)
     parser.add_argument("--transaction-version", type=int, choices=(1, 2), default=1,
                         help="2: eoslog's own KIP-890 part 2 producer (workload_v2.py) instead of confluent-kafka")
+    parser.add_argument("--client", choices=("confluent-kafka", "eoslog"), default="confluent-kafka",
+                        help="with version 1, eoslog: a raw version 1 producer that gives up on a request and "
+                             "goes on in the same epoch (workload_v1.py)")
     args = parser.parse_args(argv)
     worker_class = Worker
     if args.transaction_version == 2:
         from eoslog.verify.workload_v2 import V2Worker as worker_class
+    elif args.client == "eoslog":
+        from eoslog.verify.workload_v1 import V1Worker as worker_class
     worker = worker_class(args.bootstrap, args.process, args.slot, args.topic, args.partitions,
                           seed=args.seed, abort_rate=args.abort_rate, think_ms=args.think_ms)
 
