@@ -169,3 +169,69 @@ def test_a_scrub_that_must_cut_a_synced_segment_lists_the_hole_for_a_follower_to
         assert log.log_end_offset == victim.base_offset and log.damaged_batches == []
     finally:
         log.close()
+
+
+def test_a_refused_batch_is_logged_once_per_interval_and_every_refusal_counted(tmp_path, monkeypatch, caplog):
+    # A consumer stuck at the damaged batch fetches it again after every back-off: one line, many counts.
+    monkeypatch.setattr(checked_read, "_refusals", {})
+    log = _log(tmp_path)
+    directory = log.directory
+    log.close()
+    flip = flip_bit(directory, random.Random(3), below_offset=40)
+    log = Log.open(directory, SMALL, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=True)
+    try:
+        counted = checked_read.DAMAGED_BATCH_READS[directory]
+        with caplog.at_level("ERROR", logger="eoslog.log"):
+            for _ in range(5):
+                with pytest.raises(CorruptRecordError):
+                    log.read(flip.base_offset, 1 << 20, verify_crc=True)
+            # A read that starts before the damage and is cut short there counts too, and is not logged.
+            assert _offsets(log.read(0, 1 << 20, verify_crc=True)) == list(range(flip.base_offset))
+        lines = [r.getMessage() for r in caplog.records if "refusing to serve" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert checked_read.DAMAGED_BATCH_READS[directory] - counted == 6
+        # Once the interval has passed, the next refusal is logged again, with the count of the quiet ones.
+        monkeypatch.setattr(checked_read, "REFUSAL_LOG_INTERVAL_S", 0.0)
+        caplog.clear()
+        with caplog.at_level("ERROR", logger="eoslog.log"), pytest.raises(CorruptRecordError):
+            log.read(flip.base_offset, 1 << 20, verify_crc=True)
+        lines = [r.getMessage() for r in caplog.records if "refusing to serve" in r.getMessage()]
+        assert len(lines) == 1 and "5 more reads of it refused since the last line" in lines[0], lines
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["crash", "clean-restart"])
+@pytest.mark.parametrize("field_byte, bit", [(25, 1), (23, 7), (57, 7), (35, 3)])
+def test_recovery_keeps_a_batch_whose_flip_hit_a_header_field_recovery_reads(tmp_path, field_byte, bit, clean):
+    """A flip inside the CRC-covered header: last_offset_delta (bytes 23-26; bit 7 of byte 23 makes it
+    negative, bit 1 of byte 25 adds 512), records_count (57-60) or max_timestamp (35-42). Those fields
+    are as damaged as the records, so they must not decide whether recovery keeps the batch, nor where
+    it thinks the batch ends: the log keeps every acknowledged batch and offsets after the damaged one
+    are still found (found in `eoslog verify --faults bitflip`: a flip at byte 25 of the first batch of
+    a partition made recovery cut the whole log). After a clean restart nothing is re-read or settled:
+    offset lookups must still find the batches after the damaged one (the next base offset decides)."""
+    one_segment = LogConfig(segment_bytes=1 << 20, index_interval_bytes=300, file_delete_delay_ms=0)
+    log = _log(tmp_path, config=one_segment)
+    directory = log.directory
+    log.close()
+    path, position, _, base, last = stored_batches(directory)[10]
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(position + field_byte)
+        old = f.read(1)[0]
+        f.seek(position + field_byte)
+        f.write(bytes([old ^ (1 << bit)]))
+    log = Log.open(directory, one_segment, clock=lambda: 5_000_000, recovery_point=40, clean_shutdown=clean)
+    try:
+        assert log.log_end_offset == 40, log.recovery_report
+        assert os.path.getsize(path) == size  # the settled header was written in place, not appended
+        assert log.recovery_report.damaged_batches == ([] if clean else [base])
+        assert log.recovery_report.truncated_bytes == 0
+        with pytest.raises(CorruptRecordError):
+            log.read(base, 1 << 20, verify_crc=True)
+        assert _offsets(log.read(last + 1, 1 << 20, verify_crc=True)) == list(range(last + 1, 40))
+        if not clean:  # producer-state rebuilds and coordinator loads walk read_batches: not the damaged batch
+            assert [h.base_offset for _, h in log.read_batches()] == [b for b in range(40) if b != base]
+    finally:
+        log.close()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from eoslog.log.scan import scan_batches
 from eoslog.log.segment import LOG_SUFFIX
-from eoslog.records.header import CRC_START
+from eoslog.records.header import ATTRIBUTES, ATTRIBUTES_OFFSET, CONTROL_BIT, CRC_START
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,11 @@ class Flip:
     last_offset: int
 
 
-def stored_batches(partition_dir: str, below_offset: int | None = None) -> list[tuple[str, int, int, int, int]]:
+def stored_batches(partition_dir: str, below_offset: int | None = None, *, data_only: bool = False
+                   ) -> list[tuple[str, int, int, int, int]]:
     """(path, position, size, base_offset, last_offset) of every batch of the partition directory whose
-    last offset is below ``below_offset`` (all when None), in offset order."""
+    last offset is below ``below_offset`` (all when None), in offset order; ``data_only``: not control
+    batches (transaction markers), whose loss a reader cannot step over the way it skips records."""
     found = []
     for name in sorted(os.listdir(partition_dir)):
         if not name.endswith(LOG_SUFFIX):
@@ -46,16 +48,22 @@ def stored_batches(partition_dir: str, below_offset: int | None = None) -> list[
         fd = os.open(path, os.O_RDONLY)
         try:
             for batch in scan_batches(fd, 0, os.fstat(fd).st_size):
-                if below_offset is None or batch.last_offset < below_offset:
-                    found.append((path, batch.position, batch.size, batch.base_offset, batch.last_offset))
+                if below_offset is not None and batch.last_offset >= below_offset:
+                    continue
+                if data_only:
+                    (attributes,) = ATTRIBUTES.unpack(os.pread(fd, 2, batch.position + ATTRIBUTES_OFFSET))
+                    if attributes & CONTROL_BIT:
+                        continue
+                found.append((path, batch.position, batch.size, batch.base_offset, batch.last_offset))
         finally:
             os.close(fd)
     return found
 
 
-def flip_bit(partition_dir: str, rng: random.Random, *, below_offset: int | None = None) -> Flip:
+def flip_bit(partition_dir: str, rng: random.Random, *, below_offset: int | None = None,
+             data_only: bool = False) -> Flip:
     """Flips one random bit in the CRC-covered bytes of a random stored batch; fsyncs the file."""
-    batches = stored_batches(partition_dir, below_offset)
+    batches = stored_batches(partition_dir, below_offset, data_only=data_only)
     if not batches:
         raise ValueError(f"{partition_dir}: no stored batch below offset {below_offset} to corrupt")
     path, position, size, base_offset, last_offset = rng.choice(batches)

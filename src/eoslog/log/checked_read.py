@@ -17,6 +17,11 @@ What a damaged batch does to a read:
 
 The CRC covers bytes 21 to the end of a batch: a flip in base_offset, batch_length or
 partition_leader_epoch is outside it (docs/durability.md, "Corruption", says what catches those).
+
+Each refusal is counted (``DAMAGED_BATCH_READS``, per log directory; the metrics endpoint's
+``eoslog_log_damaged_batch_reads_total``), but logged at most once per damaged batch per
+``REFUSAL_LOG_INTERVAL_S``: a consumer stuck at the batch fetches it again after every back-off
+(librdkafka: ``fetch.error.backoff.ms``, 500 ms), and each read used to add an error line.
 """
 
 from __future__ import annotations
@@ -24,12 +29,50 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
+import time
+from collections import Counter
 
 from eoslog.log.region import FileRegion
 from eoslog.records import CorruptRecordError, read_header
 from eoslog.records.checksum import crc32c
 
 logger = logging.getLogger("eoslog.log")
+
+# One "refusing to serve" line per damaged batch per this many seconds; the reads in between are counted.
+REFUSAL_LOG_INTERVAL_S = 60.0
+# Damaged batches remembered for the interval: damage is rare, but a disk that rots wholesale must not
+# make this grow without bound (past it, the oldest is forgotten and may be logged again early).
+REFUSALS_REMEMBERED = 1024
+# Reads refused or cut short at a damaged batch, per log directory (the ``what`` of checked_regions).
+DAMAGED_BATCH_READS: Counter[str] = Counter()
+# (what, inode, byte) -> [monotonic time of its last line, reads refused since that line]
+_refusals: dict[tuple[str, int, int], list] = {}
+_refusals_lock = threading.Lock()  # fetch reads may run in worker threads as well as on the loop
+
+
+def _report_refusal(what: str, fd: int, byte: int, problem: str) -> None:
+    """Counts a refused read of the batch at ``byte`` and logs it unless it was logged lately."""
+    try:
+        inode = os.fstat(fd).st_ino  # two segments may both have a damaged batch at the same byte
+    except OSError:
+        inode = -1
+    key = (what, inode, byte)
+    now = time.monotonic()
+    with _refusals_lock:
+        DAMAGED_BATCH_READS[what] += 1
+        seen = _refusals.get(key)
+        if seen is not None and now - seen[0] < REFUSAL_LOG_INTERVAL_S:
+            seen[1] += 1
+            return
+        quiet = seen[1] if seen is not None else 0
+        _refusals.pop(key, None)
+        while len(_refusals) >= REFUSALS_REMEMBERED:
+            del _refusals[next(iter(_refusals))]
+        _refusals[key] = [now, 0]
+    since = f" ({quiet} more reads of it refused since the last line)" if quiet else ""
+    logger.error("%s: refusing to serve the batch at byte %d of its segment: %s%s", what, byte, problem, since)
+
 
 # Regions are checked in pieces of at most this many bytes (at least one whole batch), so a large fetch
 # does not hold a copy of all it sends.
@@ -69,8 +112,7 @@ def _good_prefix(region: FileRegion, what: str, first: bool) -> int:
         if at < len(data) and (len(data) >= remaining or at == 0 or _damaged(data, at)):
             bad = checked + at
             problem = _problem(data, at)
-            logger.error("%s: refusing to serve the batch at byte %d of its segment: %s",
-                         what, region.position + bad, problem)
+            _report_refusal(what, region.fd, region.position + bad, problem)
             if first and bad == 0:
                 raise CorruptRecordError(
                     f"{what}: the stored batch at byte {region.position} of its segment is damaged "

@@ -163,6 +163,9 @@ class GroupCommit:
         self._next_round: dict[Log, asyncio.Future] = {}  # logs that asked while it ran
         self._round_scheduled = False  # a round starts at the end of this pass of the loop
         self.syncfs_rounds = 0  # syncfs calls made (for benchmarks and tests)
+        # Called on the loop after every round (syncfs or one log's fsyncs) that moved a recovery point:
+        # the log directory writes its recovery-point checkpoint from it (manager.py, "after a sync").
+        self.on_synced: Callable[[], None] | None = None
         if directory is not None and syncfs and syncfs_call.available() and syncfs_call.covers(directory):
             self._syncfs_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
             self._syncfs_device = os.fstat(self._syncfs_fd).st_dev
@@ -266,6 +269,8 @@ class GroupCommit:
                 if state is not None:
                     state.fsyncs += 1
                 log.complete_flush(task)
+            if self.on_synced is not None:
+                self.on_synced()
             if self._next_round:
                 self._start_round()
             # Settled last: a waiter's on_settled callback (a partition's) may ask for the next flush at
@@ -331,6 +336,8 @@ class GroupCommit:
     ) -> None:
         if exc is None:
             log.complete_flush(task)
+            if task.synced and self.on_synced is not None:
+                self.on_synced()
             if not waiter.done():
                 waiter.set_result(None)
         else:

@@ -370,7 +370,8 @@ class Log:
         order and each once, as (the bytes holding it, its header; ``header.position`` is where it starts in
         them). The one reader for everyone who walks a log in order: coordinators loading their internal
         partitions, producer-state recovery. Reads ``chunk_bytes`` at a time, at least one batch; CRCs are
-        not checked here (decode with ``verify_crc`` where the records are wanted)."""
+        not checked here (decode with ``verify_crc`` where the records are wanted); a damaged batch (its
+        producer id or control bit may be the flipped bits) is skipped."""
         offset = self.log_start_offset if start_offset is None else start_offset
         while offset < self.log_end_offset:
             result = self.read(offset, chunk_bytes, min_one_batch=True)
@@ -381,7 +382,8 @@ class Log:
                 for header in iter_headers(data, verify_crc=False):
                     # A read starts at the batch holding ``offset``, which may begin before it.
                     if header.last_offset >= offset:
-                        yield data, header
+                        if header.base_offset not in self.damaged_batches:  # a short list, empty but for rot
+                            yield data, header
                         offset = header.last_offset + 1
 
     def read(

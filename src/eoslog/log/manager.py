@@ -6,8 +6,9 @@ Contract:
   instead of corrupting the logs. The lock dies with the process, so a crash never leaves it stale.
 - Owns the partition directories ``<topic>-<partition>/``, the two checkpoint files and the
   ``.clean-shutdown`` marker; creates and deletes partitions; writes the checkpoints from ``checkpoint()``,
-  from ``run_maintenance`` and at ``close``, and the marker last at ``close`` (it tells the next open
-  that every log was closed, so no segment needs rebuilding).
+  from ``run_maintenance`` and at ``close``, the recovery points also after group-commit rounds (at most
+  once per ``checkpoint_after_sync_ms``, see ``_synced``), and the marker last at ``close`` (it tells the
+  next open that every log was closed, so no segment needs rebuilding).
 - Always true: ``logs`` holds exactly the open partition logs; a checkpoint never names a recovery point
   above what was fsync'ed (it is taken from ``Log.recovery_point``).
 - Called from the event-loop thread; ``checkpoint()`` and ``close()`` block on fsync, ``run_maintenance``
@@ -45,6 +46,15 @@ logger = logging.getLogger("eoslog.log")
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"  # written last by close(), removed first by open()
 DELETE_DIR_SUFFIX = "-delete"  # a partition directory being deleted: <topic>-<partition>.<uuid>-delete
+
+# The recovery-point checkpoint follows the group commit: written after a round that synced data, at most
+# once per this many ms (a trailing write covers the rounds in between). Why: after a crash, recovery can
+# tell rot in fsync'ed data (kept and refused) from a torn tail (cut) only below the recovery point, and a
+# checkpoint written once a minute left up to a minute of acknowledged, synced data where a flipped bit
+# makes recovery cut the log and drop every acknowledged batch after it (docs/durability.md,
+# "Corruption"). Throttled because each write is two fsyncs (file and directory); its cost on the produce
+# path is in docs/benchmarks.md, "Recovery point after each sync". None: only the periodic checkpoint.
+CHECKPOINT_AFTER_SYNC_MS = 200
 
 
 def _now_ms() -> int:
@@ -87,6 +97,7 @@ class LogDirectory:
         clock: Callable[[], int],
         syncfs: bool = True,
         scrub: bool = False,
+        checkpoint_after_sync_ms: int | None = CHECKPOINT_AFTER_SYNC_MS,
     ) -> None:
         self.data_dir = data_dir
         self.config = config
@@ -103,7 +114,15 @@ class LogDirectory:
         self._closed = False
         self._checkpoint_lock = threading.Lock()
         self._snapshots_taken = 0
-        self._snapshot_written = 0
+        self._recovery_written = 0  # sequence of the snapshot each file holds (see _write_checkpoints)
+        self._starts_written = 0
+        self._after_sync_ms = checkpoint_after_sync_ms
+        self._after_sync_busy = False  # a write after a sync is scheduled or running
+        self._after_sync_again = False  # a round synced since that write took its snapshot
+        self._after_sync_last = float("-inf")  # time.monotonic() of the last such write
+        self.checkpoints_after_sync = 0  # written (for tests and benchmarks)
+        if checkpoint_after_sync_ms is not None:
+            self.group_commit.on_synced = self._synced
 
     @classmethod
     def open(
@@ -115,6 +134,7 @@ class LogDirectory:
         clock: Callable[[], int] | None = None,
         syncfs: bool = True,
         scrub: bool = False,
+        checkpoint_after_sync_ms: int | None = CHECKPOINT_AFTER_SYNC_MS,
     ) -> LogDirectory:
         """Locks ``data_dir`` (created when missing), removes half-deleted partitions and opens (recovers)
         every partition log. ``config_for(topic)`` gives per-topic configs; else ``config`` for all."""
@@ -126,7 +146,7 @@ class LogDirectory:
             raise unusable(Path(data_dir), exc) from exc
         directory = cls(
             data_dir, config or LogConfig(), lock_fd, config_for=config_for, clock=clock or _now_ms,
-            syncfs=syncfs, scrub=scrub,
+            syncfs=syncfs, scrub=scrub, checkpoint_after_sync_ms=checkpoint_after_sync_ms,
         )
         try:
             directory._load()
@@ -268,27 +288,70 @@ class LogDirectory:
 
     # ---- checkpoints and background work --------------------------------------------------------
 
-    def _snapshot(self) -> tuple[int, dict[TopicPartition, int], dict[TopicPartition, int]]:
+    def _snapshot(self, *, starts: bool = True
+                  ) -> tuple[int, dict[TopicPartition, int], dict[TopicPartition, int] | None]:
         self._snapshots_taken += 1
         recovery = {key: log.recovery_point for key, log in self.logs.items()}
-        starts = {key: log.log_start_offset for key, log in self.logs.items()}
-        return self._snapshots_taken, recovery, starts
+        start_offsets = {key: log.log_start_offset for key, log in self.logs.items()} if starts else None
+        return self._snapshots_taken, recovery, start_offsets
 
-    def _write_checkpoints(self, sequence: int, recovery: dict, starts: dict) -> None:
-        # The maintenance loop writes from a worker thread while close() may write from the loop's
-        # thread: both use the same temp files, so one writer at a time, and a snapshot older than the
-        # one already written is dropped (a late worker must not roll the checkpoints back).
+    def _write_checkpoints(self, sequence: int, recovery: dict, starts: dict | None) -> None:
+        # The maintenance loop and the writes after a sync run in worker threads while close() may write
+        # from the loop's thread: all use the same temp files, so one writer at a time, and a snapshot
+        # older than the one a file already holds is dropped (a late worker must not roll it back). Each
+        # file has its own sequence: a write after a sync holds only recovery points.
         with self._checkpoint_lock:
-            if sequence <= self._snapshot_written:
-                return
-            self._write_checkpoints_unlocked(recovery, starts)
-            self._snapshot_written = sequence
+            if sequence > self._recovery_written:
+                self._recovery_points.write(recovery)
+                self._recovery_written = sequence
+            if starts is not None and sequence > self._starts_written:
+                self._log_start_offsets.write(starts)
+                self._starts_written = sequence
 
-    def _write_checkpoints_unlocked(
-        self, recovery: dict[TopicPartition, int], starts: dict[TopicPartition, int]
-    ) -> None:
-        self._recovery_points.write(recovery)
-        self._log_start_offsets.write(starts)
+    def _write_recovery_points_after_sync(self, sequence: int, recovery: dict) -> None:
+        with self._checkpoint_lock:
+            if self._closed:  # close() wrote the last one; the directory may be gone by now
+                return
+        self._write_checkpoints(sequence, recovery, None)
+
+    def _synced(self) -> None:
+        """GroupCommit's ``on_synced`` (loop thread): a round moved recovery points, so the checkpoint
+        is written again, at most once per ``checkpoint_after_sync_ms``; rounds meanwhile are covered by
+        the next write, whose snapshot is taken when it starts."""
+        if self._closed:
+            return
+        if self._after_sync_busy:
+            self._after_sync_again = True
+            return
+        self._after_sync_busy = True
+        loop = asyncio.get_running_loop()
+        delay = self._after_sync_last + self._after_sync_ms / 1000 - time.monotonic()
+        if delay > 0:
+            loop.call_later(delay, self._write_after_sync, loop)
+        else:
+            self._write_after_sync(loop)
+
+    def _write_after_sync(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._closed:
+            self._after_sync_busy = False
+            return
+        self._after_sync_last = time.monotonic()
+        self._after_sync_again = False
+        sequence, recovery, _ = self._snapshot(starts=False)
+        written = loop.run_in_executor(None, self._write_recovery_points_after_sync, sequence, recovery)
+        written.add_done_callback(self._written_after_sync)
+
+    def _written_after_sync(self, written: asyncio.Future) -> None:
+        self._after_sync_busy = False
+        failure = None if written.cancelled() else written.exception()
+        if failure is not None:
+            # The previous checkpoint stays (atomic writes): recovery re-reads more after a crash, which
+            # is safe. The next round tries again.
+            logger.error("%s: writing the recovery-point checkpoint failed: %s", self.data_dir, failure)
+        elif not written.cancelled():
+            self.checkpoints_after_sync += 1
+        if self._after_sync_again:
+            self._synced()
 
     def checkpoint(self) -> None:
         """Writes both checkpoint files now (blocking)."""

@@ -24,7 +24,7 @@ from eoslog.log.region import FileRegion
 from eoslog.log.scan import BatchInfo, recover_batches, scan_batches
 from eoslog.log.time_index import TimeIndex
 from eoslog.records import CorruptRecordError
-from eoslog.records.header import HEADER, HEADER_SIZE, NO_TIMESTAMP
+from eoslog.records.header import HEADER, HEADER_SIZE, NO_TIMESTAMP, BatchHeader
 
 logger = logging.getLogger("eoslog.log")
 
@@ -176,15 +176,20 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
         valid_end = 0
+        damaged = [] if damaged is None else damaged
+        known = len(damaged)
         try:
             for header in recover_batches(
                 self.fd, 0, self.size, keep_damaged_below=keep_damaged_below, damaged=damaged
             ):
+                is_damaged, known = len(damaged) > known, len(damaged)  # the walk lists one as it yields it
                 if header.base_offset < self.next_offset or header.last_offset - self.base_offset > INT_MAX:
                     raise CorruptRecordError(
                         f"batch at byte {header.position}: base offset {header.base_offset} out of order "
                         f"(expected >= {self.next_offset})"
                     )
+                if is_damaged:
+                    self._settle_damaged_header(header)
                 self._index_batch(header.position, header.size, header.last_offset, header.max_timestamp)
                 valid_end = header.position + header.size
         except CorruptRecordError as exc:
@@ -199,6 +204,28 @@ class LogSegment:
         self.time_index.write_pending()
         self.index_missing = self.time_index_missing = False
         return truncated
+
+    def _settle_damaged_header(self, header: BatchHeader) -> None:
+        """Writes the offsets recovery settled on (scan._damaged_header) into a kept damaged batch.
+
+        Its last_offset_delta, max_timestamp and records_count lie in the damaged bytes: left as they are,
+        one flipped bit there makes every header walk (offset lookups, producer-state rebuilds) believe the
+        batch ends thousands of offsets later, or stop at a negative count. Rewritten, every walk agrees
+        with the index; the CRC still fails, so the batch is still refused to every reader. Fsync'ed."""
+        position = header.position
+        fields = HEADER.unpack(os.pread(self.fd, HEADER_SIZE, position))
+        settled = (*fields[:6], header.last_offset_delta, fields[7], header.max_timestamp, *fields[9:12],
+                   header.records_count)
+        if settled != fields:
+            # A descriptor of its own: self.fd is O_APPEND, where Linux's pwrite ignores the offset.
+            fd = os.open(self.log_path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, HEADER.pack(*settled), position)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            logger.warning("%s: damaged batch at byte %d: header settled to offsets %d..%d",
+                           self.log_path, position, header.base_offset, header.last_offset)
 
     # ---- appending ------------------------------------------------------------------------------
 
@@ -300,10 +327,18 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         start = self.offset_index.lookup(offset).position
+        found = None
         for batch in scan_batches(self.fd, start, self.size):
+            # A batch's last offset is read from bytes its CRC covers, unchecked here: one flipped bit makes
+            # a damaged batch claim the offsets of the batches after it (a clean restart re-reads nothing,
+            # docs/durability.md, "Corruption"). The next batch's base offset has the last word.
+            if found is not None:
+                if batch.base_offset > offset:
+                    return found
+                found = None
             if batch.last_offset >= offset:
-                return batch
-        return None
+                found = batch
+        return found
 
     def find_timestamp(self, timestamp: int, min_offset: int = 0) -> BatchInfo | None:
         """The first batch whose max timestamp is >= ``timestamp`` and whose last offset >= ``min_offset``."""

@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import gc
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from eoslog.cluster.partition_metrics import partition_families
+from eoslog.log.checked_read import DAMAGED_BATCH_READS
 from eoslog.log.flush_task import LOG_FLUSH_TIME
 from eoslog.log.telemetry import COUNTER, GAUGE, HISTOGRAM, Family
 from eoslog.server import gc_policy
@@ -105,7 +107,12 @@ class MetricsEndpoint:
         flush = Family("kafka_log_logflushstats_logflushrateandtime_seconds", HISTOGRAM,
                        "fsync rounds of every log and how long each took (LogFlushRateAndTimeMs)")
         flush.add(LOG_FLUSH_TIME.value())
-        families += [connections, flush, *_gc_families()]
+        damaged = Family("eoslog_log_damaged_batch_reads", COUNTER,
+                         "Reads refused or cut short at a stored batch whose CRC fails, per log directory",
+                         ("log",))
+        for directory, count in list(DAMAGED_BATCH_READS.items()):
+            damaged.add(count, os.path.basename(directory))
+        families += [connections, flush, damaged, *_gc_families()]
         registry = broker.registry
         partitions = list(registry.partitions.values())
         families += partition_families(partitions, now_ms, broker.config.transaction_max_timeout_ms,

@@ -17,7 +17,7 @@ import itertools
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,17 +98,22 @@ class _Findings:
 
 
 def check(history: str | os.PathLike | Iterable[Event | dict], *, allowed: Iterable[str] | None = None,
-          max_examples: int = 5, ww_edges: bool = True) -> Report:
+          max_examples: int = 5, ww_edges: bool = True,
+          damaged: Mapping[str, Iterable[tuple[int, int]]] | None = None) -> Report:
     """Check a history (a path to a JSON-lines file, or its events). ``allowed`` replaces the default
     set of anomalies that do not make the run invalid (Kafka's allowances, plus "unseen" when the
-    history has no final read). ``ww_edges=False`` leaves write-write edges out of the cycle search."""
+    history has no final read). ``ww_edges=False`` leaves write-write edges out of the cycle search.
+    ``damaged``: per key, (first, last) offsets of batches a fault corrupted on purpose (a single node's
+    bitflip, faults.json): the broker refuses them, so their values count as neither lost nor unseen,
+    and a poll that steps over them is no skip. Nothing else is excused: a damaged value that *is* read
+    still has to be one that was written, at its offset."""
     if isinstance(history, (str, os.PathLike)):
         events = read_history(history)
     else:
         events = [e if isinstance(e, Event) else parse_event(e, i) for i, e in enumerate(history)]
     txns, process_events = pair(events)
     findings = _Findings(max_examples)
-    analysis = _Analysis(txns, findings)
+    analysis = _Analysis(txns, findings, damaged or {})
     analysis.check_version_orders()
     analysis.check_reads()
     analysis.check_lost_and_unseen()
@@ -129,9 +134,12 @@ def check(history: str | os.PathLike | Iterable[Event | dict], *, allowed: Itera
 class _Analysis:
     """The intermediate indexes of one history, built once and shared by the checks."""
 
-    def __init__(self, txns: list[Txn], findings: _Findings) -> None:
+    def __init__(self, txns: list[Txn], findings: _Findings,
+                 damaged: Mapping[str, Iterable[tuple[int, int]]]) -> None:
         self.txns = txns
         self.findings = findings
+        self.damaged = {key: [tuple(r) for r in ranges] for key, ranges in damaged.items()}
+        self.excused_damaged = 0  # committed values in damaged batches: neither lost nor unseen
         self.writer: dict[_Kv, int] = {}  # (key, value) -> id of the transaction that sent it
         self.offset_of: dict[_Kv, int] = {}  # (key, value) -> the first offset anyone reported for it
         self.value_at: dict[tuple[str, int], Any] = {}  # (key, offset) -> the first value reported there
@@ -222,10 +230,18 @@ class _Analysis:
                 highest = self.max_read.get(mop.key, -1)
                 example = {"key": mop.key, "value": mop.value, "offset": offset,
                            "writer": self._describe(txn.id)}
+                if self._is_damaged(mop.key, offset):
+                    # Refused since the fault, so missing from reads after it (the final read's included).
+                    if not ((kv in self.final_seen) if has_final else seen):
+                        self.excused_damaged += 1
+                    continue
                 if not seen and offset is not None and offset < highest:
                     self.findings.add("lost-write", {**example, "highest_offset_read": highest})
                 elif (kv not in self.final_seen) if has_final else not seen:
                     self.findings.add("unseen", example)
+
+    def _is_damaged(self, key: str, offset: int | None) -> bool:
+        return offset is not None and any(first <= offset <= last for first, last in self.damaged.get(key, ()))
 
     def check_process_orders(self, process_events: list[Event]) -> None:
         """Per process, in history order: polls must continue where the previous poll stopped, sends
@@ -235,6 +251,8 @@ class _Analysis:
         visible: dict[str, set[int]] = defaultdict(set)
         for (key, value), offset in self.offset_of.items():
             writer_id = self.writer.get((key, value))
+            if self._is_damaged(key, offset):
+                continue  # refused by the broker after the fault, even if read before it: a reader steps over it
             if (key, value) in self.readers or (writer_id is not None and self.committed[writer_id]):
                 visible[key].add(offset)
         visible_sorted = {key: sorted(offsets) for key, offsets in visible.items()}
@@ -356,6 +374,7 @@ class _Analysis:
             "keys": len(self.keys),
             "processes": len({txn.process for txn in self.txns} | {e.process for e in process_events}),
             "events": len(process_events),
+            "excused_damaged": self.excused_damaged,
         }
 
 

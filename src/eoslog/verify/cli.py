@@ -46,10 +46,10 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
               help=f"Fault kinds to inject (default: all that apply; 'none' for a run without faults): "
                    f"{', '.join(SINGLE_BROKER_KINDS)} (proxy-replay by default only with "
                    f"--transaction-version 2; power-loss only when named: the broker's data directory is "
-                   f"then on LazyFS, a FUSE filesystem); with --cluster: {', '.join(CLUSTER_KINDS)}, and when named "
+                   f"then on LazyFS, a FUSE filesystem; bitflip only when named); with --cluster: {', '.join(CLUSTER_KINDS)}, and when named "
                    f"{', '.join(CLUSTER_POWER_KINDS)} (each broker's data directory on LazyFS) and "
                    f"{', '.join(CLUSTER_BITFLIP_KINDS)}; with --net "
-                   f"namespaces: {', '.join(NET_KINDS)}.")
+                   f"namespaces: {', '.join(NET_KINDS)}, and when named the power-loss kinds and bitflip.")
 @click.option("--cluster", type=click.IntRange(0, 9), default=0, show_default=True, metavar="N",
               help="Start a cluster of N brokers on a local ZooKeeper (Debian's server), each behind a "
                    "fault proxy, instead of one broker; faults then aim at leaders and coordinators.")
@@ -66,9 +66,14 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--transaction-version", type=click.IntRange(1, 2), default=1, show_default=True,
               help="2: the clients are eoslog's KIP-890 part 2 producers (EndTxn v5, partitions added by "
                    "Produce v12) instead of confluent-kafka (version 1); one broker only.")
+@click.option("--client", type=click.Choice(["confluent-kafka", "eoslog"]), default="confluent-kafka",
+              show_default=True,
+              help="The version 1 clients: confluent-kafka, or eoslog's raw version 1 producer, which gives up on "
+                   "a request and goes on in the same epoch (the known-bug check, with --faults "
+                   "proxy-replay-endtxn); one broker only.")
 @click.option("--quiet", is_flag=True, help="Print only the report.")
 def verify_command(action, force, duration, bootstrap, seed, out, workers, partitions, faults, cluster, net,
-                   zookeeper_nodes, abort_rate, broker_set, transaction_version, quiet):
+                   zookeeper_nodes, abort_rate, broker_set, transaction_version, client, quiet):
     """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
     client crashes, dropped responses, cut connections, packet loss between namespaces), then check the
     history for exactly-once anomalies. Exits non-zero when any is found. `eoslog verify cleanup`
@@ -87,6 +92,8 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
     if cluster and bootstrap is not None:
         raise click.BadParameter("--cluster starts its own brokers; it cannot be combined with --bootstrap",
                                  param_hint="--cluster")
+    if client == "eoslog" and (cluster or transaction_version != 1):
+        raise click.BadParameter("the raw version 1 clients speak version 1 to one broker", param_hint="--client")
     if cluster and transaction_version == 2:
         raise click.BadParameter("the transaction version 2 clients speak to one broker; not with --cluster",
                                  param_hint="--transaction-version")
@@ -99,7 +106,7 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
         reason = unavailable_reason()
         if reason is not None:
             raise click.UsageError(f"--net namespaces: {reason}")
-    faults = _kinds(faults, NET_KINDS + CLUSTER_POWER_KINDS if net == "namespaces"
+    faults = _kinds(faults, NET_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if net == "namespaces"
                     else CLUSTER_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if cluster
                     else SINGLE_BROKER_KINDS)
     if faults and set(faults) & {"power-loss", "power-loss-all"}:
@@ -122,7 +129,7 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
                                  param_hint="--broker-set")
     options = VerifyOptions(duration=duration, bootstrap=bootstrap, seed=seed, out=out, workers=workers,
                             partitions=partitions, abort_rate=abort_rate, faults=faults,
-                            broker_properties=properties, cluster=cluster, transaction_version=transaction_version,
+                            broker_properties=properties, cluster=cluster, transaction_version=transaction_version, client=client,
                             net=net, zookeeper_nodes=zookeeper_nodes)
     log = None if quiet else (lambda message: click.echo(message, err=True))
     result = run_verify(options, log=log)

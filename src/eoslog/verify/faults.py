@@ -11,6 +11,8 @@ Kinds (docs/reliability.md, "Verify runs"):
 | ``proxy-cut`` | the proxy cuts connections at random frames, sometimes mid-frame | the proxy |
 | ``proxy-pause`` | the proxy holds every frame for a while (a short network partition) | the proxy |
 | ``power-loss`` | SIGKILL the broker, then LazyFS (its data directory's filesystem) drops every write not yet fsynced, half the time keeping a torn prefix instead; start it again on what survived. Only when asked for (``--faults``) | our broker process on LazyFS |
+| ``bitflip`` | stop the broker (SIGTERM or SIGKILL), flip one bit in a random data batch of the test topic below the partition's recovery point on disk (synced, acknowledged data; faults/bitflip.py), start it again: the broker must refuse that batch (CORRUPT_MESSAGE) and serve everything else. The workers and the final read seek past a refused batch, and the checker excuses exactly the flipped batches' offsets, which faults.json names (``damaged``). Only when asked for (``--faults``) | our broker process |
+| ``proxy-replay-endtxn`` | ``proxy-replay`` for the next EndTxn alone (KAFKA-17754's late EndTxn). Only when asked for | the proxy |
 | ``proxy-replay`` | "delay and replay": the proxy holds the next Produce or EndTxn for longer than the client waits, then forwards it, after the client has moved on (KIP-890 part 2's case) | the proxy |
 
 The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
@@ -32,12 +34,19 @@ PROXY_KINDS = ("proxy-drop", "proxy-cut", "proxy-pause")
 # replayed Produce of the same epoch can join the next transaction (KAFKA-17754), the protocol's hole,
 # not the broker's. Transaction version 2 clients (--transaction-version 2) run it by default.
 REPLAY_KINDS = ("proxy-replay",)
+# proxy-replay aimed at EndTxn alone (Produce far outnumbers it, and a late Produce of a version 1
+# producer that retried meanwhile is only a duplicate): KAFKA-17754's EndTxn case. Only when named.
+ENDTXN_REPLAY_KINDS = ("proxy-replay-endtxn",)
 CLIENT_KINDS = ("client-kill",)
 # Not among the default kinds either: the broker's data directory must then be on LazyFS (FUSE), which
 # the run mounts only when this kind is asked for (eoslog/faults/lazyfs.py).
 POWER_KINDS = ("power-loss",)
+# Not among the default kinds: a single node holds the only copy, so the flipped batch's records are gone
+# for good (docs/durability.md, "Corruption"), and the checker must be told which (FaultWindow.damaged).
+BITFLIP_KINDS = ("bitflip",)
 ALL_KINDS = BROKER_KINDS + CLIENT_KINDS + PROXY_KINDS
-SINGLE_BROKER_KINDS = ALL_KINDS + REPLAY_KINDS + POWER_KINDS  # everything this module's Nemesis can inject
+SINGLE_BROKER_KINDS = (ALL_KINDS + REPLAY_KINDS + ENDTXN_REPLAY_KINDS + POWER_KINDS
+                       + BITFLIP_KINDS)  # what this Nemesis injects
 
 DROP_RATE = 0.05  # per response frame while proxy-drop holds
 DELAY_RATE = 0.05
@@ -63,6 +72,9 @@ class FaultWindow:
     end: float
     kind: str
     detail: str = ""
+    # (key, first offset, last offset) of each batch the fault damaged on purpose (bitflip on a single
+    # node): the broker refuses them, so their records may never be read, and the checker excuses them.
+    damaged: tuple[tuple[str, int, int], ...] = ()
 
     def as_tuple(self) -> tuple[float, float, str]:
         return (self.start, self.end, self.kind)
@@ -83,16 +95,20 @@ class Nemesis:
                  quiet_seconds: tuple[float, float] = (1.0, 3.0),
                  drop_rate: float = DROP_RATE,
                  disk=None,
+                 topic: str | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(self.KNOWN_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(self.KNOWN_KINDS)}")
         if broker is None and set(kinds) & set(BROKER_KINDS):
             raise ValueError("broker faults need a broker process the verifier started")
-        if proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
+        if (proxy is None and set(kinds) & set(PROXY_KINDS + REPLAY_KINDS + ENDTXN_REPLAY_KINDS)
+                and self.KNOWN_KINDS is SINGLE_BROKER_KINDS):
             raise ValueError("proxy faults need the fault proxy")
         if (broker is None or disk is None) and set(kinds) & set(POWER_KINDS) and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
             raise ValueError("power-loss needs a broker process the verifier started on LazyFS")
+        if (broker is None or topic is None) and "bitflip" in kinds and self.KNOWN_KINDS is SINGLE_BROKER_KINDS:
+            raise ValueError("bitflip needs a broker process the verifier started, and its topic")
         if kill_client is None and "client-kill" in kinds:
             raise ValueError("client-kill needs a way to kill a client")
         self.kinds = tuple(kinds)
@@ -104,6 +120,7 @@ class Nemesis:
         self.quiet_seconds = quiet_seconds
         self.drop_rate = drop_rate
         self.disk = disk  # a faults.lazyfs.LazyMount under the broker's data directory, for power-loss
+        self.topic = topic  # the workers' topic, whose partitions bitflip aims at
         self.log = log or (lambda message: None)
         self.windows: list[FaultWindow] = []
         self.counts: Counter[str] = Counter()
@@ -170,8 +187,11 @@ class Nemesis:
         hold = self.random.uniform(*self.fault_seconds)
         start = time.time()
         detail = ""
+        damaged: tuple[tuple[str, int, int], ...] = ()
         cut = False  # the run ended while the fault held: it lasted less than planned
-        if kind == "broker-kill":
+        if kind == "bitflip":
+            detail, damaged = self._bitflip()
+        elif kind == "broker-kill":
             self.broker.kill()
             self._wait(self.random.uniform(0.2, 1.0))
             took = self._start_broker()
@@ -203,11 +223,11 @@ class Nemesis:
             cut = self._wait(hold)
             self.proxy.set_faults(cut_rate=0.0)
             detail = f"cut={CUT_RATE:g} for {hold:.1f} s"
-        elif kind == "proxy-replay":
+        elif kind in ("proxy-replay", "proxy-replay-endtxn"):
             hold += self.replay_min_hold_s
             before = self.proxy.snapshot()["requests_held"]
             self._holding_requests = True
-            self.proxy.hold_requests(*REPLAY_API_KEYS, count=1)
+            self.proxy.hold_requests(*(REPLAY_API_KEYS if kind == "proxy-replay" else (26,)), count=1)
             cut = self._wait(hold)
             held = self.proxy.snapshot()["requests_held"] - before
             self.proxy.release_requests()
@@ -220,10 +240,45 @@ class Nemesis:
             detail = f"{hold:.1f} s"
         if cut:
             detail += f" ({CUT_SHORT})"
-        window = FaultWindow(start, time.time(), kind, detail)
+        window = FaultWindow(start, time.time(), kind, detail, damaged)
         self.windows.append(window)
         self.counts[kind] += 1
         self.log(f"{kind}: {detail}")
+
+    def _bitflip(self) -> tuple[str, tuple[tuple[str, int, int], ...]]:
+        """Stops the broker, flips a bit in a synced data batch of one partition, starts it again."""
+        import os
+
+        from eoslog.faults.bitflip import flip_bit
+        from eoslog.log.checkpoint import RECOVERY_POINT_CHECKPOINT, parse_checkpoint
+        from eoslog.log.errors import CorruptCheckpointError
+
+        how = self.random.choice(["terminate", "kill"])
+        getattr(self.broker, how)()
+        data_dir = self.broker.data_dir
+        # Below the recovery point on disk: what recovery keeps (and refuses) rather than cuts as a torn
+        # tail. After SIGKILL it trails the acknowledged end by the checkpoint's throttle (log/manager.py).
+        try:
+            recovery = parse_checkpoint((data_dir / RECOVERY_POINT_CHECKPOINT).read_bytes())
+        except (OSError, CorruptCheckpointError):
+            recovery = {}
+        partitions = sorted(p for (t, p), offset in recovery.items() if t == self.topic and offset > 0)
+        self.random.shuffle(partitions)
+        detail, damaged = "no synced data batch to flip", ()
+        for partition in partitions:
+            try:
+                flip = flip_bit(str(data_dir / f"{self.topic}-{partition}"), self.random,
+                                below_offset=recovery[(self.topic, partition)], data_only=True)
+            except (ValueError, FileNotFoundError):
+                continue
+            key = f"{self.topic}-{partition}"
+            detail = (f"{key}: bit {flip.bit} of byte {flip.byte} of {os.path.basename(flip.path)}, "
+                      f"batch {flip.base_offset}..{flip.last_offset}")
+            damaged = ((key, flip.base_offset, flip.last_offset),)
+            break
+        self._wait(self.random.uniform(0.2, 1.0))
+        took = self._start_broker()
+        return f"{'SIGTERM' if how == 'terminate' else 'SIGKILL'}, {detail}, restarted in {took:.2f} s", damaged
 
     def _start_broker(self) -> float:
         started = time.monotonic()

@@ -11,6 +11,7 @@ cluster's state from ZooKeeper first.
 | ``bridge`` | every host into two sides that cannot talk, but for one broker that talks to both |
 | ``isolate-zookeeper`` | one ZooKeeper node of three (its leader half the time) from every other host |
 
+The process kinds, ``power-loss`` and ``bitflip`` (only when named) are the cluster nemesis's.
 ``partition`` keeps its meaning (a leader cut off from the other brokers, ZooKeeper kept) with nftables
 instead of proxies. Each fault holds between half the ZooKeeper session timeout and twice it: the
 shorter ones end before the session can expire, so nothing should move; the longer ones force the
@@ -22,7 +23,7 @@ from __future__ import annotations
 import time
 
 from eoslog.faults import nftables
-from eoslog.verify.cluster_faults import CLUSTER_POWER_KINDS, ClusterNemesis
+from eoslog.verify.cluster_faults import CLUSTER_BITFLIP_KINDS, CLUSTER_POWER_KINDS, ClusterNemesis
 from eoslog.verify.faults import CUT_SHORT, FaultWindow
 
 PROCESS_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition", "client-kill")
@@ -39,7 +40,7 @@ def default_kinds(zookeeper_nodes: int) -> tuple[str, ...]:
 class NetNemesis(ClusterNemesis):
     """``cluster`` is an EmbeddedCluster started with ``network=`` (a created faults.netns.Network)."""
 
-    KNOWN_KINDS = NET_KINDS + CLUSTER_POWER_KINDS
+    KNOWN_KINDS = NET_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS  # the last two only when named
 
     def __init__(self, kinds, **kwargs) -> None:
         super().__init__(kinds, **kwargs)

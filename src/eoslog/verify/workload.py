@@ -110,6 +110,26 @@ def decode_value(raw: bytes | None) -> Any:
         return text  # not ours: the checker reports it as an unwritten read
 
 
+def skip_refused_batch(consumer: Consumer, topic: str, message) -> bool:
+    """Seeks one offset past a fetch the broker refused with CORRUPT_MESSAGE; True when it did.
+
+    The broker refuses a stored batch whose CRC fails (docs/durability.md, "Corruption"); librdkafka then
+    fetches the same offset after every back-off, forever. On a single node that batch's records are
+    gone, which the run's ``bitflip`` fault records (FaultWindow.damaged) and the checker excuses, so the
+    reader steps over them: one offset per refusal, as the broker answers any offset inside the batch
+    with the same refusal until the seek passes its end."""
+    error = message.error()
+    if error is None or error.code() != KafkaError.INVALID_MSG:
+        return False
+    partition, offset = message.partition(), message.offset()
+    if partition is None or offset is None or offset < 0:
+        return False
+    print(f"{topic}-{partition}: offset {offset} refused as corrupt; seeking to {offset + 1}",
+          file=sys.stderr, flush=True)
+    consumer.seek(TopicPartition(topic, partition, offset + 1))
+    return True
+
+
 class Worker:
     """Runs transactions until told to stop. ``emit(type, f, value)`` receives each history line."""
 
@@ -319,6 +339,7 @@ class Worker:
             messages = self.consumer.consume(MAX_POLL_RECORDS, 0.1)
         for message in messages:
             if message.error() is not None:
+                skip_refused_batch(self.consumer, self.topic, message)
                 continue
             partition, offset = message.partition(), message.offset()
             results.setdefault(self.key(partition), []).append([offset, decode_value(message.value())])
@@ -338,10 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think-ms", type=float, default=0.0)
     parser.add_argument("--transaction-version", type=int, choices=(1, 2), default=1,
                         help="2: eoslog's own KIP-890 part 2 producer (workload_v2.py) instead of confluent-kafka")
+    parser.add_argument("--client", choices=("confluent-kafka", "eoslog"), default="confluent-kafka",
+                        help="with version 1, eoslog: a raw version 1 producer that gives up on a request and "
+                             "goes on in the same epoch (workload_v1.py)")
     args = parser.parse_args(argv)
     worker_class = Worker
     if args.transaction_version == 2:
         from eoslog.verify.workload_v2 import V2Worker as worker_class
+    elif args.client == "eoslog":
+        from eoslog.verify.workload_v1 import V1Worker as worker_class
     worker = worker_class(args.bootstrap, args.process, args.slot, args.topic, args.partitions,
                           seed=args.seed, abort_rate=args.abort_rate, think_ms=args.think_ms)
 

@@ -8,8 +8,8 @@ Produce v12 without AddPartitionsToTxn (one batch per send, acks=all, its sequen
 retried with the same sequence, so a retry is answered as a duplicate), AddOffsetsToTxn and
 TxnOffsetCommit for what was polled, and EndTxn v5, whose answer is the producer id and epoch of the
 next transaction (sequences start again at 0). A request unanswered after REQUEST_TIMEOUT_S is given up
-and its connection dropped: the nemesis' ``proxy-replay`` fault lets exactly such a request reach the
-broker later, after the producer has moved on.
+and its connection left to it (closed once it is answered): the nemesis' ``proxy-replay`` fault lets
+exactly such a request reach the broker later, after the producer has moved on.
 
 Outcomes follow workload.py's rules: ``ok`` once EndTxn(commit) answered NONE; ``fail`` when the
 producer aborted (EndTxn(abort) answered NONE) before asking to commit; ``info`` otherwise once the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 
 from eoslog.client.connection import BrokerConnection
@@ -32,6 +33,8 @@ from eoslog.verify.workload import CALL_TIMEOUT_S, Worker, group_id, transaction
 
 PRODUCE, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, INIT_PRODUCER_ID = 0, 25, 26, 28, 22
 REQUEST_TIMEOUT_S = 3.0  # below faults.REPLAY_MIN_HOLD_S, so a held request is always given up
+# How long a given-up connection waits for the answer to its request before it is closed (see _request).
+ABANDONED_WAIT_S = 60.0
 RETRY_BACKOFF_S = 0.05
 TRANSACTION_TIMEOUT_MS = 30_000
 # Answers after which the same request may simply be sent again.
@@ -51,6 +54,8 @@ class TransactionFailed(Exception):
 class V2Worker(Worker):
     """workload.Worker with a transaction version 2 producer (the module docstring)."""
 
+    CLIENT_ID = "eoslog-verify-tv2"
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.wire: BrokerConnection | None = None
@@ -60,15 +65,43 @@ class V2Worker(Worker):
     # ------------------------------------------------------------------------------------ the wire
 
     def _request(self, api_key: int, api_version: int, request):
-        """One request and its answer; a dead or silent connection is dropped and OSError raised."""
-        try:
-            if self.wire is None:
-                self.wire = BrokerConnection.from_bootstrap(self.bootstrap, timeout_s=REQUEST_TIMEOUT_S,
-                                                            client_id=f"eoslog-verify-tv2-{self.process}")
-            return self.wire.request(api_key, api_version, request)
-        except _WIRE_ERRORS as exc:
+        """One request and its answer, given up after REQUEST_TIMEOUT_S. A given-up connection is left
+        open (its request still out there) and closed once answered, rather than closed at once: the
+        broker cancels what a closed connection asked for (server/network.py), so a late request that a
+        client's close followed at once would never act, and the check could not show the hole. A
+        request delayed in the network while the client's close is delayed too is what this models."""
+        if self.wire is None:
+            self.wire = BrokerConnection.from_bootstrap(self.bootstrap, timeout_s=ABANDONED_WAIT_S,
+                                                        client_id=f"{self.CLIENT_ID}-{self.process}")
+        wire, outcome, answered, lock = self.wire, [], threading.Event(), threading.Lock()
+        abandoned = []
+
+        def call() -> None:
+            try:
+                outcome.append(wire.request(api_key, api_version, request))
+            except Exception as exc:  # noqa: BLE001 - every failure is "no answer" to the caller
+                outcome.append(OSError(f"{type(exc).__name__}: {exc}"))
+            with lock:
+                answered.set()
+                close = bool(abandoned)
+            if close:  # given up on meanwhile: nobody else will close it
+                try:
+                    wire.close()
+                except OSError:
+                    pass
+
+        threading.Thread(target=call, name="eoslog-verify-request", daemon=True).start()
+        answered.wait(REQUEST_TIMEOUT_S)
+        with lock:
+            if not answered.is_set():
+                abandoned.append(True)
+        if abandoned:
+            self.wire = None  # left to its request; call() closes it once answered
+            raise OSError(f"no answer within {REQUEST_TIMEOUT_S} s")
+        if isinstance(outcome[0], OSError):
             self._disconnect()
-            raise OSError(f"{type(exc).__name__}: {exc}") from exc
+            raise outcome[0]
+        return outcome[0]
 
     def _disconnect(self) -> None:
         if self.wire is not None:
@@ -92,6 +125,21 @@ class V2Worker(Worker):
             if time.monotonic() > deadline or self.stopping:
                 raise TransactionFailed(f"{name}: no answer before the deadline ({code})")
             time.sleep(RETRY_BACKOFF_S)
+
+    def plan(self) -> list[list]:
+        """A send, a poll (the transaction stays open on the coordinator meanwhile, where a late EndTxn
+        can land), then one to three sends. The same plan for both raw clients (workload_v1 too), so a
+        run of each under the same faults compares the protocols: under version 1, a send to a
+        partition not yet in the transaction after a late EndTxn opens a new transaction on the
+        coordinator, which is what makes the late EndTxn visible to the checker."""
+        mops: list[list] = []
+        for mop in ("send", "poll", *["send"] * self.random.randint(1, 3)):
+            if mop == "send":
+                self.next_value += 1
+                mops.append(["send", self.key(self.random.randrange(self.partitions)), self.next_value])
+            else:
+                mops.append(["poll"])
+        return mops
 
     # ------------------------------------------------------------------------------------ producer
 
