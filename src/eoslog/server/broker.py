@@ -464,6 +464,7 @@ class Broker:
     def _build_services(self) -> None:
         """The frozen services every request handler gets (api/context.py): built once, before serving."""
         from eoslog.api.context import BrokerServices
+        from eoslog.cluster.partition_offsets import PartitionOffsets
         from eoslog.server.broker_configs import BrokerConfigResource
 
         self.services = self.dispatcher.services = BrokerServices(
@@ -473,7 +474,7 @@ class Broker:
             credentials=self.credentials,
             broker_configs=BrokerConfigResource(self.config, self.dynamic_configs, self.cluster_id),
             primary_listener=self.listeners[0].name, share_partitions=self._shares,
-            group_configs=self.group_configs)
+            group_configs=self.group_configs, partition_offsets=PartitionOffsets(self.replicas, self.broker_clients))
         self.dispatcher.close_listeners.append(self._connection_closed)
 
     def _shares(self):
