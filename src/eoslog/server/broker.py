@@ -411,11 +411,17 @@ class Broker:
             info = registry.topics.by_id.get(topic_id) if registry.topics is not None else None
             return info is not None and 0 <= partition < info.partitions
 
+        def topic_deleted(topic_id) -> bool:
+            # sure only with topics known and, on a cluster, none of them unreadable in ZooKeeper
+            if registry.topics is None or (self.cluster is not None and self.cluster.view.unreadable_topics):
+                return False
+            return topic_id not in registry.topics.by_id
+
         return ShareShard(self.coordinator_runtime, ShareCoordinatorConfig(
             snapshot_update_records_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
             state_topic_prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
             cold_partition_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms,
-        ), partition_exists)
+        ), partition_exists, topic_deleted)
 
     def _transaction_shard(self):
         """The transaction coordinator with its extensions registered: transaction groups (guards the
