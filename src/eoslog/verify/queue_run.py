@@ -40,7 +40,7 @@ from eoslog.verify.workload import CLIENT_TUNING
 LOCK_MS = 2000  # share.record.lock.duration.ms of the run's group: locks run out within the run
 DELIVERY_COUNT_LIMIT = 5  # Kafka's default, set explicitly so the history can name it
 SESSION_TIMEOUT_MS = 3000  # share.session.timeout.ms: a killed member's partitions move on soon
-FINAL_DRAIN_TIMEOUT_S = 120.0
+FINAL_DRAIN_TIMEOUT_S = 300.0  # a backlog of poison records takes 5 deliveries each
 STATE_PARTITIONS = 4  # __share_group_state partitions of a cluster run
 OFFSETS_PARTITIONS = 4  # EmbeddedCluster's offsets.topic.num.partitions
 GROUP = "eoslog-verify-queue"
