@@ -1,6 +1,7 @@
 """A deleted topic's share state (issue 37): the share coordinator writes a tombstone for each of its share
 partitions (Kafka's ShareCoordinatorService.onTopicsDeleted), once the topic was gone at two checks in a
-row, and keeps the state of every other topic. A real embedded broker, a confluent-kafka ShareConsumer to
+row, and keeps the state of every other topic; the group coordinator drops the topic from the share
+group's ShareGroupStatePartitionMetadata, though the group has no members to heartbeat. A real embedded broker, a confluent-kafka ShareConsumer to
 make the state, AdminClient's DeleteTopics."""
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def held_keys(broker) -> set:
         if states is not None:
             out |= set(states)
     return out
+
+
+def group_topics(broker, group: str) -> set:
+    """The topics of the group's ShareGroupStatePartitionMetadata (initialized ones), at its coordinator."""
+    error, held = broker.broker.coordinator_runtime.built("__consumer_offsets").core \
+        .share_group_initialized_partitions(group)
+    assert error.value == "NONE", error
+    return set(held)
 
 
 def tombstoned(broker) -> set:
@@ -98,6 +107,8 @@ def test_a_deleted_topics_share_partitions_are_tombstoned_and_others_kept(broker
     before = {key for key in held_keys(broker) if key.group_id == group}
     assert {(key.topic_id, key.partition) for key in before} == {(t, p) for t in ids.values() for p in (0, 1)}
 
+    assert group_topics(broker, group) == set(ids.values())
+
     admin.delete_topics([doomed])[doomed].result(30)
     deleted_at = time.monotonic()
     doomed_keys = {key for key in before if key.topic_id == ids[doomed]}
@@ -111,3 +122,8 @@ def test_a_deleted_topics_share_partitions_are_tombstoned_and_others_kept(broker
     assert doomed_keys <= tombstoned(broker)
     assert {key for key in held_keys(broker) if key.group_id == group} == before - doomed_keys
     assert not (before - doomed_keys) & tombstoned(broker)
+    # the group, without members (no heartbeat comes), forgets the topic too: Kafka's
+    # maybeCleanupShareGroupState, on the group coordinator's own check
+    while group_topics(broker, group) != {ids[kept]}:
+        assert time.monotonic() - deleted_at < 4 * DELETED_TOPIC_CHECK_MS / 1000, group_topics(broker, group)
+        time.sleep(0.1)

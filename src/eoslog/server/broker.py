@@ -378,7 +378,8 @@ class Broker:
 
         group_config, share_limits = group_settings(self.config)
         shard = GroupShard(self.coordinator_runtime, group_config, self._share_persister(),
-                           group_configs=self.group_configs.get, share_limits=share_limits)
+                           group_configs=self.group_configs.get, share_limits=share_limits,
+                           topic_deleted=self._topic_deleted)
         shard.share_listeners.append(_ShareListener(self))
         self.group_configs.listeners.append(shard.core.group_config_changed)
         return shard
@@ -399,6 +400,14 @@ class Broker:
         from eoslog.server.share_wiring import share_persister
         return share_persister(self)
 
+    def _topic_deleted(self, topic_id) -> bool:
+        """Whether the topic is surely gone, for the coordinators' clean-up of deleted topics' share state:
+        only with the topics known and, on a cluster, none of them unreadable in ZooKeeper."""
+        registry = self.registry
+        if registry.topics is None or (self.cluster is not None and self.cluster.view.unreadable_topics):
+            return False
+        return topic_id not in registry.topics.by_id
+
     def _share_shard(self):
         """The share coordinator (KIP-932 share-partition state); a topic partition exists when the
         topic registry (this node's, or the cluster view) has it."""
@@ -411,17 +420,11 @@ class Broker:
             info = registry.topics.by_id.get(topic_id) if registry.topics is not None else None
             return info is not None and 0 <= partition < info.partitions
 
-        def topic_deleted(topic_id) -> bool:
-            # sure only with topics known and, on a cluster, none of them unreadable in ZooKeeper
-            if registry.topics is None or (self.cluster is not None and self.cluster.view.unreadable_topics):
-                return False
-            return topic_id not in registry.topics.by_id
-
         return ShareShard(self.coordinator_runtime, ShareCoordinatorConfig(
             snapshot_update_records_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
             state_topic_prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
             cold_partition_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms,
-        ), partition_exists, topic_deleted)
+        ), partition_exists, self._topic_deleted)
 
     def _transaction_shard(self):
         """The transaction coordinator with its extensions registered: transaction groups (guards the
