@@ -51,11 +51,25 @@ def test_renew_restarts_the_lock_and_persists_nothing():
     assert HELD.acknowledge("m", [ack(0, 9, A.RENEW)], now_ms=10).after.next_deadline() == 10 + LOCK_MS
 
 
-def test_offsets_below_the_start_offset_are_done_and_ignored():
+def test_a_batch_below_the_start_offset_is_refused_and_one_reaching_above_it_counts_from_it():
     p = partition(run(5, 9, S.ACQUIRED, 1))
-    assert p.acknowledge("m", [ack(0, 4, A.ACCEPT)], now_ms=0).after == p
+    # done already, maybe by another member after this one's lock ran out (the queue verifier's
+    # accepted-twice): INVALID_RECORD_STATE, as Kafka, never NONE; nothing changes
+    change = p.acknowledge("m", [ack(0, 4, A.ACCEPT)], now_ms=0)
+    assert change.error is ShareError.INVALID_RECORD_STATE and change.after == p
+    change = p.acknowledge("m", [ack(5, 5, A.ACCEPT), ack(0, 4, A.ACCEPT)], now_ms=0)
+    assert change.error is ShareError.INVALID_REQUEST and change.after == p  # out of order: malformed
     change = p.acknowledge("m", [ack(3, 6, A.ACCEPT)], now_ms=0)
     assert change.error is ShareError.NONE and change.after.start_offset == 7
+
+
+def test_a_late_accept_after_the_lock_ran_out_and_another_member_accepted_is_refused():
+    # "late" held offset 0 at delivery 1; its lock ran out and "other" holds it at delivery 2
+    taken = partition(run(0, 0, S.ACQUIRED, 2, member="other", deadline=2 * LOCK_MS))
+    accepted = taken.acknowledge("other", [ack(0, 0, A.ACCEPT)], now_ms=LOCK_MS)
+    assert accepted.error is ShareError.NONE and accepted.after.start_offset == 1
+    late = accepted.after.acknowledge("late", [ack(0, 0, A.ACCEPT)], now_ms=LOCK_MS + 1)
+    assert late.error is ShareError.INVALID_RECORD_STATE and late.after == accepted.after
 
 
 def test_no_acknowledgement_is_a_no_op():
@@ -114,7 +128,7 @@ def test_a_failing_batch_undoes_the_batches_before_it():
 def test_an_empty_partition_has_nothing_to_acknowledge():
     p = partition(start=7, config=CONFIG)
     assert p.acknowledge("m", [ack(7, 7, A.ACCEPT)], now_ms=0).error is ShareError.INVALID_REQUEST
-    assert p.acknowledge("m", [ack(0, 6, A.ACCEPT)], now_ms=0).error is ShareError.NONE
+    assert p.acknowledge("m", [ack(0, 6, A.ACCEPT)], now_ms=0).error is ShareError.INVALID_RECORD_STATE  # done
 
 
 def test_the_state_stays_compact_one_run_per_stretch_of_equal_records():

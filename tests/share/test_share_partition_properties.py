@@ -120,6 +120,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
         before = per_offset(self.p)
         change = self.p.acknowledge(member, batches, now_ms=self.now)
         if change.error is ShareError.NONE:
+            # a batch wholly below the start offset names records done already: never answered NONE
+            assert all(last >= self.p.start_offset for _, last, _ in batches)
             for first, last, _ in batches:
                 for o in range(max(first, self.p.start_offset), last + 1):
                     state, _, owner, deadline = before[o]

@@ -19,6 +19,7 @@ from eoslog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 if TYPE_CHECKING:
     from eoslog.cluster.group_configs import GroupConfigs
     from eoslog.cluster.metadata_cache import MetadataCache
+    from eoslog.cluster.partition_offsets import PartitionOffsets
     from eoslog.cluster.registry import PartitionRegistry
     from eoslog.cluster.replica_manager import ReplicaManager
     from eoslog.cluster.transaction_verification import TransactionVerification
@@ -77,6 +78,8 @@ class BrokerServices:
     # the share partitions led here (KIP-932, share/manager.py), built on the first share request
     share_partitions: Callable[[], SharePartitionManager] | None = None
     group_configs: GroupConfigs | None = None  # the GROUP config resource (cluster/group_configs.py)
+    # high watermarks of partitions led anywhere (cluster/partition_offsets.py): share-group lag
+    partition_offsets: PartitionOffsets | None = None
 
 
 @dataclass(slots=True)

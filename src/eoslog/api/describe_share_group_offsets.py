@@ -6,9 +6,10 @@ As Kafka's KafkaApis and GroupCoordinatorService: DESCRIBE on the group (else GR
 for the group); a requested topic the caller may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED on its
 partitions, and with no topics given (every initialized share partition of the group) such topics are
 left out. A topic the cluster does not have answers start offset -1 (no data, not an error), as does a
-partition the share coordinator has no state of or could not answer for. The lag is -1 when unknown: no
-start offset, no count of done records, or a partition this broker does not lead (step 4 asks its
-leader, as Kafka's PartitionMetadataClient does)."""
+partition the share coordinator has no state of or could not answer for. The lag needs the partition's
+high watermark: from the replica where this broker leads it, otherwise from its leader with ListOffsets
+(cluster/partition_offsets.py, Kafka's PartitionMetadataClient). It is -1 when unknown: no start offset,
+no count of done records, or no high watermark (no leader, or the leader could not be asked)."""
 
 from __future__ import annotations
 
@@ -79,9 +80,11 @@ async def _describe(context: RequestContext, group) -> Group:
                 Partition(partition_index=p, start_offset=NO_START_OFFSET, leader_epoch=0, lag=NO_LAG,
                           error_code=0, error_message=None) for p in partitions]))
             continue
-        answers = await asyncio.gather(*(persister.read_state_summary(group_id, info.topic_id, p) for p in partitions))
+        answers, high_watermarks = await asyncio.gather(
+            asyncio.gather(*(persister.read_state_summary(group_id, info.topic_id, p) for p in partitions)),
+            _high_watermarks(context, name, partitions))
         out.append(Topic(topic_name=name, topic_id=info.topic_id, partitions=[
-            _partition(context, name, p, answer) for p, answer in zip(partitions, answers)]))
+            _partition(p, answer, high_watermarks.get(p)) for p, answer in zip(partitions, answers)]))
     for name, partitions in refused.items():
         info = topics.get(name)
         out.append(Topic(topic_name=name, topic_id=info.topic_id if info else ZERO_UUID, partitions=[
@@ -91,28 +94,36 @@ async def _describe(context: RequestContext, group) -> Group:
     return Group(group_id=group_id, topics=out, error_code=0, error_message=None)
 
 
-def _partition(context: RequestContext, topic: str, index: int, answer) -> Partition:
+def _partition(index: int, answer, high_watermark: int | None) -> Partition:
     state = answer.state
     if answer.error is not ErrorCode.NONE or state is None:
         return Partition(partition_index=index, start_offset=NO_START_OFFSET, leader_epoch=0, lag=NO_LAG,
                          error_code=0, error_message=None)
     return Partition(partition_index=index, start_offset=state.start_offset, leader_epoch=state.leader_epoch,
-                     lag=share_partition_lag(context, topic, index, state.start_offset,
-                                             state.delivery_complete_count),
+                     lag=share_partition_lag(high_watermark, state.start_offset, state.delivery_complete_count),
                      error_code=0, error_message=None)
 
 
-def share_partition_lag(context: RequestContext, topic: str, index: int, start_offset: int,
-                        delivery_complete_count: int) -> int:
+async def _high_watermarks(context: RequestContext, topic: str, partitions: list[int]) -> dict[int, int | None]:
+    offsets = context.services.partition_offsets
+    if offsets is not None:
+        return await offsets.high_watermarks(topic, partitions)
+    out: dict[int, int | None] = {}
+    for index in partitions:  # services built without it (tests): what this broker leads
+        try:
+            out[index] = context.services.replicas.leader_partition(topic, index).high_watermark
+        except Exception:  # noqa: BLE001 - not led here, or gone: unknown
+            out[index] = None
+    return out
+
+
+def share_partition_lag(high_watermark: int | None, start_offset: int, delivery_complete_count: int) -> int:
     """Kafka's lag of a share partition: the records from the start offset to the high watermark not done
     yet; -1 when unknown."""
-    if start_offset == NO_START_OFFSET or delivery_complete_count == NO_DELIVERY_COMPLETE_COUNT:
+    if (high_watermark is None or start_offset == NO_START_OFFSET
+            or delivery_complete_count == NO_DELIVERY_COMPLETE_COUNT):
         return NO_LAG
-    try:
-        partition = context.services.replicas.leader_partition(topic, index)
-    except Exception:  # noqa: BLE001 - not led here, or gone: unknown, as Kafka answers a failed look-up
-        return NO_LAG
-    return max(partition.high_watermark - start_offset - delivery_complete_count, 0)
+    return max(high_watermark - start_offset - delivery_complete_count, 0)
 
 
 def _refused(group_id: str, error: ErrorCode) -> Group:

@@ -2,8 +2,8 @@
 endpoints of the write actions (403 unless the console runs with ``--allow-writes``).
 
 create_app builds the templates and the :class:`pages.Pages` every route group shares, and registers the
-route groups, one module per area: overview_routes, topic_routes, group_routes, transaction_routes,
-transaction_group_routes. Handlers are async only to hand the blocking admin requests (views.py) to a
+route groups, one module per area: overview_routes, topic_routes, group_routes, share_group_routes,
+transaction_routes, transaction_group_routes. Handlers are async only to hand the blocking admin requests (views.py) to a
 worker thread; a request the broker refuses, or a broker out of reach, becomes an error page naming the
 broker's answer. A write action the broker (or the command it reuses) refuses is not an error of the
 page: the page it came from shows the refusal, as it shows a success (pages.py).
@@ -26,6 +26,7 @@ from starlette.templating import Jinja2Templates
 from eoslog.console import (
     group_routes,
     overview_routes,
+    share_group_routes,
     topic_routes,
     transaction_group_routes,
     transaction_routes,
@@ -90,6 +91,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         *overview_routes.routes(pages),
         *topic_routes.routes(pages),
         *group_routes.routes(pages),
+        *share_group_routes.routes(pages),
         *transaction_routes.routes(pages),
         *transaction_group_routes.routes(pages),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

@@ -378,7 +378,8 @@ class Broker:
 
         group_config, share_limits = group_settings(self.config)
         shard = GroupShard(self.coordinator_runtime, group_config, self._share_persister(),
-                           group_configs=self.group_configs.get, share_limits=share_limits)
+                           group_configs=self.group_configs.get, share_limits=share_limits,
+                           topic_deleted=self._topic_deleted)
         shard.share_listeners.append(_ShareListener(self))
         self.group_configs.listeners.append(shard.core.group_config_changed)
         return shard
@@ -399,6 +400,14 @@ class Broker:
         from eoslog.server.share_wiring import share_persister
         return share_persister(self)
 
+    def _topic_deleted(self, topic_id) -> bool:
+        """Whether the topic is surely gone, for the coordinators' clean-up of deleted topics' share state:
+        only with the topics known and, on a cluster, none of them unreadable in ZooKeeper."""
+        registry = self.registry
+        if registry.topics is None or (self.cluster is not None and self.cluster.view.unreadable_topics):
+            return False
+        return topic_id not in registry.topics.by_id
+
     def _share_shard(self):
         """The share coordinator (KIP-932 share-partition state); a topic partition exists when the
         topic registry (this node's, or the cluster view) has it."""
@@ -415,7 +424,7 @@ class Broker:
             snapshot_update_records_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
             state_topic_prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
             cold_partition_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms,
-        ), partition_exists)
+        ), partition_exists, self._topic_deleted)
 
     def _transaction_shard(self):
         """The transaction coordinator with its extensions registered: transaction groups (guards the
@@ -464,6 +473,7 @@ class Broker:
     def _build_services(self) -> None:
         """The frozen services every request handler gets (api/context.py): built once, before serving."""
         from eoslog.api.context import BrokerServices
+        from eoslog.cluster.partition_offsets import PartitionOffsets
         from eoslog.server.broker_configs import BrokerConfigResource
 
         self.services = self.dispatcher.services = BrokerServices(
@@ -473,7 +483,7 @@ class Broker:
             credentials=self.credentials,
             broker_configs=BrokerConfigResource(self.config, self.dynamic_configs, self.cluster_id),
             primary_listener=self.listeners[0].name, share_partitions=self._shares,
-            group_configs=self.group_configs)
+            group_configs=self.group_configs, partition_offsets=PartitionOffsets(self.replicas, self.broker_clients))
         self.dispatcher.close_listeners.append(self._connection_closed)
 
     def _shares(self):

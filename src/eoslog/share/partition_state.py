@@ -34,7 +34,7 @@ Where eoslog differs from Kafka, on purpose:
 - Records of aborted transactions are archived without a delivery (Kafka acquires them, counting a
   delivery, and archives them in the same step; nobody sees the difference but the stored count).
 - A moved log start offset drops every run below it, acquired ones too (Kafka keeps those until their
-  lock runs out; an acknowledgement of offsets below the SPSO is ignored either way).
+  lock runs out).
 - Two acknowledgement batches of one request may not share an offset (Kafka's request check lets a batch
   start at the last offset of the one before).
 """
@@ -351,8 +351,11 @@ class SharePartition:
         INVALID_REQUEST: a malformed batch (first past last, no type, a type list that is neither one type
         nor one per offset, an unknown type, batches out of order or overlapping), or a batch reaching past
         the records handed out (the SPEO). INVALID_RECORD_STATE: an offset not acquired by ``member_id``,
-        or whose lock has run out. On either nothing changes (Kafka rolls back the whole partition).
-        Offsets below the SPSO are done already and ignored. ACCEPT acknowledges, RELEASE makes Available
+        or whose lock has run out, or a batch wholly below the SPSO (as Kafka: those records are done, and
+        not by this member's hand if its lock ran out and another member's acknowledgement moved the SPSO;
+        answering NONE would tell it that its ACCEPT was the one that counted). On either nothing changes
+        (Kafka rolls back the whole partition). The part below the SPSO of a batch that reaches above it is
+        ignored, as Kafka acknowledges such a batch from the SPSO on. ACCEPT acknowledges, RELEASE makes Available
         (archived at the delivery limit), REJECT and GAP archive, RENEW restarts the lock at
         ``now_ms + lock_ms`` (nothing to persist)."""
         malformed = _first_malformed(batches)
@@ -364,7 +367,7 @@ class SharePartition:
         touched: list[OffsetRange] = []
         for index, batch in enumerate(batches):
             if batch.last_offset < self.start_offset:
-                continue
+                return Acknowledgement(after=self, error=ShareError.INVALID_RECORD_STATE, failed_batch=index)
             first = max(batch.first_offset, self.start_offset)
             if batch.last_offset >= self.end_offset:
                 return Acknowledgement(after=self, error=ShareError.INVALID_REQUEST, failed_batch=index)

@@ -71,9 +71,12 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
               help="The version 1 clients: confluent-kafka, or eoslog's raw version 1 producer, which gives up on "
                    "a request and goes on in the same epoch (the known-bug check, with --faults "
                    "proxy-replay-endtxn); one broker only.")
+@click.option("--workload", type=click.Choice(["txn", "queue"]), default="txn", show_default=True,
+              help="queue: producers and share consumers (share groups, KIP-932), checked for lost, twice "
+                   "accepted and over-delivered records (docs/verification.md, \"The queue workload\").")
 @click.option("--quiet", is_flag=True, help="Print only the report.")
 def verify_command(action, force, duration, bootstrap, seed, out, workers, partitions, faults, cluster, net,
-                   zookeeper_nodes, abort_rate, broker_set, transaction_version, client, quiet):
+                   zookeeper_nodes, abort_rate, broker_set, transaction_version, client, workload, quiet):
     """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
     client crashes, dropped responses, cut connections, packet loss between namespaces), then check the
     history for exactly-once anomalies. Exits non-zero when any is found. `eoslog verify cleanup`
@@ -89,6 +92,8 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
         return
     from eoslog.verify.run import VerifyOptions, run_verify
 
+    if workload == "queue" and (bootstrap is not None or net != "loopback" or transaction_version != 1):
+        raise click.UsageError("--workload queue starts its own broker or --cluster on loopback")
     if cluster and bootstrap is not None:
         raise click.BadParameter("--cluster starts its own brokers; it cannot be combined with --bootstrap",
                                  param_hint="--cluster")
@@ -109,6 +114,8 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
     faults = _kinds(faults, NET_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if net == "namespaces"
                     else CLUSTER_KINDS + CLUSTER_POWER_KINDS + CLUSTER_BITFLIP_KINDS if cluster
                     else SINGLE_BROKER_KINDS)
+    if workload == "queue" and faults and set(faults) & {"power-loss", "power-loss-all", "bitflip", "proxy-replay"}:
+        raise click.BadParameter("the queue workload runs the kinds injected by default", param_hint="--faults")
     if faults and set(faults) & {"power-loss", "power-loss-all"}:
         from eoslog.faults.lazyfs import unavailable_reason as lazyfs_unavailable
 
@@ -132,7 +139,12 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
                             broker_properties=properties, cluster=cluster, transaction_version=transaction_version, client=client,
                             net=net, zookeeper_nodes=zookeeper_nodes)
     log = None if quiet else (lambda message: click.echo(message, err=True))
-    result = run_verify(options, log=log)
+    if workload == "queue":
+        from eoslog.verify.queue_run import run_queue_verify
+
+        result = run_queue_verify(options, log=log)
+    else:
+        result = run_verify(options, log=log)
     click.echo(result.render_text())
     click.echo(f"output: {result.out} (history.jsonl, report.txt, summary.json"
                + (", plot.png" if result.plot_path else "") + ")")

@@ -75,11 +75,18 @@ def write_error_for(exc: BaseException) -> Errors:
     return _WRITE_ERRORS.get(error_code_for(exc), Errors.UNKNOWN_SERVER_ERROR)
 
 
+DELETED_TOPIC_CHECK_MS = 5_000  # as the share coordinator's (coordinator/share/shard.py)
+
+
 class GroupShard:
     def __init__(self, runtime: CoordinatorRuntime, config: GroupConfig, persister: Persister | None = None,
-                 group_configs: Callable[[str], Any] | None = None, share_limits: ShareLimits | None = None) -> None:
+                 group_configs: Callable[[str], Any] | None = None, share_limits: ShareLimits | None = None,
+                 topic_deleted: Callable[[Any], bool] | None = None) -> None:
         """``group_configs(group_id)``: a group's own configs; ``share_limits``: the broker's share-group
-        settings the group configs are checked against (dynamic_configs.py)."""
+        settings the group configs are checked against (dynamic_configs.py); ``topic_deleted(topic_id)``:
+        whether that topic is surely gone (None: never), checked every DELETED_TOPIC_CHECK_MS for the
+        topics share groups hold (a topic gone at two checks in a row leaves them, Kafka's
+        maybeCleanupShareGroupState)."""
         self.runtime = runtime
         self.share_limits = share_limits or ShareLimits()
         # The group -> partition hash must use the topic's real size, whatever the config says now.
@@ -94,6 +101,9 @@ class GroupShard:
         # (``group_deleted(group_id)``); added by the broker.
         self.share_listeners: list[Any] = []
         self._next_retention_ms = now_ms() + config.offsets_retention_check_interval_ms
+        self._topic_deleted = topic_deleted
+        self._gone_at_last_check: set = set()
+        self._next_deleted_check_ms = now_ms() + DELETED_TOPIC_CHECK_MS if topic_deleted is not None else None
 
     def _ownership(self, index: int) -> Errors:
         return _GROUP_ERRORS[self.runtime.ownership(CONSUMER_OFFSETS, index)]
@@ -115,8 +125,8 @@ class GroupShard:
         self._process(result)
 
     def next_deadline_ms(self) -> int | None:
-        deadline = self.core.next_deadline()
-        return self._next_retention_ms if deadline is None else min(deadline, self._next_retention_ms)
+        deadlines = [self.core.next_deadline(), self._next_retention_ms, self._next_deleted_check_ms]
+        return min(d for d in deadlines if d is not None)
 
     def on_deadline(self, now: int) -> None:
         deadline = self.core.next_deadline()
@@ -125,6 +135,12 @@ class GroupShard:
         if self._next_retention_ms <= now:
             self._next_retention_ms = now + self.core.config.offsets_retention_check_interval_ms
             self._process(self.core.expire_offsets(now))
+        if self._next_deleted_check_ms is not None and self._next_deleted_check_ms <= now:
+            self._next_deleted_check_ms = now + DELETED_TOPIC_CHECK_MS
+            gone = {t for t in self.core.share_group_topic_ids() if self._topic_deleted(t)}
+            confirmed, self._gone_at_last_check = gone & self._gone_at_last_check, gone
+            if confirmed:
+                self._process(self.core.share_topics_deleted(confirmed, now_ms=now))
 
     async def stop(self) -> None:
         for future in self._futures.values():

@@ -104,6 +104,35 @@ class ShareGroupApis:
                 out.append(self.share.describe(group_id))
         return out
 
+    def share_group_topic_ids(self) -> set[uuid.UUID]:
+        """Every topic some share group coordinated here has in its ShareGroupStatePartitionMetadata
+        (initializing, initialized or deleting)."""
+        out: set[uuid.UUID] = set()
+        for group in self.share.groups.values():
+            state = group.state_partitions
+            out |= set(state.initializing) | set(state.initialized) | set(state.deleting)
+        return out
+
+    def share_topics_deleted(self, topic_ids: Iterable[uuid.UUID], *, now_ms: int) -> Result:
+        """Kafka's maybeCleanupShareGroupState: deleted topics leave every share group's
+        ShareGroupStatePartitionMetadata, members or not (a group with members also drops them at its next
+        heartbeat). The share coordinators delete the state itself (their own check for deleted topics)."""
+        deleted = set(topic_ids)
+        result = Result()
+        for group_id, group in list(self.share.groups.items()):
+            if group.state is ShareGroupState.DEAD or self._check(group_id) is not Errors.NONE:
+                continue
+            state = group.state_partitions
+            changed = state.forget_topics(deleted)
+            for topic_id in deleted & set(state.deleting):
+                del state.deleting[topic_id]
+                changed = True
+            if changed:
+                write = self._persist_share_group(group_id)
+                if write is not None:
+                    result.writes.append(write)
+        return result
+
     def _other_group_type(self, group_id: str) -> bool:
         """Whether ``group_id`` names a classic or consumer group now (Kafka's groups map holds one group
         per id; a classic group known only by its committed offsets counts, as it does in Kafka)."""

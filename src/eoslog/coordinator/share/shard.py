@@ -25,8 +25,10 @@ Contract
   ``Partition.delete_records_before`` on the partitions led here (followers follow the log start offset).
   The topic is ``cleanup.policy=delete`` and never deleted by time (server/broker.py registers it so):
   compaction would keep one update per share partition and lose the others.
-- Not here yet: Kafka also writes tombstones for the share partitions of a deleted topic
-  (``ShareStates.tombstones_for_topics``); nothing calls it until topic deletion tells coordinators (step 4).
+- Deleted topics (Kafka's ShareCoordinatorService.onTopicsDeleted): every DELETED_TOPIC_CHECK_MS the
+  share partitions coordinated here whose topic ``topic_deleted`` says is gone get a tombstone
+  (``ShareStates.tombstones_for_topics``), once the topic was gone at the check before too, so a view
+  that lags for a moment deletes nothing. ``topic_deleted`` answers False whenever it cannot be sure.
 """
 
 from __future__ import annotations
@@ -90,20 +92,27 @@ class ShareAnswer:
 
 
 _STOPPED = ShareAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is stopping")
+DELETED_TOPIC_CHECK_MS = 5_000
 
 
 class ShareShard:
     def __init__(self, runtime: CoordinatorRuntime, config: ShareCoordinatorConfig,
-                 partition_exists: Callable[[uuid.UUID, int], bool] | None = None) -> None:
-        """``partition_exists(topic_id, partition)``: whether that topic partition exists (None: any does)."""
+                 partition_exists: Callable[[uuid.UUID, int], bool] | None = None,
+                 topic_deleted: Callable[[uuid.UUID], bool] | None = None) -> None:
+        """``partition_exists(topic_id, partition)``: whether that topic partition exists (None: any does);
+        ``topic_deleted(topic_id)``: whether that topic is surely gone (None: never)."""
         self.runtime = runtime
         self.config = config
         self._partition_exists = partition_exists
+        self._topic_deleted = topic_deleted
+        self._gone_at_last_check: set[uuid.UUID] = set()
         self._states: dict[int, ShareStates] = {}
         self._pending: dict[SharePartitionKey, asyncio.Future] = {}  # the record in flight, per share partition
         now = now_ms()
         self._next_cold_snapshot_ms = now + config.cold_partition_snapshot_interval_ms
         self._next_prune_ms = now + config.state_topic_prune_interval_ms
+        # no check without a way to tell a topic deleted
+        self._next_deleted_check_ms = now + DELETED_TOPIC_CHECK_MS if topic_deleted is not None else None
 
     def _new_states(self) -> ShareStates:
         return ShareStates(self.config.snapshot_update_records_per_snapshot, self._partition_exists)
@@ -135,20 +144,26 @@ class ShareShard:
                      SHARE_GROUP_STATE, index, len(states))
 
     def next_deadline_ms(self) -> int | None:
-        return min(self._next_cold_snapshot_ms, self._next_prune_ms)
+        deadlines = [self._next_cold_snapshot_ms, self._next_prune_ms, self._next_deleted_check_ms]
+        return min(d for d in deadlines if d is not None)
 
     def on_deadline(self, now: int) -> Awaitable[None] | None:
         cold = self._next_cold_snapshot_ms <= now
         prune = self._next_prune_ms <= now
+        deleted = self._next_deleted_check_ms is not None and self._next_deleted_check_ms <= now
         if cold:
             self._next_cold_snapshot_ms = now + self.config.cold_partition_snapshot_interval_ms
         if prune:
             self._next_prune_ms = now + self.config.state_topic_prune_interval_ms
-        if not (cold or prune):
+        if deleted:
+            self._next_deleted_check_ms = now + DELETED_TOPIC_CHECK_MS
+        if not (cold or prune or deleted):
             return None
-        return self._timed_work(now, cold, prune)
+        return self._timed_work(now, cold, prune, deleted)
 
-    async def _timed_work(self, now: int, cold: bool, prune: bool) -> None:
+    async def _timed_work(self, now: int, cold: bool, prune: bool, deleted: bool = False) -> None:
+        if deleted:
+            await self.tombstone_deleted_topics()
         if cold:
             await self.snapshot_cold_partitions(now)
         if prune:
@@ -260,6 +275,27 @@ class ShareShard:
             for record in states.cold_snapshots(now_ms=now, interval_ms=interval, busy=self._pending.__contains__):
                 writes.append(self._write(index, states, record, ShareAnswer()))
         answers = await asyncio.gather(*writes)
+        return sum(1 for answer in answers if answer.error is ErrorCode.NONE)
+
+    async def tombstone_deleted_topics(self) -> int:
+        """A tombstone for every share partition coordinated here whose topic was deleted (gone at this
+        check and the one before); how many were made durable."""
+        if self._topic_deleted is None:
+            return 0
+        gone: set[uuid.UUID] = set()
+        writes = []
+        for index, states in list(self._states.items()):
+            if self.runtime.ownership(SHARE_GROUP_STATE, index) is not Ownership.OWNED:
+                continue
+            here = {key.topic_id for key in states if self._topic_deleted(key.topic_id)}
+            gone |= here
+            for record in states.tombstones_for_topics(here & self._gone_at_last_check):
+                if record.key not in self._pending:  # else the next check
+                    writes.append(self._write(index, states, record, ShareAnswer()))
+        self._gone_at_last_check = gone
+        answers = await asyncio.gather(*writes)
+        if writes:
+            log.info("share coordinator: %d share partitions of deleted topics tombstoned", len(writes))
         return sum(1 for answer in answers if answer.error is ErrorCode.NONE)
 
     def prune(self) -> dict[int, int]:

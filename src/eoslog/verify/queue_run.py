@@ -1,0 +1,314 @@
+"""One queue verify run (``eoslog verify --workload queue``, docs/verification.md "The queue workload"):
+a broker (or ``--cluster N`` brokers on ZooKeeper, each behind a fault proxy), producer and share
+consumer processes (queue_workload.py) under the same nemesis as the exactly-once workload, then healing,
+a final drain by one more share consumer of the same group until the broker says every record is done,
+and queue_checker.py's judgement of the history.
+
+On a cluster the nemesis's coordinator faults aim at the group's group coordinator (its
+``__consumer_offsets`` partition) and at the share coordinators of its share partitions (their
+``__share_group_state`` partitions), so share state moves between brokers during the run.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from eoslog.protocol.coordinator_partition import partition_for
+from eoslog.verify.checker import Report
+from eoslog.verify.faults import ALL_KINDS, FaultWindow, Nemesis
+from eoslog.verify.history import HistoryWriter
+from eoslog.verify.queue_checker import check
+from eoslog.verify.queue_workload import choose, consume_once, consumer_config
+from eoslog.verify.run import VerifyOptions, VerifyResult, WorkerPool, _create_topic, _wait_cluster_led
+from eoslog.verify.workload import CLIENT_TUNING
+
+LOCK_MS = 2000  # share.record.lock.duration.ms of the run's group: locks run out within the run
+DELIVERY_COUNT_LIMIT = 5  # Kafka's default, set explicitly so the history can name it
+SESSION_TIMEOUT_MS = 3000  # share.session.timeout.ms: a killed member's partitions move on soon
+FINAL_DRAIN_TIMEOUT_S = 300.0  # a backlog of poison records takes 5 deliveries each
+STATE_PARTITIONS = 4  # __share_group_state partitions of a cluster run
+OFFSETS_PARTITIONS = 4  # EmbeddedCluster's offsets.topic.num.partitions
+GROUP = "eoslog-verify-queue"
+BROKER_PROPERTIES = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "200",
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.session.timeout.ms": "2000",
+}
+CLUSTER_PROPERTIES = {
+    "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+}
+
+
+class QueueResult(VerifyResult):
+    def summary(self) -> dict:
+        s = self.report.stats
+        return {"valid": self.valid, "workload": "queue", "seed": self.seed, "duration_s": round(self.duration, 1),
+                "produced": s["produced"], "produced_indefinite": s["produced_indefinite"],
+                "deliveries": s["deliveries"], "acks": dict(s["acks"]), "finished": dict(s["finished"]),
+                "final": s["final"], "faults": self.faults, "faults_total": sum(self.faults.values()),
+                "workers_started": self.workers_started, "worker_exits": self.worker_exits,
+                "anomalies": self.report.anomalies, "examples": self.report.examples, "problems": self.problems,
+                "final_drain_complete": self.final_read_complete}
+
+
+class QueueWorkerPool(WorkerPool):
+    """Slots 0 .. producers-1 are producers, the rest share consumers of ``GROUP``."""
+
+    def __init__(self, *args, producers: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.producers = producers
+
+    def spawn(self, slot: int) -> None:
+        process = self.next_process
+        self.next_process += 1
+        role = "producer" if slot < self.producers else "consumer"
+        command = [sys.executable, "-m", "eoslog.verify.queue_workload", "--bootstrap", self.bootstrap,
+                   "--process", str(process), "--role", role, "--topic", self.topic,
+                   "--partitions", str(self.options.partitions), "--group", GROUP,
+                   "--seed", str(self.random.getrandbits(32)), "--think-ms", str(self.options.think_ms),
+                   "--lock-ms", str(LOCK_MS)]
+        with open(self.clients_log, "ab") as log:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
+                                  name=f"eoslog-verify-queue-{process}")
+        reader.start()
+        self.slots[slot] = (process, child, reader)
+
+
+def share_key(group: str, topic_id: uuid.UUID, partition: int) -> str:
+    return f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}:{partition}"
+
+
+def queue_nemesis_class():
+    from eoslog.verify.cluster_faults import ClusterNemesis
+
+    class QueueClusterNemesis(ClusterNemesis):
+        """The cluster nemesis, its coordinator faults aimed at the share group's coordinators: the group
+        coordinator, or the share coordinator of one of its share partitions."""
+
+        def __init__(self, *args, share_keys: list[str], **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.share_keys = share_keys
+
+        def _coordinator(self) -> tuple[int | None, str]:
+            state = self._state()
+            if self.random.random() < 0.3:
+                leader = state.leader_of("__consumer_offsets", partition_for(GROUP, OFFSETS_PARTITIONS))
+                what = f"group coordinator of {GROUP}"
+            else:
+                key = self.random.choice(self.share_keys)
+                leader = state.leader_of("__share_group_state", partition_for(key, STATE_PARTITIONS))
+                what = f"share coordinator of {key}"
+            return (leader if leader is not None and leader > 0 else None), what
+
+    return QueueClusterNemesis
+
+
+def set_group_configs(bootstrap: str) -> None:
+    configs = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS),
+               "share.delivery.count.limit": str(DELIVERY_COUNT_LIMIT),
+               "share.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+    resource = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_TUNING})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def share_start_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's share-partition start offsets, as its group coordinator reads them from the share
+    coordinators (DescribeShareGroupOffsets); -1 where there is no state."""
+    from eoslog.tools.brokers import GROUP as GROUP_KEY
+    from eoslog.tools.brokers import Brokers
+    from eoslog.tools.share_groups_cli import start_offsets
+
+    brokers = Brokers(bootstrap, timeout=10)
+    try:
+        starts = start_offsets(brokers.coordinator(GROUP, GROUP_KEY).request, GROUP, {topic: list(range(partitions))})
+    finally:
+        brokers.close()
+    return {p: starts.get((topic, p), (-1, -1))[0] for p in range(partitions)}
+
+
+def final_drain(bootstrap: str, topic: str, partitions: int, history: HistoryWriter, seed: int,
+                say: Callable[[str], None], timeout: float = FINAL_DRAIN_TIMEOUT_S) -> tuple[bool, str]:
+    """One more member of the group, acknowledging as the workers do, until every share partition's start
+    offset has reached its high watermark: the broker says every record is accepted or archived."""
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eoslog-verify-hw-{uuid.uuid4()}",
+                           **CLIENT_TUNING})
+    consumer = ShareConsumer(consumer_config(bootstrap, GROUP))
+    consumer.subscribe([topic])
+    rng = random.Random(seed)
+
+    def record(type_: str, f: str, value) -> None:
+        history.record("final", type_, f, value, time=time.time())
+
+    state: dict[int, tuple[int, int]] = {}
+    try:
+        ends = {p: watermarks.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        next_look = 0.0
+        while time.monotonic() < deadline:
+            consume_once(consumer, rng, choose_ack=choose, poll_s=0.3, record=record)
+            if time.monotonic() < next_look:
+                continue
+            next_look = time.monotonic() + 1.0
+            try:
+                starts = share_start_offsets(bootstrap, topic, partitions)
+            except Exception as exc:  # noqa: BLE001 - a coordinator still moving: look again
+                say(f"final drain: start offsets not available yet ({exc})")
+                continue
+            state = {p: (starts[p], ends[p]) for p in range(partitions)}
+            if all(start >= end for start, end in state.values()):
+                break
+    finally:
+        consumer.close()
+        watermarks.close()
+    history.record("runner", "ok", "final", {str(p): list(v) for p, v in state.items()}, time=time.time())
+    done = bool(state) and all(start >= end for start, end in state.values())
+    if done:
+        return True, f"final drain: every share partition done (start offsets at the high watermarks {ends})"
+    return False, f"final drain stopped after {timeout:.0f} s with (start, end) offsets {state}"
+
+
+def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None = None) -> QueueResult:
+    log = log or (lambda message: None)
+    if options.bootstrap is not None or options.net != "loopback":
+        raise ValueError("the queue workload starts its own broker or cluster on loopback")
+    seed = options.seed if options.seed is not None else random.randrange(1 << 31)
+    out = Path(options.out) if options.out is not None else Path(tempfile.mkdtemp(prefix="eoslog-verify-queue-"))
+    out.mkdir(parents=True, exist_ok=True)
+    history_path = out / "history.jsonl"
+    history_path.unlink(missing_ok=True)
+    shutil.rmtree(out / "data", ignore_errors=True)
+    shutil.rmtree(out / "cluster", ignore_errors=True)
+    for stale in ("broker.log", "clients.log", "report.txt", "summary.json", "faults.json"):
+        (out / stale).unlink(missing_ok=True)
+    rng = random.Random(seed)
+    began = time.monotonic()
+
+    def say(message: str) -> None:
+        log(f"[{time.monotonic() - began:7.1f}s] {message}")
+
+    properties = {**BROKER_PROPERTIES, **options.broker_properties}
+    broker = proxy = cluster = None
+    topic, replication_factor, topic_config = "t", 1, None
+    if options.cluster:
+        from eoslog.tools.local.cluster import EmbeddedCluster
+        from eoslog.verify.cluster_faults import CLUSTER_KINDS
+
+        cluster = EmbeddedCluster(out / "cluster", options.cluster, proxied=True, zookeeper_nodes=options.zookeeper_nodes,
+                                  properties={**CLUSTER_PROPERTIES, **properties} if options.cluster >= 3 else properties)
+        kinds = options.faults if options.faults is not None else CLUSTER_KINDS
+        replication_factor = min(3, options.cluster)
+        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+    else:
+        from eoslog.tools.local.faultproxy import FaultProxy
+        from eoslog.tools.local.process import BrokerProcess, free_port
+
+        broker_port, proxy_port = free_port(), free_port()
+        proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))
+        proxy.start_in_thread()
+        kinds = options.faults if options.faults is not None else ALL_KINDS
+        broker = BrokerProcess(out / "data", broker_port, properties, advertised=f"127.0.0.1:{proxy_port}",
+                               log_path=out / "broker.log")
+        bootstrap = f"127.0.0.1:{proxy_port}"
+    problems: list[str] = []
+    history = HistoryWriter(history_path)
+    pool: QueueWorkerPool | None = None
+    nemesis: Nemesis | None = None
+    final_complete = False
+    producers = max(1, options.workers // 3)
+    try:
+        if broker is not None:
+            broker.start()
+            say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
+        if cluster is not None:
+            cluster.start()
+            bootstrap = cluster.bootstrap
+            say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
+                f"each behind a fault proxy: {bootstrap}")
+        _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
+        set_group_configs(bootstrap)
+        history.record("runner", "ok", "config", {"delivery_count_limit": DELIVERY_COUNT_LIMIT,
+                                                  "partitions": options.partitions, "lock_ms": LOCK_MS})
+        pool = QueueWorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log",
+                               producers=producers)
+        common = {"kill_client": pool.kill_one, "fault_seconds": options.fault_seconds,
+                      "quiet_seconds": options.quiet_seconds, "drop_rate": options.drop_rate, "log": say}
+        if cluster is not None:
+            from eoslog.cluster.zk import layout
+
+            data = cluster._client().get(layout.topic_path(topic))[0]
+            topic_id = layout.TopicAssignment.decode(topic, data).topic_id
+            nemesis = queue_nemesis_class()(
+                kinds, seed=rng.getrandbits(32), cluster=cluster, topic=topic, transactional_ids=[GROUP],
+                internal_partitions=OFFSETS_PARTITIONS,
+                share_keys=[share_key(GROUP, topic_id, p) for p in range(options.partitions)], **common)
+        else:
+            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, **common)
+        pool.supervise()
+        say(f"{producers} producer(s) and {options.workers - producers} share consumer(s) of group {GROUP} on "
+            f"topic {topic} ({options.partitions} partitions); faults: {', '.join(kinds) or 'none'}")
+        nemesis.start()
+        deadline = time.monotonic() + options.duration
+        while time.monotonic() < deadline and nemesis.error is None:
+            pool.supervise()
+            time.sleep(0.1)
+        say("healing and stopping workers")
+        nemesis.stop(timeout=120)
+        if nemesis.error is not None:
+            problems.append(f"nemesis: {nemesis.error}")
+        pool.supervise()
+        killed = pool.stop()
+        if killed:
+            say(f"{killed} worker(s) did not stop in time and were killed")
+        if cluster is not None:
+            problems += _wait_cluster_led(cluster, topic, options.partitions, say)
+        final_complete, description = final_drain(bootstrap, topic, options.partitions, history,
+                                                  rng.getrandbits(32), say)
+        say(description)
+        if not final_complete:
+            problems.append(description)
+    finally:
+        if pool is not None and not pool.stopping:
+            pool.stop(timeout=5)
+        history.close()
+        if broker is not None:
+            try:
+                broker.__exit__(None, None, None)
+            except Exception as exc:  # noqa: BLE001 - the run's result matters more than a slow shutdown
+                problems.append(f"broker shutdown: {exc}")
+        if proxy is not None:
+            proxy.stop()
+        if cluster is not None:
+            cluster.stop()
+    duration = time.monotonic() - began
+    report: Report = check(history_path)
+    windows: list[FaultWindow] = list(nemesis.windows) if nemesis is not None else []
+    result = QueueResult(report, out, seed, duration, dict(nemesis.counts) if nemesis else {}, windows,
+                         pool.started if pool else 0, dict(pool.exits) if pool else {}, final_complete, problems, None)
+    (out / "report.txt").write_text(result.render_text() + "\n")
+    (out / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str) + "\n")
+    (out / "faults.json").write_text(json.dumps([dataclasses.asdict(w) for w in windows], indent=1) + "\n")
+    return result
+
+
+__all__ = ["QueueResult", "run_queue_verify"]

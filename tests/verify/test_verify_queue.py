@@ -1,0 +1,66 @@
+"""``eoslog verify --workload queue`` (issue 37), short CI versions: producers and confluent-kafka 2.16
+ShareConsumers (explicit acknowledgement) against one broker behind its fault proxy, and against a
+3-broker cluster on a real ZooKeeper, under the nemesis; then the final drain and the queue checker. A
+correct broker comes out VALID; the checker's own ability to fail is in test_queue_checker.py, and a
+broker that forgets acknowledgements is documented in docs/verification.md ("The queue workload")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from eoslog.verify.cli import verify_command
+from eoslog.verify.faults import ALL_KINDS
+from eoslog.verify.queue_run import run_queue_verify
+from eoslog.verify.run import VerifyOptions
+
+DENSE = {"fault_seconds": (0.5, 2.0), "quiet_seconds": (0.5, 1.5)}
+
+pytestmark = pytest.mark.slow
+
+
+def _assert_exercised(result) -> None:
+    text = result.render_text()
+    assert result.valid, text
+    assert result.final_read_complete, text
+    stats = result.report.stats
+    assert stats["produced"] >= 200, text
+    finished = stats["finished"]
+    assert finished["accepted"] >= 100 and finished["rejected"] >= 1 and finished["archived"] >= 1, text
+    assert stats["acks"]["release ok"] >= 1, text
+    # every share partition done by the broker's own account: start offset at the high watermark
+    assert stats["partitions_done"] == 4, text
+
+
+def test_queue_verify_on_one_broker_under_its_faults(tmp_path):
+    result = run_queue_verify(VerifyOptions(duration=25, seed=37, out=tmp_path, workers=4, **DENSE))
+    _assert_exercised(result)
+    for kind in ALL_KINDS:
+        assert result.faults.get(kind, 0) >= 1, (kind, result.faults)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["workload"] == "queue" and summary["valid"]
+
+
+def test_queue_verify_on_a_cluster_through_the_cli(tmp_path):
+    outcome = CliRunner().invoke(verify_command, [
+        "--workload", "queue", "--cluster", "3", "--duration", "30", "--seed", "3737", "--workers", "4",
+        "--faults", "leader-kill,coordinator-kill,session-expiry,client-kill", "--out", str(tmp_path), "--quiet"])
+    assert outcome.exit_code == 0, outcome.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["valid"] and summary["final_drain_complete"], summary
+    assert summary["produced"] >= 200 and summary["finished"]["accepted"] >= 100, summary
+    assert summary["faults"].get("leader-kill", 0) >= 1 and summary["faults"].get("coordinator-kill", 0) >= 1, summary
+    # the coordinator faults aim at this group's group coordinator or its share coordinators
+    windows = json.loads((tmp_path / "faults.json").read_text())
+    aimed = [w["detail"] for w in windows if w["kind"] in ("coordinator-kill", "session-expiry")]
+    assert aimed and all("eoslog-verify-queue" in d or d.startswith("no ") or "leader" in d for d in aimed), aimed
+    assert any("share coordinator" in d or "group coordinator" in d for d in aimed), aimed
+
+
+def test_cli_refuses_the_queue_workload_with_an_external_broker_or_other_fault_kinds():
+    outcome = CliRunner().invoke(verify_command, ["--workload", "queue", "--bootstrap", "127.0.0.1:9"])
+    assert outcome.exit_code == 2 and "--workload queue" in outcome.output
+    outcome = CliRunner().invoke(verify_command, ["--workload", "queue", "--faults", "power-loss"])
+    assert outcome.exit_code != 0 and "queue" in outcome.output
