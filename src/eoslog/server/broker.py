@@ -419,8 +419,9 @@ class Broker:
 
     def _transaction_shard(self):
         """The transaction coordinator with its extensions registered: transaction groups (guards the
-        members of a group commit) and check-back transactions."""
+        members of a group commit), check-back transactions and share partitions in transactions."""
         from eoslog.coordinator.check_back.extension import CheckBacks
+        from eoslog.coordinator.share_transactions.extension import ShareTransactions
         from eoslog.coordinator.transaction.checkback import CheckPolicy
         from eoslog.coordinator.transaction.decisions import TransactionConfig
         from eoslog.coordinator.transaction.shard import TransactionShard, TransactionShardConfig
@@ -442,7 +443,13 @@ class Broker:
         ), self.producer_ids, self.coordinators.markers, self.registry.exists)
         shard.register(TransactionGroups(shard))
         shard.register(CheckBacks(shard))
+        shard.register(ShareTransactions(shard, self._share_state_partitions))
         return shard
+
+    def _share_state_partitions(self) -> int:
+        runtime = self.coordinator_runtime
+        runtime.ensure_topic(SHARE_GROUP_STATE)
+        return runtime.partition_count(SHARE_GROUP_STATE)
 
     def _transaction_markers_channel(self):
         """coordinator/transaction/markers.py: the coordinator's markers and the WriteTxnMarkers API's."""
@@ -458,7 +465,17 @@ class Broker:
             if groups is not None:
                 groups.on_txn_marker(partition, producer_id, committed)
 
+        def share_state_marker(partition: int, producer_id: int, producer_epoch: int, committed: bool) -> None:
+            # Issue 37 step 6: the share coordinator decides the producer's pending acknowledgements there and
+            # the share partitions led here apply the outcome at once; leaders elsewhere poll for it.
+            shares = self.coordinator_runtime.built(SHARE_GROUP_STATE)
+            if shares is not None:
+                decided = shares.on_txn_marker(partition, producer_id, producer_epoch, committed)
+                if decided and self.share_partitions is not None:
+                    self.share_partitions.transactions_decided(decided)
+
         markers.offsets_marker_listeners.append(offsets_marker)
+        markers.share_state_marker_listeners.append(share_state_marker)
         return markers
 
     def _build_services(self) -> None:

@@ -1,0 +1,195 @@
+"""Acknowledgements inside a transaction end to end (issue 37 step 6, docs/share-groups.md "Step 6"): a real
+``eoslog serve`` process, a share group member speaking ShareGroupHeartbeat/ShareFetch over TCP (eoslog's
+connection, so the test knows its member id and sees delivery counts), eoslog's ShareTxnProducer
+(client/share_txn.py) producing output and acknowledging in its transaction, and confluent-kafka
+read_committed consumers reading the output.
+
+"Never delivered again" is shown by a record produced after the decision: a member's fetch hands records
+out in offset order, so a fetch that acquires that record and nothing before it was offered everything
+still deliverable before it. Every wait is for a condition with a deadline."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from eoslog.client.connection import BrokerConnection
+from eoslog.client.share_txn import ACCEPT, REJECT, RELEASE, ShareTxnProducer
+from eoslog.protocol import messages as m
+from eoslog.protocol.errors import ErrorCode
+from eoslog.tools.local.process import BrokerProcess
+
+HEARTBEAT, FETCH, ACKNOWLEDGE = 76, 78, 79
+LOCK_MS = 1000
+TXN_TIMEOUT_MS = 4000
+PROPERTIES = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "200",
+    "group.share.heartbeat.interval.ms": "500",
+    # a transaction left open by a killed broker is aborted soon after its timeout
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(data_dir=tmp_path_factory.mktemp("share-txn") / "data", properties=PROPERTIES) as process:
+        yield process
+
+
+class Member:
+    """A share group member over one connection: heartbeats until assigned, fetches with a share session."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.conn = BrokerConnection.from_bootstrap(bootstrap)
+        self.group, self.member_id, self.session_epoch = group, uuid.uuid4().hex, 0
+        request = m.ShareGroupHeartbeatRequest
+        answer = self.conn.request(HEARTBEAT, 1, request(group_id=group, member_id=self.member_id, member_epoch=0,
+                                                         rack_id=None, subscribed_topic_names=[topic]))
+        deadline = time.monotonic() + 20
+        while not (answer.assignment and answer.assignment.topic_partitions):
+            assert answer.error_code == 0 and time.monotonic() < deadline, answer
+            time.sleep(0.05)
+            answer = self.conn.request(HEARTBEAT, 1, request(group_id=group, member_id=self.member_id,
+                                                             member_epoch=answer.member_epoch, rack_id=None,
+                                                             subscribed_topic_names=None))
+        self.topic_id = answer.assignment.topic_partitions[0].topic_id
+
+    def fetch(self, max_wait_ms: int = 0) -> list[tuple[int, int, int]]:
+        """(first offset, last offset, delivery count) of what this fetch acquired."""
+        R = m.ShareFetchRequest
+        answer = self.conn.request(FETCH, 2, R(
+            group_id=self.group, member_id=self.member_id, share_session_epoch=self.session_epoch,
+            max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500,
+            share_acquire_mode=0, is_renew_ack=False,
+            topics=[R.FetchTopic(topic_id=self.topic_id, partitions=[R.FetchPartition(
+                partition_index=0, partition_max_bytes=0, acknowledgement_batches=[])])] if self.session_epoch == 0
+            else [], forgotten_topics_data=[]))
+        assert answer.error_code == 0, answer
+        self.session_epoch += 1
+        return [(r.first_offset, r.last_offset, r.delivery_count)
+                for t in answer.responses for p in t.partitions for r in p.acquired_records]
+
+    def fetch_until(self, wanted, timeout: float = 20.0) -> list[tuple[int, int, int]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.fetch(max_wait_ms=200)
+            if wanted(got) or time.monotonic() > deadline:
+                return got
+
+    def acknowledge(self, first: int, last: int, ack_type: int) -> int:
+        R = m.ShareAcknowledgeRequest
+        answer = self.conn.request(ACKNOWLEDGE, 2, R(
+            group_id=self.group, member_id=self.member_id, share_session_epoch=self.session_epoch,
+            is_renew_ack=False, topics=[R.AcknowledgeTopic(topic_id=self.topic_id, partitions=[
+                R.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                    R.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=[ack_type])])])]))
+        assert answer.error_code == 0, answer
+        self.session_epoch += 1
+        return answer.responses[0].partitions[0].error_code
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def setup(bootstrap: str, records: int = 5) -> tuple[str, str, str]:
+    """An input topic with ``records`` records, an output topic, and a share group reading from the start."""
+    topic, output, group = "in-" + uuid.uuid4().hex[:8], "out-" + uuid.uuid4().hex[:8], "q-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name in (topic, output):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS),
+                            "share.isolation.level": "read_committed"}.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    produce(bootstrap, topic, records)
+    return topic, output, group
+
+
+def produce(bootstrap: str, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=b"r%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+
+def committed_output(bootstrap: str, topic: str) -> list[bytes]:
+    """Everything a read_committed consumer reads of ``topic`` up to its last stable offset."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc-" + uuid.uuid4().hex[:8],
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        tp = TopicPartition(topic, 0, 0)
+        _, end = consumer.get_watermark_offsets(tp, timeout=10)
+        consumer.assign([tp])
+        values, deadline = [], time.monotonic() + 20
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if consumer.position([tp])[0].offset >= end:
+                    break
+                continue
+            assert message.error() is None, message.error()
+            values.append(message.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def txn_producer(bootstrap: str, transactional_id: str | None = None) -> ShareTxnProducer:
+    producer = ShareTxnProducer(bootstrap, transactional_id or "w-" + uuid.uuid4().hex[:8],
+                                transaction_timeout_ms=TXN_TIMEOUT_MS, timeout_s=30)
+    producer.init()
+    return producer
+
+
+def offsets_in(got) -> set[int]:
+    return {o for first, last, _ in got for o in range(first, last + 1)}
+
+
+def test_commit_acknowledges_with_the_output_and_abort_gives_the_records_back(broker):
+    bootstrap = broker.bootstrap
+    topic, output, group = setup(bootstrap, records=6)
+    member, other = Member(bootstrap, group, topic), Member(bootstrap, group, topic)
+    producer = txn_producer(bootstrap)
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 5, 1)]
+        # transaction 1: records 0-2 processed (ACCEPT), 3 rejected, output written; then aborted
+        for offset in range(3):
+            producer.send(output, b"out-a-%d" % offset)
+        producer.acknowledge(group, [(topic, 0, o, ACCEPT) for o in range(3)] + [(topic, 0, 3, REJECT)],
+                             member_id=member.member_id)
+        # held by the transaction: not the member's any more...
+        assert member.acknowledge(0, 0, ACCEPT) == ErrorCode.INVALID_RECORD_STATE
+        # ...and no lock gives them back: 4-5, locked as long, come back when their lock runs out; 0-3 do not
+        assert other.fetch_until(lambda got: 4 in offsets_in(got)) == [(4, 5, 2)]
+        producer.abort()
+        # the abort gives 0-3 back, their delivery count kept (delivered once; now twice)
+        assert other.fetch_until(lambda got: 0 in offsets_in(got)) == [(0, 3, 2)]
+        assert committed_output(bootstrap, output) == []  # the aborted output is never read
+        # transaction 2: ``other`` holds 0-5 now (named by no member id: the one holding them); 0-2 accepted,
+        # 3 rejected, 4-5 released; committed with its output
+        for offset in range(3):
+            producer.send(output, b"out-b-%d" % offset)
+        producer.acknowledge(group, [(topic, 0, o, ACCEPT) for o in range(3)] + [(topic, 0, 3, REJECT)]
+                             + [(topic, 0, o, RELEASE) for o in (4, 5)])
+        producer.commit()
+        assert committed_output(bootstrap, output) == [b"out-b-0", b"out-b-1", b"out-b-2"]
+        # 0-3 are done for good: after a record produced now, only the released 4-5 come before it
+        produce(bootstrap, topic, 1)
+        assert member.fetch_until(lambda got: 6 in offsets_in(got)) == [(4, 5, 3), (6, 6, 1)]
+    finally:
+        producer.close()
+        member.close()
+        other.close()
