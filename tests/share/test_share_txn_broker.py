@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from eoslog.client.connection import BrokerConnection
-from eoslog.client.share_txn import ACCEPT, REJECT, RELEASE, ShareTxnProducer
+from eoslog.client.share_txn import ACCEPT, REJECT, RELEASE, ShareAcknowledgeError, ShareTxnProducer
 from eoslog.protocol import messages as m
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools.local.process import BrokerProcess
@@ -33,6 +33,7 @@ from eoslog.tools.local.process import BrokerProcess
 HEARTBEAT, FETCH, ACKNOWLEDGE = 76, 78, 79
 LOCK_MS = 1000
 TXN_TIMEOUT_MS = 4000
+KILLED_TXN_TIMEOUT_MS = 15_000  # longer than a restart, so the held records are seen held after it
 PROPERTIES = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "200",
@@ -193,3 +194,93 @@ def test_commit_acknowledges_with_the_output_and_abort_gives_the_records_back(br
         producer.close()
         member.close()
         other.close()
+
+
+def test_a_zombie_is_fenced_and_an_unregistered_share_partition_refused(broker):
+    """Fencing as for offsets: a new instance of the transactional id fences the old one (its open
+    transaction aborts, the records come back); the old one's acknowledgements are PRODUCER_FENCED, at the
+    leader too (it asks the transaction coordinator before applying). A transaction that did not register
+    the share partition is refused (INVALID_TXN_STATE) and nothing moves."""
+    bootstrap = broker.bootstrap
+    topic, output, group = setup(bootstrap, records=4)
+    member = Member(bootstrap, group, topic)
+    transactional_id = "z-" + uuid.uuid4().hex[:8]
+    zombie = txn_producer(bootstrap, transactional_id)
+    successor = None
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 3, 1)]
+        zombie.send(output, b"zombie")
+        zombie.acknowledge(group, [(topic, 0, 0, ACCEPT)], member_id=member.member_id)
+        successor = txn_producer(bootstrap, transactional_id)  # fences the zombie, aborts its transaction
+        assert member.fetch_until(lambda got: 0 in offsets_in(got)) == [(0, 0, 2)]  # record 0 came back
+        # the zombie acknowledges again: its share partition is registered already (this client skips a second
+        # AddSharePartitionsToTxn), so the leader's own check with the transaction coordinator refuses it
+        with pytest.raises(ShareAcknowledgeError) as refused:
+            zombie.acknowledge(group, [(topic, 0, 1, ACCEPT)], member_id=member.member_id)
+        assert refused.value.code == ErrorCode.PRODUCER_FENCED
+        # a transaction that never registered the share partition: the leader refuses it
+        successor.send(output, b"successor")  # the transaction is open (an output partition registered)
+        request = m.ShareAcknowledgeTxnRequest
+        with BrokerConnection.from_bootstrap(bootstrap) as conn:
+            answer = conn.request(0x7E21, 0, request(
+                group_id=group, member_id=member.member_id, transactional_id=transactional_id,
+                producer_id=successor.producer_id, producer_epoch=successor.producer_epoch,
+                transaction_timeout_ms=TXN_TIMEOUT_MS, topics=[request.AcknowledgeTopic(
+                    topic_id=member.topic_id, partitions=[request.AcknowledgePartition(
+                        partition_index=0, acknowledgement_batches=[request.AcknowledgementBatch(
+                            first_offset=1, last_offset=1, acknowledge_types=[ACCEPT])])])]))
+        assert answer.responses[0].partitions[0].error_code == ErrorCode.INVALID_TXN_STATE
+        assert member.acknowledge(1, 1, ACCEPT) == ErrorCode.NONE  # still the member's: nothing moved
+        successor.abort()
+        assert committed_output(bootstrap, output) == []
+    finally:
+        zombie.close()
+        if successor is not None:
+            successor.close()
+        member.close()
+
+
+@pytest.mark.parametrize("decided", ["open", "committed"])
+def test_a_broker_sigkill_loses_nothing_and_delivers_nothing_twice(broker, decided):
+    """The broker SIGKILLed with a transaction holding records: open (its coordinator aborts it after the
+    restart, past its timeout: the records come back once, count kept, the output never shows), or just
+    committed (the records are never delivered again, the output shows once)."""
+    bootstrap = broker.bootstrap
+    topic, output, group = setup(bootstrap, records=4)
+    member = Member(bootstrap, group, topic)
+    producer = ShareTxnProducer(bootstrap, "k-" + uuid.uuid4().hex[:8], transaction_timeout_ms=KILLED_TXN_TIMEOUT_MS,
+                                timeout_s=30)
+    producer.init()
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 3, 1)]
+        producer.send(output, b"done-0-1")
+        producer.acknowledge(group, [(topic, 0, 0, ACCEPT), (topic, 0, 1, ACCEPT)], member_id=member.member_id)
+        if decided == "committed":
+            producer.commit()
+        broker.kill()  # SIGKILL
+    finally:
+        producer.close()
+        member.close()
+    broker.start()
+    after = Member(bootstrap, group, topic)
+    try:
+        produce(bootstrap, topic, 1)  # offset 4: everything still deliverable comes before it
+        if decided == "open":
+            # the restarted leader holds 0-1 again (the pending set): 2-3 come back, 4 is offered, 0-1 not...
+            got = after.fetch_until(lambda got: 4 in offsets_in(got))
+            assert offsets_in(got) == {2, 3, 4}, got
+            # ...until the coordinator aborts the transaction past its timeout: then once, the count kept
+            got = after.fetch_until(lambda got: 0 in offsets_in(got), timeout=KILLED_TXN_TIMEOUT_MS / 1000 + 20)
+            assert (0, 1, 2) in got, got  # delivered once before, once now: the count was kept
+            assert committed_output(bootstrap, output) == []
+        else:
+            got = after.fetch_until(lambda got: 4 in offsets_in(got))
+            assert not offsets_in(got) & {0, 1}, got
+            assert committed_output(bootstrap, output) == [b"done-0-1"]
+            # accepted for good: past a lock or two of everything else coming back, never 0-1
+            deadline, seen = time.monotonic() + 2.5 * LOCK_MS / 1000, set()
+            while time.monotonic() < deadline:
+                seen |= offsets_in(after.fetch(max_wait_ms=200))
+            assert seen and not seen & {0, 1}, seen
+    finally:
+        after.close()
