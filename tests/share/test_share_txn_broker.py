@@ -284,3 +284,34 @@ def test_a_broker_sigkill_loses_nothing_and_delivers_nothing_twice(broker, decid
             assert seen and not seen & {0, 1}, seen
     finally:
         after.close()
+
+
+def test_the_group_is_not_reset_or_deleted_while_a_transaction_holds_its_records(broker):
+    """AlterShareGroupOffsets and DeleteGroups of an empty group are NON_EMPTY_GROUP while a transaction holds
+    records of it (they would lose its acknowledgements), and go through once it ended."""
+    bootstrap = broker.bootstrap
+    topic, _, group = setup(bootstrap, records=2)
+    member = Member(bootstrap, group, topic)
+    producer = txn_producer(bootstrap)
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 1, 1)]
+        producer.acknowledge(group, [(topic, 0, 0, ACCEPT)], member_id=member.member_id)
+        leave = m.ShareGroupHeartbeatRequest(group_id=group, member_id=member.member_id, member_epoch=-1,
+                                             rack_id=None, subscribed_topic_names=None)
+        assert member.conn.request(HEARTBEAT, 1, leave).error_code == 0  # the group is empty now
+        A = m.AlterShareGroupOffsetsRequest
+        alter = A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+            A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])])
+        answer = member.conn.request(91, 0, alter)
+        assert (answer.error_code, answer.responses[0].partitions[0].error_code) == (0, ErrorCode.NON_EMPTY_GROUP)
+        delete = m.DeleteGroupsRequest(groups_names=[group])
+        assert member.conn.request(42, 2, delete).results[0].error_code == ErrorCode.NON_EMPTY_GROUP
+        producer.commit()
+        deadline = time.monotonic() + 20  # the leader writes the outcome just after the marker
+        while (code := member.conn.request(42, 2, delete).results[0].error_code) == ErrorCode.NON_EMPTY_GROUP:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert code == 0
+    finally:
+        producer.close()
+        member.close()

@@ -256,3 +256,14 @@ def test_write_and_read_share_group_state_carry_the_pending_set(broker):
         assert shares.states(shares.partition_for(key)).get(key).pending_transactions == (TXN,)
         write(())
         assert read() == []
+
+
+def test_initialize_and_delete_are_refused_while_a_transaction_holds_records():
+    log = initialized()
+    log.write(pending=(TXN,))
+    for refused in (log.states.initialize(KEY, 1, 200, now_ms=2), log.states.delete(KEY)):
+        assert refused.error.name == "NON_EMPTY_GROUP" and refused.record is None
+    assert log.states.initialize(OTHER, 1, 200, now_ms=2).error.name == "NONE"  # another share partition
+    log.marker(7, 2, False)
+    # decided: the outcome only waits for a leader to apply it, which a reset or a deletion makes moot
+    assert log.states.delete(KEY).error.name == "NONE"

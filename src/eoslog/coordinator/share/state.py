@@ -30,6 +30,11 @@ Kafka's rules kept here (ShareCoordinatorShard, ShareGroupOffset and their tests
 - ReadShareGroupStateSummary answers state epoch, leader epoch, start offset and delivery complete count,
   or Kafka's defaults (0, 0, -1, -1) for a share partition with no state; it records nothing.
 - DeleteShareGroupState writes a tombstone (none for a share partition with no state).
+- eoslog's own (issue 37 step 6): each share partition's pending transactional acknowledgements (the last
+  record's set; see ``apply_marker`` for what markers do), and InitializeShareGroupState and
+  DeleteShareGroupState refused (NON_EMPTY_GROUP) while a transaction holds records and its marker has
+  not come, so
+  AlterShareGroupOffsets, DeleteShareGroupOffsets and DeleteGroups cannot lose its acknowledgements.
 - A negative partition index is INVALID_REQUEST, a topic partition that does not exist
   UNKNOWN_TOPIC_OR_PARTITION (asked of ``partition_exists``).
 
@@ -125,9 +130,10 @@ class ShareGroupOffset:
                                   self.create_timestamp, write_timestamp, self.state_batches,
                                   self.delivery_complete_count, self.pending_transactions)
 
-    def decided(self) -> bool:
-        """Whether a marker decided a transaction the leader has not written the result of yet."""
-        return any(txn.outcome != OUTCOME_PENDING for txn in self.pending_transactions)
+    def undecided(self) -> bool:
+        """Whether a transaction holds records here whose marker has not come. (Once every one is decided,
+        replacing or deleting the state loses nothing: the outcomes only wait for a leader to apply them.)"""
+        return any(txn.outcome == OUTCOME_PENDING for txn in self.pending_transactions)
 
 
 def keep_outcomes(written: tuple[PendingTransaction, ...], before: ShareGroupOffset | None
@@ -179,6 +185,11 @@ _NEGATIVE_PARTITION = _refuse(ErrorCode.INVALID_REQUEST, "a partition index cann
 _UNKNOWN_PARTITION = _refuse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _FENCED_LEADER_EPOCH = _refuse(ErrorCode.FENCED_LEADER_EPOCH)
 _FENCED_STATE_EPOCH = _refuse(ErrorCode.FENCED_STATE_EPOCH)
+# eoslog (issue 37 step 6): resetting or deleting a share partition whose records a transaction holds would
+# lose the transaction's acknowledgements, as deleting a group with pending transactional offsets would
+# lose those (Kafka refuses that with NON_EMPTY_GROUP too). Retry once the transaction ended.
+_HELD_BY_TRANSACTIONS = _refuse(ErrorCode.NON_EMPTY_GROUP,
+                                "a transaction holds records of this share partition until its marker")
 
 
 class ShareStates:
@@ -250,6 +261,8 @@ class ShareStates:
         if self._missing(key):
             return _UNKNOWN_PARTITION
         current = self._offsets.get(key)
+        if current is not None and current.undecided():
+            return _HELD_BY_TRANSACTIONS
         snapshot = ShareSnapshotValue(
             snapshot_epoch=0 if current is None else current.snapshot_epoch + 1,
             state_epoch=state_epoch, leader_epoch=DEFAULT_LEADER_EPOCH, start_offset=start_offset,
@@ -318,6 +331,8 @@ class ShareStates:
             return _UNKNOWN_PARTITION
         if key not in self._offsets:
             return Decision()
+        if self._offsets[key].undecided():
+            return _HELD_BY_TRANSACTIONS
         return Decision(record=ShareRecord.tombstone(key))
 
     def _state_record(self, key: SharePartitionKey, current: ShareGroupOffset, leader_epoch: int,
