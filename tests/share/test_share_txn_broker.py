@@ -315,3 +315,38 @@ def test_the_group_is_not_reset_or_deleted_while_a_transaction_holds_its_records
     finally:
         producer.close()
         member.close()
+
+
+def test_the_work_queue_example(broker):
+    """examples/share_work_queue.py as its docstring runs it: a worker SIGKILLed inside its second
+    transaction, a second worker doing the rest; every task has exactly one committed result, and the dead
+    worker's uncommitted results are in the log but never read."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).parents[2] / "examples" / "share_work_queue.py"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(example), "--bootstrap", broker.bootstrap, *args],
+                              check=False, capture_output=True, text=True, timeout=120)
+
+    assert run("tasks", "30").returncode == 0
+    assert run("work", "--worker", "w1", "--crash-after", "2").returncode == -9  # SIGKILL inside a transaction
+    second = run("work", "--worker", "w2", "--seconds", "10")
+    assert second.returncode == 0 and "w2: " in second.stdout, second.stderr[-2000:]
+    checked = run("check", "30")
+    assert checked.returncode == 0 and "every task has exactly one result" in checked.stdout, checked.stdout
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ru-" + uuid.uuid4().hex[:8],
+                         "isolation.level": "read_uncommitted", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("wq-results", 0, 0)])
+        values, deadline = [], time.monotonic() + 20
+        while time.monotonic() < deadline and len(values) < 35:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        by_w1 = [v for v in values if v.endswith(b"done by w1")]
+        assert len(by_w1) == 10 and len(values) == 35  # w1's first transaction committed, its second aborted
+    finally:
+        consumer.close()
