@@ -52,8 +52,11 @@ def broker(tmp_path_factory):
 class Member:
     """A share group member over one connection: heartbeats until assigned, fetches with a share session."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, leader_bootstrap: str | None = None) -> None:
+        """``bootstrap``: the group coordinator's broker; ``leader_bootstrap``: the partition leader's (on a
+        cluster), else the same broker."""
         self.conn = BrokerConnection.from_bootstrap(bootstrap)
+        self.fetch_conn = BrokerConnection.from_bootstrap(leader_bootstrap) if leader_bootstrap else self.conn
         self.group, self.member_id, self.session_epoch = group, uuid.uuid4().hex, 0
         request = m.ShareGroupHeartbeatRequest
         answer = self.conn.request(HEARTBEAT, 1, request(group_id=group, member_id=self.member_id, member_epoch=0,
@@ -70,7 +73,7 @@ class Member:
     def fetch(self, max_wait_ms: int = 0) -> list[tuple[int, int, int]]:
         """(first offset, last offset, delivery count) of what this fetch acquired."""
         R = m.ShareFetchRequest
-        answer = self.conn.request(FETCH, 2, R(
+        answer = self.fetch_conn.request(FETCH, 2, R(
             group_id=self.group, member_id=self.member_id, share_session_epoch=self.session_epoch,
             max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500,
             share_acquire_mode=0, is_renew_ack=False,
@@ -91,7 +94,7 @@ class Member:
 
     def acknowledge(self, first: int, last: int, ack_type: int) -> int:
         R = m.ShareAcknowledgeRequest
-        answer = self.conn.request(ACKNOWLEDGE, 2, R(
+        answer = self.fetch_conn.request(ACKNOWLEDGE, 2, R(
             group_id=self.group, member_id=self.member_id, share_session_epoch=self.session_epoch,
             is_renew_ack=False, topics=[R.AcknowledgeTopic(topic_id=self.topic_id, partitions=[
                 R.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
@@ -102,6 +105,7 @@ class Member:
 
     def close(self) -> None:
         self.conn.close()
+        self.fetch_conn.close()
 
 
 def setup(bootstrap: str, records: int = 5) -> tuple[str, str, str]:
