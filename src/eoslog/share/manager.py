@@ -32,6 +32,13 @@ Contract
   write carries the partition's leader epoch, so the share coordinator fences an older leader's writes.
   :meth:`leadership_lost` (the replica manager's resignation) drops the partition's share partitions at
   once: their acquisitions are then the new leader's, read from what was persisted.
+- Acknowledgements inside a transaction (docs/share-groups.md "Step 6"): each holder keeps a
+  :class:`~eoslog.share.transactional_acks.PendingAcknowledgements` (its ``partition`` is the value above),
+  every write carries its whole pending set, and loading holds the pending records again. A transaction's
+  outcome reaches the leader from the share coordinator: at once when that is this broker
+  (:meth:`transactions_decided`), and by asking it every ``outcome_poll_ms`` while a transaction holds
+  records here (and before a producer that still holds records acknowledges again); the outcome is applied
+  (``complete``) and written like any other change.
 """
 
 from __future__ import annotations
@@ -278,10 +285,6 @@ class SharePartitionManager:
             holder = self._holders.get(key)
             if holder is not None and holder.acks is not None and holder.acks.holds:
                 self._spawn(self._poll_outcomes(holder))
-
-    def holds_records(self, group_id: str) -> bool:
-        """Whether a transaction holds records of a share partition of ``group_id`` led here."""
-        return any(h.acks is not None and h.acks.holds for k, h in self._holders.items() if k.group_id == group_id)
 
     async def release_member(self, key: SharePartitionKey, member_id: str) -> None:
         """Everything ``member_id`` holds in ``key`` goes back (its session closed, its connection dropped,
