@@ -267,3 +267,35 @@ def test_initialize_and_delete_are_refused_while_a_transaction_holds_records():
     log.marker(7, 2, False)
     # decided: the outcome only waits for a leader to apply it, which a reset or a deletion makes moot
     assert log.states.delete(KEY).error.name == "NONE"
+
+
+def test_a_marker_in_the_log_decides_the_pending_set_when_the_partition_loads(tmp_path):
+    """The share coordinator's loader reads the COMMIT/ABORT control batches of ``__share_group_state``
+    (written there by the transaction coordinator) as markers: a partition loaded after a marker has the
+    transaction decided, as the live listener decided it."""
+    import asyncio
+
+    from eoslog.coordinator.share.shard import read_records
+    from eoslog.records.control import ControlType, build_control_batch
+    from tests.coordinator.share.test_share_shard import SoleBroker, durable, initialize
+
+    async def scenario():
+        broker = SoleBroker(tmp_path)
+        try:
+            shard, key = broker.shard, SharePartitionKey("g", uuid.UUID(int=7), 0)
+            assert (await durable(broker, initialize(shard, key))).error.name == "NONE"
+            written = await durable(broker, shard.write_state(
+                key.group_id, key.topic_id, key.partition, state_epoch=0, leader_epoch=0, start_offset=-1,
+                state_batches=(), pending_transactions=(TXN,)))
+            assert written.error.name == "NONE"
+            partition = broker.partition()
+            partition.append_control(build_control_batch(ControlType.ABORT, 7, 3, 0))  # bumped epoch
+            assert shard.on_txn_marker(broker.index, 7, 3, committed=False) == [key]  # the live listener
+            live = shard.states(broker.index).get(key).pending_transactions
+            loaded = ShareStates()
+            loaded.load(read_records(partition.log))
+            assert loaded.get(key).pending_transactions == live == (TXN._replace(outcome=OUTCOME_ABORTED),)
+        finally:
+            await broker.close()
+
+    asyncio.run(scenario())
