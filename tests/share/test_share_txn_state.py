@@ -212,7 +212,12 @@ def test_a_new_transaction_of_the_same_producer_after_the_leader_applied_the_out
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with EmbeddedBroker(tmp_path_factory.mktemp("txn-state")) as embedded:
+    # The coordinator's own abort of timed-out transactions is slowed, so that a transaction past its
+    # timeout is seen overdue at the share partition before anything ends it.
+    with EmbeddedBroker(tmp_path_factory.mktemp("txn-state"), properties={
+            "eoslog.metrics.listen": "127.0.0.1:0", "group.share.min.record.lock.duration.ms": "1000",
+            "group.share.min.heartbeat.interval.ms": "200", "group.share.heartbeat.interval.ms": "500",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "600000"}) as embedded:
         yield embedded
 
 
@@ -299,3 +304,42 @@ def test_a_marker_in_the_log_decides_the_pending_set_when_the_partition_loads(tm
             await broker.close()
 
     asyncio.run(scenario())
+
+
+def test_the_held_records_and_overdue_transactions_are_scraped(broker):
+    """eoslog_share_partition_transaction_held_records and _overdue_transactions: a transaction holding 3
+    records, past its timeout (overdue: it may add nothing, its records stay held), then aborted."""
+    import time
+
+    from eoslog.client.share_txn import ACCEPT, ShareAcknowledgeError, ShareTxnProducer
+    from eoslog.protocol.errors import ErrorCode
+    from tests.share.test_share_admin_metrics import share_samples
+    from tests.share.test_share_txn_broker import Member, setup
+
+    topic, _, group = setup(broker.bootstrap, records=5)
+    member = Member(broker.bootstrap, group, topic)
+    producer = ShareTxnProducer(broker.bootstrap, "o-" + uuid.uuid4().hex[:8], transaction_timeout_ms=1000)
+    producer.init()
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 4, 1)]
+        producer.acknowledge(group, [(topic, 0, o, ACCEPT) for o in range(3)], member_id=member.member_id)
+        samples = share_samples(broker, group)
+        assert (samples["acquired_records"], samples["transaction_held_records"], samples["overdue_transactions"]) \
+            == (5, 3, 0)
+        deadline = time.monotonic() + 10
+        while share_samples(broker, group)["overdue_transactions"] != 1:  # the share partition's timer
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert share_samples(broker, group)["transaction_held_records"] == 3  # overdue, still held
+        with pytest.raises(ShareAcknowledgeError) as refused:  # and it may add nothing
+            producer.acknowledge(group, [(topic, 0, 3, ACCEPT)], member_id=member.member_id)
+        assert refused.value.code == ErrorCode.INVALID_TXN_STATE
+        producer.abort()
+        deadline = time.monotonic() + 10
+        while (samples := share_samples(broker, group))["transaction_held_records"] != 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert samples["overdue_transactions"] == 0
+    finally:
+        producer.close()
+        member.close()

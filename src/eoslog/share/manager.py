@@ -80,7 +80,13 @@ from eoslog.share.partition_state import (
 )
 from eoslog.share.record_state import AcknowledgeType, RecordState
 from eoslog.share.sessions import ShareSessions
-from eoslog.share.transactional_acks import PendingAck, PendingAcknowledgements, PersistedHold, TxnAckError
+from eoslog.share.transactional_acks import (
+    PendingAck,
+    PendingAcknowledgements,
+    PersistedHold,
+    TxnAckError,
+    TxnState,
+)
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition
@@ -195,6 +201,14 @@ class SharePartitionManager:
     def loaded(self) -> list[tuple[SharePartitionKey, str, SharePartition]]:
         """(key, topic name, value) of every share partition loaded here, for the metrics."""
         return [(key, holder.topic, holder.value) for key, holder in self._holders.items() if holder.value is not None]
+
+    def transactions(self, key: SharePartitionKey) -> tuple[int, int]:
+        """(records transactions hold, transactions past their timeout) of a share partition loaded here."""
+        holder = self._holders.get(key)
+        if holder is None or holder.acks is None:
+            return 0, 0
+        acks = holder.acks
+        return acks.held_count(), sum(1 for hold in acks.holds.values() if hold.state is TxnState.OVERDUE)
 
     def partition(self, topic: str, index: int) -> Partition:
         return self.replicas.leader_partition(topic, index)
