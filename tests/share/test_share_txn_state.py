@@ -343,3 +343,31 @@ def test_the_held_records_and_overdue_transactions_are_scraped(broker):
     finally:
         producer.close()
         member.close()
+
+
+def test_a_producer_holding_nothing_is_forgotten_after_the_expiration():
+    """The share-partition manager's memory of producer epochs (the core's zombie fence) forgets a producer
+    that holds nothing here once it has not acknowledged for transactional.id.expiration.ms."""
+    from share_helpers import CONFIG
+
+    from eoslog.share import SharePartition
+    from eoslog.share.in_flight import AcknowledgementBatch, OffsetRange
+    from eoslog.share.manager import forget_expired_producers
+    from eoslog.share.transactional_acks import PendingAcknowledgements
+
+    p = SharePartition.initial(CONFIG, 0).acquire("m", 0, [OffsetRange(0, 9)], now_ms=0, max_records=10,
+                                                  upper_bound=10).after
+    value = PendingAcknowledgements.of(p)
+    for pid, first in ((7, 0), (8, 1)):
+        value = value.acknowledge("m", pid, 3, [AcknowledgementBatch(first, first, (1,))], now_ms=0,
+                                  transaction_timeout_ms=60_000).after
+    value = value.complete(7, 3, commit=True).after  # producer 7 holds nothing now; 8 still holds record 1
+    seen = {7: 0, 8: 0}
+    assert forget_expired_producers(value, seen, 100, expiration_ms=100).producer_epochs == {7: 3, 8: 3}
+    forgotten = forget_expired_producers(value, seen, 101, expiration_ms=100)
+    assert forgotten.producer_epochs == {8: 3} and seen == {8: 0}  # 8 is kept while it holds records
+    # forgotten, producer 7's zombie epoch is no longer refused here (the coordinator's check still is)
+    assert value.acknowledge("m", 7, 2, [AcknowledgementBatch(2, 2, (1,))], now_ms=0,
+                             transaction_timeout_ms=1).error.value == "PRODUCER_FENCED"
+    assert forgotten.acknowledge("m", 7, 2, [AcknowledgementBatch(2, 2, (1,))], now_ms=0,
+                                 transaction_timeout_ms=1).error.value == "NONE"

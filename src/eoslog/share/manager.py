@@ -117,7 +117,10 @@ class ShareManagerConfig:
     # coordinator on this broker also says so at once), and the timeout a hold read back after a leader
     # change counts from (its first acknowledgement's deadline is not persisted).
     outcome_poll_ms: int = 1000
-    loaded_transaction_timeout_ms: int = 60_000
+    loaded_transaction_timeout_ms: int = 900_000  # transaction.max.timeout.ms: no transaction runs longer
+    # transactional.id.expiration.ms: a producer's epoch is remembered (to fence its zombies here) this long
+    # after its last acknowledgement, once it holds nothing.
+    producer_epoch_expiration_ms: int = 604_800_000
 
 
 class ShareGroupSettings(NamedTuple):
@@ -145,6 +148,7 @@ class _Holder:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     poll: asyncio.TimerHandle | None = None  # asks for markers' outcomes while a transaction holds records
+    producers_seen: dict[int, int] = field(default_factory=dict)  # producer id -> its last acknowledgement here
     waiters: set[asyncio.Future] = field(default_factory=set)
 
     @property
@@ -285,6 +289,7 @@ class SharePartitionManager:
                                for b in (change.update.state_batches if change.update else ())]
                     await self._write(holder, partition, change.after.partition, touched, change.after)
                     holder.acks = change.after
+                    holder.producers_seen[producer_id] = now_ms()
                 self._arm(holder)
         except Exception as exc:  # noqa: BLE001 - the partition's error, mapped in one place
             return _error_of(exc)
@@ -385,7 +390,8 @@ class SharePartitionManager:
             if any(step.write_needed for step in steps):
                 await self._write(holder, partition, change.after, _touched((expired, moved, change)), holder.acks)
             holder.value = change.after
-            holder.acks = holder.acks.expire_transactions(now).after
+            holder.acks = forget_expired_producers(holder.acks.expire_transactions(now).after, holder.producers_seen,
+                                                   now, self.config.producer_epoch_expiration_ms)
             self._arm(holder)
             if expired.write_needed or (not isinstance(change, Acquisition) and change.after is not moved.after):
                 self._wake(holder)  # records may be free again: long polls of other members look
@@ -462,6 +468,8 @@ class SharePartitionManager:
             await self._write(holder, partition, moved.after, _touched((expired, moved)), holder.acks)
         holder.value = moved.after
         holder.acks = holder.acks.expire_transactions(now).after
+        holder.acks = forget_expired_producers(holder.acks, holder.producers_seen, now,
+                                               self.config.producer_epoch_expiration_ms)
         if expired.write_needed:
             self._wake(holder)
 
@@ -620,6 +628,23 @@ def _error_of(exc: BaseException) -> tuple[ErrorCode, str | None]:
     return error_code_for(exc), str(exc) or None
 
 
+
+
+def forget_expired_producers(acks: PendingAcknowledgements, seen: dict[int, int], now: int, expiration_ms: int
+                             ) -> PendingAcknowledgements:
+    """``acks`` without the epochs of producers that hold nothing here and last acknowledged here more than
+    ``expiration_ms`` ago (as the transaction coordinator forgets a transactional id); ``seen`` (producer id
+    -> last acknowledgement) is updated. A producer never seen (its epoch read back at a load) counts from now.
+    The core fences a zombie with these epochs; the transaction coordinator's check fences it in any case."""
+    for producer_id in acks.producer_epochs:
+        seen.setdefault(producer_id, now)
+    expired = {pid for pid, at in seen.items() if now - at > expiration_ms and pid not in acks.holds}
+    for producer_id in expired | (set(seen) - set(acks.producer_epochs)):
+        seen.pop(producer_id, None)
+    if not expired:
+        return acks
+    return dataclasses.replace(acks, producer_epochs={pid: epoch for pid, epoch in acks.producer_epochs.items()
+                                                      if pid not in expired})
 
 
 def _touched(steps: Sequence[Change]) -> list[OffsetRange]:
