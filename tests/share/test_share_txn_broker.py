@@ -354,3 +354,48 @@ def test_the_work_queue_example(broker):
         assert len(by_w1) == 10 and len(values) == 35  # w1's first transaction committed, its second aborted
     finally:
         consumer.close()
+
+
+def test_a_sigkill_after_the_marker_before_anything_applied_it(tmp_path, monkeypatch):
+    """A test-only crash point kills the broker right after the COMMIT marker on ``__share_group_state`` is
+    durable: the transaction is still PrepareCommit at its coordinator, the share coordinator has not
+    decided the pending set in memory, the leader has applied nothing. After the restart the coordinator
+    rolls the commit forward (the marker again), the share coordinator's load decides the pending set from
+    the marker in its log, and the leader's load applies it: accepted once, never delivered again, the
+    output visible once."""
+    monkeypatch.setenv("EOSLOG_ALLOW_TEST_FAULTS", "1")
+    fault = "eoslog.test.crash.after.share.state.marker"
+    with BrokerProcess(data_dir=tmp_path / "data", properties={**PROPERTIES, fault: "true"}) as crashing:
+        bootstrap = crashing.bootstrap
+        topic, output, group = setup(bootstrap, records=4)
+        member = Member(bootstrap, group, topic)
+        producer = ShareTxnProducer(bootstrap, "p-" + uuid.uuid4().hex[:8], transaction_timeout_ms=60_000,
+                                    timeout_s=3)
+        producer.init()
+        try:
+            assert member.fetch_until(lambda got: got) == [(0, 3, 1)]
+            producer.send(output, b"prepared")
+            producer.acknowledge(group, [(topic, 0, 0, ACCEPT), (topic, 0, 1, ACCEPT)], member_id=member.member_id)
+            with pytest.raises((TimeoutError, ConnectionError, OSError)):
+                producer.commit()  # the broker dies while EndTxn waits for its markers
+        finally:
+            producer.close()
+            member.close()
+        deadline = time.monotonic() + 30
+        while crashing.process.poll() is None:  # the crash point fired
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        del crashing.properties[fault]
+        crashing.start()
+        after = Member(bootstrap, group, topic)
+        try:
+            produce(bootstrap, topic, 1)
+            got = after.fetch_until(lambda got: 4 in offsets_in(got))
+            assert offsets_in(got) == {2, 3, 4}, got
+            assert committed_output(bootstrap, output) == [b"prepared"]
+            deadline, seen = time.monotonic() + 2.5 * LOCK_MS / 1000, set()
+            while time.monotonic() < deadline:
+                seen |= offsets_in(after.fetch(max_wait_ms=200))
+            assert not seen & {0, 1}, seen
+        finally:
+            after.close()

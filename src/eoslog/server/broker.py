@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -34,6 +36,8 @@ from eoslog.server.network import KafkaConnection, close_idle
 from eoslog.server.schema_validation import SchemaValidation
 
 log = logging.getLogger(__name__)
+# Test-only crash point (server/config.py TEST_CRASH_PROPERTIES; tests/share/test_share_txn_broker.py).
+CRASH_AFTER_SHARE_STATE_MARKER = "eoslog.test.crash.after.share.state.marker"
 
 META_PROPERTIES = "meta.properties"
 
@@ -468,6 +472,10 @@ class Broker:
         def share_state_marker(partition: int, producer_id: int, producer_epoch: int, committed: bool) -> None:
             # Issue 37 step 6: the share coordinator decides the producer's pending acknowledgements there and
             # the share partitions led here apply the outcome at once; leaders elsewhere poll for it.
+            if self.config.test_faults.get(CRASH_AFTER_SHARE_STATE_MARKER):
+                log.error("test fault %s: killing the broker after a marker of producer %d on %s-%d",
+                          CRASH_AFTER_SHARE_STATE_MARKER, producer_id, SHARE_GROUP_STATE, partition)
+                os.kill(os.getpid(), signal.SIGKILL)
             shares = self.coordinator_runtime.built(SHARE_GROUP_STATE)
             if shares is not None:
                 decided = shares.on_txn_marker(partition, producer_id, producer_epoch, committed)
