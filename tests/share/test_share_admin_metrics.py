@@ -53,13 +53,15 @@ def test_share_partition_metrics_are_scraped(broker):
         member, _, topic_id = join(conn, group, topic)
         assert acquired(fetch(conn, group, member, 0, topic_id)) == [(0, 9, 1)]
         assert share_samples(broker, group) == {"acquired_records": 10, "in_flight_records": 10,
-                                                "archived_records_total": 0, "start_offset": 0, "lag": 10}
+                                                "archived_records_total": 0, "start_offset": 0, "lag": 10,
+                                                "transaction_held_records": 0, "overdue_transactions": 0}
         answer = acknowledge(conn, group, member, 1, topic_id, [(0, 2, 1), (5, 6, 3), (7, 7, 2)])
         assert answer.responses[0].partitions[0].error_code == 0
         # 3-4 and 8-9 still acquired, 7 released; 0-2 accepted (the start offset moved), 5-6 rejected
         assert share_samples(broker, group) == {"acquired_records": 4, "in_flight_records": 7,
                                                 "archived_records_total": 2, "start_offset": 3,
-                                                "lag": 10 - 3 - 2}
+                                                "lag": 10 - 3 - 2, "transaction_held_records": 0,
+                                                "overdue_transactions": 0}
         sample = next(s for s in scrape(broker.broker.metrics.bound_port)
                       if s.name == "eoslog_share_partition_lag" and s.labels.get("group") == group)
         assert sample.labels == {"group": group, "topic": topic, "partition": "0"}

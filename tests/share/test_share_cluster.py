@@ -448,3 +448,108 @@ def test_the_group_coordinators_broker_killed_the_member_goes_on(cluster):
             restart(cluster, group_coordinator)
     finally:
         consumer.close()
+
+
+def test_acknowledgements_inside_a_transaction_across_brokers(cluster):
+    """Issue 37 step 6 on the cluster: the share partition's leader, its share coordinator and the
+    transaction's coordinator are three different brokers. The leader asks the transaction coordinator over
+    the wire before applying (a producer that did not register is refused), the markers reach the share
+    coordinator's ``__share_group_state`` partition, and the leader learns the outcome from there: an abort
+    gives the records back with their delivery count kept, a commit acknowledges them with the output."""
+    from eoslog.client.share_txn import ACCEPT, ShareAcknowledgeError, ShareTxnProducer
+    from tests.share.test_share_txn_broker import Member, committed_output, offsets_in
+
+    topic, topic_id = new_topic(cluster)
+    output, _ = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, share_coordinator = new_group(cluster, topic_id, lambda share, _: share != leader)
+    group_coordinator = coordinators(cluster, group, topic_id)[1]
+    warm_up = ShareTxnProducer(cluster.bootstrap, "warm-" + uuid.uuid4().hex[:8], timeout_s=60)
+    warm_up.init()  # __transaction_state exists now
+    warm_up.close()
+    state = cluster.state()
+    transactional_id = next(t for t in ("w-" + uuid.uuid4().hex[:8] for _ in range(200))
+                            if state.leader_of("__transaction_state", partition_for(t, 4))
+                            not in (leader, share_coordinator))
+    produce(cluster, topic, 5)
+    member = Member(cluster.broker(group_coordinator).bootstrap, group, topic, cluster.broker(leader).bootstrap)
+    other = Member(cluster.broker(group_coordinator).bootstrap, group, topic, cluster.broker(leader).bootstrap)
+    producer = ShareTxnProducer(cluster.bootstrap, transactional_id, transaction_timeout_ms=20_000, timeout_s=60)
+    producer.init()
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 4, 1)]
+        producer.send(output, b"aborted")
+        producer.acknowledge(group, [(topic, 0, o, ACCEPT) for o in range(3)], member_id=member.member_id)
+        assert other.fetch_until(lambda got: 3 in offsets_in(got)) == [(3, 4, 2)]  # 0-2 held past their lock
+        producer.abort()
+        assert other.fetch_until(lambda got: 0 in offsets_in(got)) == [(0, 2, 2)]
+        # unregistered (a fresh transaction that registered only its output): the remote check refuses it
+        producer.send(output, b"committed")
+        producer._registered.add((group, topic_id, 0))  # make the client skip AddSharePartitionsToTxn
+        with pytest.raises(ShareAcknowledgeError) as refused:
+            producer.acknowledge(group, [(topic, 0, 0, ACCEPT)])
+        assert refused.value.code == ErrorCode.INVALID_TXN_STATE
+        producer._registered.clear()
+        producer.acknowledge(group, [(topic, 0, o, ACCEPT) for o in range(5)])
+        producer.commit()
+        assert committed_output(cluster.bootstrap, output) == [b"committed"]
+        produce(cluster, topic, 1)
+        assert member.fetch_until(lambda got: 5 in offsets_in(got)) == [(5, 5, 1)]
+    finally:
+        producer.close()
+        member.close()
+        other.close()
+
+
+def test_the_share_coordinators_broker_killed_while_a_transaction_holds_records(cluster):
+    """SIGKILL of the share coordinator's broker while a transaction holds records: the new share coordinator
+    loads the pending set with the rest of the state, the transaction's COMMIT marker follows the
+    ``__share_group_state`` partition to it, and the leader learns the outcome there: the records the
+    transaction accepted never come again, the others do, and the output shows once."""
+    from eoslog.client.share_txn import ACCEPT, ShareTxnProducer
+    from tests.share.test_share_txn_broker import Member, committed_output, offsets_in
+
+    topic, topic_id = new_topic(cluster)
+    output, _ = new_topic(cluster)
+    leader = cluster.state().leader_of(topic, 0)
+    group, share_coordinator = new_group(cluster, topic_id, lambda share, group: leader != share != group)
+    group_coordinator = coordinators(cluster, group, topic_id)[1]
+    warm_up = ShareTxnProducer(cluster.bootstrap, "warm-" + uuid.uuid4().hex[:8], timeout_s=60)
+    warm_up.init()  # __transaction_state exists now
+    warm_up.close()
+    state = cluster.state()
+    transactional_id = next(t for t in ("k-" + uuid.uuid4().hex[:8] for _ in range(200))
+                            if state.leader_of("__transaction_state", partition_for(t, 4))
+                            not in (None, -1, share_coordinator))
+    produce(cluster, topic, 4)
+    index = partition_for(share_key(group, topic_id), STATE_PARTITIONS)
+    epoch = state.epoch_of(SHARE_STATE, index)
+    member = Member(cluster.broker(group_coordinator).bootstrap, group, topic, cluster.broker(leader).bootstrap)
+    producer = ShareTxnProducer(cluster.bootstrap, transactional_id, transaction_timeout_ms=60_000, timeout_s=60)
+    producer.init()
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 3, 1)]
+        producer.send(output, b"done-0-1")
+        producer.acknowledge(group, [(topic, 0, 0, ACCEPT), (topic, 0, 1, ACCEPT)], member_id=member.member_id)
+        cluster.broker(share_coordinator).kill()
+        moved = cluster.wait_for(lambda s: s.leader_of(SHARE_STATE, index) not in (None, -1, share_coordinator)
+                                 and s.epoch_of(SHARE_STATE, index) > epoch, 60, "the share coordinator moved")
+        producer.commit()
+        assert committed_output(cluster.bootstrap, output) == [b"done-0-1"]
+        # the commit applied, not merely held: the new share coordinator's start offset passes 0-1
+        new_coordinator = cluster.broker(moved.leader_of(SHARE_STATE, index)).bootstrap
+        deadline = time.monotonic() + 30
+        while summary(new_coordinator, group, topic_id).start_offset != 2:
+            assert time.monotonic() < deadline, summary(new_coordinator, group, topic_id)
+            time.sleep(0.1)
+        produce(cluster, topic, 1)
+        got = member.fetch_until(lambda got: 4 in offsets_in(got), timeout=60)
+        assert not offsets_in(got) & {0, 1}, got
+        deadline, seen = time.monotonic() + 3 * LOCK_MS / 1000, offsets_in(got)
+        while time.monotonic() < deadline:
+            seen |= offsets_in(member.fetch(max_wait_ms=200))
+        assert seen >= {2, 3, 4} and not seen & {0, 1}, seen
+    finally:
+        producer.close()
+        member.close()
+        restart(cluster, share_coordinator)

@@ -92,6 +92,9 @@ APIS: dict[str, tuple[int, int, int]] = {
     "poll_check_back": (0x7E11, 0, 0),
     "answer_check_back": (0x7E12, 0, 0),
     "list_check_backs": (0x7E13, 0, 0),
+    # eoslog's private APIs (docs/share-groups.md, "Step 6: acknowledgements inside a transaction")
+    "add_share_partitions_to_txn": (0x7E20, 0, 0),
+    "share_acknowledge_txn": (0x7E21, 0, 0),
 }
 
 

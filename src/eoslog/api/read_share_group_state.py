@@ -1,11 +1,13 @@
 """ReadShareGroupState (key 84), v0: a share partition's leader loads its state (KIP-932); a newer leader
-epoch fences the older leader's writes."""
+epoch fences the older leader's writes. The answer carries eoslog's tagged field of pending transactional
+acknowledgements, with the outcomes markers gave them (docs/share-groups.md, "Step 6")."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from eoslog.api._share_state import per_partition, refuse
+from eoslog.coordinator.share.persister import pending_to_wire
 from eoslog.protocol.messages import ReadShareGroupStateResponse
 
 if TYPE_CHECKING:
@@ -27,7 +29,9 @@ def _result(data, answer) -> Result:
                   state_epoch=state.state_epoch if state else 0, start_offset=state.start_offset if state else -1,
                   state_batches=[Batch(first_offset=b.first_offset, last_offset=b.last_offset,
                                        delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                                 for b in (state.state_batches if state else ())])
+                                 for b in (state.state_batches if state else ())],
+                  pending_transactions=pending_to_wire(ReadShareGroupStateResponse,
+                                                       state.pending_transactions if state else ()))
 
 
 def handle(context: RequestContext, request: ReadShareGroupStateRequest):

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from eoslog.coordinator.check_back.extension import CheckBacks
     from eoslog.coordinator.group.shard import GroupShard
     from eoslog.coordinator.share.shard import ShareShard
+    from eoslog.coordinator.share_transactions.extension import ShareTransactions
     from eoslog.coordinator.transaction.markers import TransactionMarkerChannel
     from eoslog.coordinator.transaction.shard import TransactionShard
     from eoslog.coordinator.transaction_groups.extension import TransactionGroups
@@ -54,6 +55,12 @@ class Coordinators:
         from eoslog.coordinator.transaction_groups.extension import TransactionGroups
 
         return self.transactions.extension(TransactionGroups)
+
+    @property
+    def share_transactions(self) -> ShareTransactions:
+        from eoslog.coordinator.share_transactions.extension import ShareTransactions
+
+        return self.transactions.extension(ShareTransactions)
 
     @property
     def check_backs(self) -> CheckBacks:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -34,6 +36,8 @@ from eoslog.server.network import KafkaConnection, close_idle
 from eoslog.server.schema_validation import SchemaValidation
 
 log = logging.getLogger(__name__)
+# Test-only crash point (server/config.py TEST_CRASH_PROPERTIES; tests/share/test_share_txn_broker.py).
+CRASH_AFTER_SHARE_STATE_MARKER = "eoslog.test.crash.after.share.state.marker"
 
 META_PROPERTIES = "meta.properties"
 
@@ -428,8 +432,9 @@ class Broker:
 
     def _transaction_shard(self):
         """The transaction coordinator with its extensions registered: transaction groups (guards the
-        members of a group commit) and check-back transactions."""
+        members of a group commit), check-back transactions and share partitions in transactions."""
         from eoslog.coordinator.check_back.extension import CheckBacks
+        from eoslog.coordinator.share_transactions.extension import ShareTransactions
         from eoslog.coordinator.transaction.checkback import CheckPolicy
         from eoslog.coordinator.transaction.decisions import TransactionConfig
         from eoslog.coordinator.transaction.shard import TransactionShard, TransactionShardConfig
@@ -451,7 +456,13 @@ class Broker:
         ), self.producer_ids, self.coordinators.markers, self.registry.exists)
         shard.register(TransactionGroups(shard))
         shard.register(CheckBacks(shard))
+        shard.register(ShareTransactions(shard, self._share_state_partitions))
         return shard
+
+    def _share_state_partitions(self) -> int:
+        runtime = self.coordinator_runtime
+        runtime.ensure_topic(SHARE_GROUP_STATE)
+        return runtime.partition_count(SHARE_GROUP_STATE)
 
     def _transaction_markers_channel(self):
         """coordinator/transaction/markers.py: the coordinator's markers and the WriteTxnMarkers API's."""
@@ -467,7 +478,21 @@ class Broker:
             if groups is not None:
                 groups.on_txn_marker(partition, producer_id, committed)
 
+        def share_state_marker(partition: int, producer_id: int, producer_epoch: int, committed: bool) -> None:
+            # Issue 37 step 6: the share coordinator decides the producer's pending acknowledgements there and
+            # the share partitions led here apply the outcome at once; leaders elsewhere poll for it.
+            if self.config.test_faults.get(CRASH_AFTER_SHARE_STATE_MARKER):
+                log.error("test fault %s: killing the broker after a marker of producer %d on %s-%d",
+                          CRASH_AFTER_SHARE_STATE_MARKER, producer_id, SHARE_GROUP_STATE, partition)
+                os.kill(os.getpid(), signal.SIGKILL)
+            shares = self.coordinator_runtime.built(SHARE_GROUP_STATE)
+            if shares is not None:
+                decided = shares.on_txn_marker(partition, producer_id, producer_epoch, committed)
+                if decided and self.share_partitions is not None:
+                    self.share_partitions.transactions_decided(decided)
+
         markers.offsets_marker_listeners.append(offsets_marker)
+        markers.share_state_marker_listeners.append(share_state_marker)
         return markers
 
     def _build_services(self) -> None:

@@ -45,4 +45,7 @@ def share_partition_manager(broker: Broker) -> SharePartitionManager:
     return SharePartitionManager(broker.replicas, topic_name, share_persister(broker), settings,
                                  ShareManagerConfig(max_record_locks=config.group_share_partition_max_record_locks,
                                                     max_share_sessions=config.group_share_max_share_sessions,
-                                                    persist_acquisitions=config.share_persist_acquisitions))
+                                                    persist_acquisitions=config.share_persist_acquisitions,
+                                                    loaded_transaction_timeout_ms=config.transaction_max_timeout_ms,
+                                                    producer_epoch_expiration_ms=(
+                                                        config.transactional_id_expiration_ms)))

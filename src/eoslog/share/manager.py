@@ -32,6 +32,13 @@ Contract
   write carries the partition's leader epoch, so the share coordinator fences an older leader's writes.
   :meth:`leadership_lost` (the replica manager's resignation) drops the partition's share partitions at
   once: their acquisitions are then the new leader's, read from what was persisted.
+- Acknowledgements inside a transaction (docs/share-groups.md "Step 6"): each holder keeps a
+  :class:`~eoslog.share.transactional_acks.PendingAcknowledgements` (its ``partition`` is the value above),
+  every write carries its whole pending set, and loading holds the pending records again. A transaction's
+  outcome reaches the leader from the share coordinator: at once when that is this broker
+  (:meth:`transactions_decided`), and by asking it every ``outcome_poll_ms`` while a transaction holds
+  records here (and before a producer that still holds records acknowledges again); the outcome is applied
+  (``complete``) and written like any other change.
 """
 
 from __future__ import annotations
@@ -46,7 +53,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from eoslog.coordinator.group.dynamic_configs import AutoOffsetReset
-from eoslog.coordinator.share.log_format import NO_START_OFFSET, SharePartitionKey
+from eoslog.coordinator.share.log_format import (
+    NO_START_OFFSET,
+    OUTCOME_COMMITTED,
+    OUTCOME_PENDING,
+    PendingAckRange,
+    PendingTransaction,
+    SharePartitionKey,
+)
 from eoslog.coordinator.share.log_format import StateBatch as PersistedBatch
 from eoslog.protocol.errors import ErrorCode, error_for_code
 from eoslog.share.errors import ShareError
@@ -64,8 +78,15 @@ from eoslog.share.partition_state import (
     SharePartition,
     SharePartitionConfig,
 )
-from eoslog.share.record_state import RecordState
+from eoslog.share.record_state import AcknowledgeType, RecordState
 from eoslog.share.sessions import ShareSessions
+from eoslog.share.transactional_acks import (
+    PendingAck,
+    PendingAcknowledgements,
+    PersistedHold,
+    TxnAckError,
+    TxnState,
+)
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition
@@ -91,6 +112,15 @@ class ShareManagerConfig:
     max_record_locks: int = 2000  # group.share.partition.max.record.locks
     max_share_sessions: int = 2000  # group.share.max.share.sessions
     persist_acquisitions: bool = True  # eoslog.share.persist.acquisitions
+    # Transactional acknowledgements (docs/share-groups.md "Step 6"): how often a share partition whose
+    # records a transaction holds asks its share coordinator whether a marker decided it (a share
+    # coordinator on this broker also says so at once), and the timeout a hold read back after a leader
+    # change counts from (its first acknowledgement's deadline is not persisted).
+    outcome_poll_ms: int = 1000
+    loaded_transaction_timeout_ms: int = 900_000  # transaction.max.timeout.ms: no transaction runs longer
+    # transactional.id.expiration.ms: a producer's epoch is remembered (to fence its zombies here) this long
+    # after its last acknowledgement, once it holds nothing.
+    producer_epoch_expiration_ms: int = 604_800_000
 
 
 class ShareGroupSettings(NamedTuple):
@@ -110,12 +140,35 @@ class ShareStateUnavailable(Exception):
 class _Holder:
     key: SharePartitionKey
     topic: str
-    value: SharePartition | None = None
+    # The share partition with what transactions hold of it (None until loaded); ``value`` is its
+    # SharePartition, which every operation but the transactional ones changes.
+    acks: PendingAcknowledgements | None = None
     leader_epoch: int = -1  # the partition's leader epoch ``value`` is known to be exact in
     read_epoch: int = -1  # the leader epoch ``value`` was read from the share coordinator with
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
+    poll: asyncio.TimerHandle | None = None  # asks for markers' outcomes while a transaction holds records
+    producers_seen: dict[int, int] = field(default_factory=dict)  # producer id -> its last acknowledgement here
     waiters: set[asyncio.Future] = field(default_factory=set)
+
+    @property
+    def value(self) -> SharePartition | None:
+        return None if self.acks is None else self.acks.partition
+
+    @value.setter
+    def value(self, partition: SharePartition | None) -> None:
+        if partition is None:
+            self.acks = None
+        elif self.acks is None:
+            self.acks = PendingAcknowledgements.of(partition)
+        else:
+            self.acks = self.acks.with_partition(partition)
+
+    def cancel_timers(self) -> None:
+        for timer in (self.timer, self.poll):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.poll = None
 
 
 class Acquired(NamedTuple):
@@ -152,6 +205,14 @@ class SharePartitionManager:
     def loaded(self) -> list[tuple[SharePartitionKey, str, SharePartition]]:
         """(key, topic name, value) of every share partition loaded here, for the metrics."""
         return [(key, holder.topic, holder.value) for key, holder in self._holders.items() if holder.value is not None]
+
+    def transactions(self, key: SharePartitionKey) -> tuple[int, int]:
+        """(records transactions hold, transactions past their timeout) of a share partition loaded here."""
+        holder = self._holders.get(key)
+        if holder is None or holder.acks is None:
+            return 0, 0
+        acks = holder.acks
+        return acks.held_count(), sum(1 for hold in acks.holds.values() if hold.state is TxnState.OVERDUE)
 
     def partition(self, topic: str, index: int) -> Partition:
         return self.replicas.leader_partition(topic, index)
@@ -200,6 +261,50 @@ class SharePartitionManager:
             return ErrorCode[error.value], _ACK_MESSAGES.get(error)
         return ErrorCode.NONE, None
 
+    async def acknowledge_in_transaction(self, key: SharePartitionKey, topic: str, member_id: str | None,
+                                         producer_id: int, producer_epoch: int, transaction_timeout_ms: int,
+                                         batches: Sequence[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
+        """ShareAcknowledgeTxn for one share partition, once the transaction coordinator has verified that
+        the share partition's state partition is in this producer's ongoing transaction: the records move
+        from ``member_id`` (None: whichever one member holds them) to the transaction, pending until its
+        marker. Written (the whole pending set) before it is kept."""
+        settings = self.settings(key.group_id)
+        try:
+            partition = self.partition(topic, key.partition)
+            holder = self._holders.get(key)
+            if holder is None:
+                holder = self._holders[key] = _Holder(key, topic)
+            async with holder.lock:
+                partition = self.partition(topic, key.partition)
+                await self._prepared(holder, partition, settings)
+                if producer_id in holder.acks.holds:
+                    # The transaction before this one of the same producer (transaction version 1 keeps the
+                    # epoch) may be decided already: its marker is durable before this one could register.
+                    await self._refresh_outcomes(holder, partition)
+                owner = member_id if member_id is not None else _owner_of(holder.acks.partition, batches)
+                change = holder.acks.acknowledge(owner or "", producer_id, producer_epoch, batches, now_ms=now_ms(),
+                                                 transaction_timeout_ms=transaction_timeout_ms)
+                if change.error is TxnAckError.NONE and change.write_needed:
+                    touched = [OffsetRange(b.first_offset, b.last_offset)
+                               for b in (change.update.state_batches if change.update else ())]
+                    await self._write(holder, partition, change.after.partition, touched, change.after)
+                    holder.acks = change.after
+                    holder.producers_seen[producer_id] = now_ms()
+                self._arm(holder)
+        except Exception as exc:  # noqa: BLE001 - the partition's error, mapped in one place
+            return _error_of(exc)
+        if change.error is not TxnAckError.NONE:
+            return ErrorCode[change.error.value], _TXN_MESSAGES.get(change.error)
+        return ErrorCode.NONE, None
+
+    def transactions_decided(self, keys: Iterable[SharePartitionKey]) -> None:
+        """The share coordinator on this broker saw a marker decide transactions holding records of these
+        share partitions: the ones led here apply the outcome now (others learn it by their poll)."""
+        for key in keys:
+            holder = self._holders.get(key)
+            if holder is not None and holder.acks is not None and holder.acks.holds:
+                self._spawn(self._poll_outcomes(holder))
+
     async def release_member(self, key: SharePartitionKey, member_id: str) -> None:
         """Everything ``member_id`` holds in ``key`` goes back (its session closed, its connection dropped,
         it left the group); a failure leaves them to their locks."""
@@ -223,9 +328,7 @@ class SharePartitionManager:
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed the group and its share state: forget what is held of it here."""
         for key in [k for k in self._holders if k.group_id == group_id]:
-            holder = self._holders.pop(key)
-            if holder.timer is not None:
-                holder.timer.cancel()
+            self._holders.pop(key).cancel_timers()
 
     def leadership_lost(self, topic: str, index: int) -> None:
         """This broker stopped leading ``topic``-``index``: its share partitions are forgotten here (timers
@@ -233,8 +336,7 @@ class SharePartitionManager:
         the share coordinator, which fences it once the new leader has read the state."""
         for key in [k for k, h in self._holders.items() if h.topic == topic and k.partition == index]:
             holder = self._holders.pop(key)
-            if holder.timer is not None:
-                holder.timer.cancel()
+            holder.cancel_timers()
             self._wake(holder)
             log.info("share partition %s dropped: leadership of %s-%d moved away", key, topic, index)
 
@@ -264,8 +366,7 @@ class SharePartitionManager:
 
     async def stop(self) -> None:
         for holder in self._holders.values():
-            if holder.timer is not None:
-                holder.timer.cancel()
+            holder.cancel_timers()
         for task in list(self._tasks):
             task.cancel()
 
@@ -287,23 +388,27 @@ class SharePartitionManager:
             change = operation(moved.after, now)
             steps = (expired, moved, change) if persist else (expired, moved)
             if any(step.write_needed for step in steps):
-                await self._write(holder, partition, change.after, (expired, moved, change))
+                await self._write(holder, partition, change.after, _touched((expired, moved, change)), holder.acks)
             holder.value = change.after
+            holder.acks = forget_expired_producers(holder.acks.expire_transactions(now).after, holder.producers_seen,
+                                                   now, self.config.producer_epoch_expiration_ms)
             self._arm(holder)
             if expired.write_needed or (not isinstance(change, Acquisition) and change.after is not moved.after):
                 self._wake(holder)  # records may be free again: long polls of other members look
             return change
 
     async def _write(self, holder: _Holder, partition: Partition, after: SharePartition,
-                     steps: Sequence[Change]) -> None:
-        touched = [OffsetRange(b.first_offset, b.last_offset) for step in steps for b in step.state_batches]
+                     touched: Sequence[OffsetRange], pending: PendingAcknowledgements) -> None:
+        """Writes the ``touched`` ranges of ``after`` and the whole pending set of ``pending`` (every write
+        carries it: a write without it means none)."""
         batches = persisted_within(after.in_flight, touched)
         key = holder.key
         answer = await self.persister.write_state(
             key.group_id, key.topic_id, key.partition, state_epoch=after.state_epoch,
             leader_epoch=_leader_epoch(partition), start_offset=after.start_offset,
             state_batches=[PersistedBatch(b.first_offset, b.last_offset, b.delivery_state.value, b.delivery_count)
-                           for b in batches], delivery_complete_count=after.delivery_complete_count)
+                           for b in batches], delivery_complete_count=after.delivery_complete_count,
+            pending_transactions=_persisted(pending.persisted_holds()))
         self.writes += 1
         if answer.error is not ErrorCode.NONE:
             if answer.error in _FENCED:
@@ -337,12 +442,85 @@ class SharePartitionManager:
             value = SharePartition.initial(config, start, state.state_epoch)
             log.info("share partition %s starts at offset %d (share.auto.offset.reset=%s)", key, start,
                      settings.auto_offset_reset.strategy)
+            holder.acks = PendingAcknowledgements.of(value)
         else:
             batches = tuple(StateBatch(b.first_offset, b.last_offset, RecordState.from_id(b.delivery_state),
                                        b.delivery_count) for b in state.state_batches)
             value = SharePartition.load(config, PersistedState(state.start_offset, state.state_epoch, batches))
-        holder.value, holder.leader_epoch, holder.read_epoch = value, epoch, epoch
-        return value
+            # Records a transaction holds were written Available; the pending set holds them again.
+            holder.acks = PendingAcknowledgements.load(
+                value, [_hold_of(t) for t in state.pending_transactions], now_ms=now_ms(),
+                transaction_timeout_ms=self.config.loaded_transaction_timeout_ms)
+        holder.leader_epoch, holder.read_epoch = epoch, epoch
+        decided = [t for t in state.pending_transactions if t.outcome != OUTCOME_PENDING]
+        if decided:  # markers came while no leader had it loaded: apply them now
+            await self._complete(holder, partition, decided)
+        return holder.value
+
+    async def _prepared(self, holder: _Holder, partition: Partition, settings: ShareGroupSettings) -> None:
+        """Under the lock: the value loaded, what ran out given back and the log start offset applied (and
+        written if that changed anything), open transactions past their timeout made overdue."""
+        before = await self._loaded(holder, partition, settings)
+        now = now_ms()
+        expired = before.expire_locks(now)
+        moved = expired.after.advance_log_start_offset(partition.log_start_offset)
+        if expired.write_needed or moved.write_needed:
+            await self._write(holder, partition, moved.after, _touched((expired, moved)), holder.acks)
+        holder.value = moved.after
+        holder.acks = holder.acks.expire_transactions(now).after
+        holder.acks = forget_expired_producers(holder.acks, holder.producers_seen, now,
+                                               self.config.producer_epoch_expiration_ms)
+        if expired.write_needed:
+            self._wake(holder)
+
+    async def _complete(self, holder: _Holder, partition: Partition, decided: Sequence[PendingTransaction]) -> None:
+        """Under the lock: the markers' outcomes applied to what the transactions hold (COMMIT applies each
+        pending type, ABORT releases with the delivery count kept), each written before it is kept."""
+        for txn in decided:
+            hold = holder.acks.holds.get(txn.producer_id)
+            if hold is None or hold.producer_epoch != txn.producer_epoch:
+                continue  # applied already (a write of it is what the share coordinator has not seen yet)
+            change = holder.acks.complete(txn.producer_id, txn.producer_epoch, txn.outcome == OUTCOME_COMMITTED)
+            if change.error is not TxnAckError.NONE:
+                log.warning("share partition %s: the outcome of producer %d epoch %d was refused: %s", holder.key,
+                            txn.producer_id, txn.producer_epoch, change.error.value)
+                continue
+            touched = [OffsetRange(b.first_offset, b.last_offset)
+                       for b in (change.update.state_batches if change.update else ())]
+            await self._write(holder, partition, change.after.partition, touched, change.after)
+            holder.acks = change.after
+            log.debug("share partition %s: transaction of producer %d %s", holder.key, txn.producer_id,
+                      "committed" if txn.outcome == OUTCOME_COMMITTED else "aborted")
+        self._wake(holder)  # aborted records are Available again
+
+    async def _refresh_outcomes(self, holder: _Holder, partition: Partition) -> None:
+        """Under the lock: asks the share coordinator which transactions holding records here a marker
+        decided (ReadShareGroupState at this leader's epoch records nothing), and applies them."""
+        key = holder.key
+        answer = await self.persister.read_state(key.group_id, key.topic_id, key.partition,
+                                                 leader_epoch=_leader_epoch(partition))
+        if answer.error is not ErrorCode.NONE:
+            raise _state_error(answer.error, answer.message)
+        decided = [t for t in answer.state.pending_transactions if t.outcome != OUTCOME_PENDING]
+        if decided:
+            await self._complete(holder, partition, decided)
+
+    def _on_poll(self, holder: _Holder) -> None:
+        holder.poll = None
+        if self._holders.get(holder.key) is holder:
+            self._spawn(self._poll_outcomes(holder))
+
+    async def _poll_outcomes(self, holder: _Holder) -> None:
+        try:
+            async with holder.lock:
+                if self._holders.get(holder.key) is not holder or holder.acks is None or not holder.acks.holds:
+                    return
+                partition = self.partition(holder.topic, holder.key.partition)
+                await self._refresh_outcomes(holder, partition)
+        except Exception as exc:  # noqa: BLE001 - asked again at the next poll
+            log.info("could not learn the transactions' outcomes of %s: %s", holder.key, exc)
+        if self._holders.get(holder.key) is holder:
+            self._arm(holder)
 
     async def _kept_across_epochs(self, holder: _Holder, epoch: int) -> SharePartition | None:
         """A new leader epoch of a partition this broker leads now: the value kept is still exact when no
@@ -365,10 +543,14 @@ class SharePartitionManager:
         if holder.timer is not None:
             holder.timer.cancel()
             holder.timer = None
-        deadline = holder.value.next_deadline() if holder.value is not None else None
+        # PendingAcknowledgements.next_deadline, not the partition's (which names the sentinel of held records).
+        deadline = holder.acks.next_deadline() if holder.acks is not None else None
         if deadline is not None:
             delay = max(deadline - now_ms(), 0) / 1000
             holder.timer = asyncio.get_running_loop().call_later(delay, self._on_deadline, holder)
+        if holder.acks is not None and holder.acks.holds and holder.poll is None:
+            holder.poll = asyncio.get_running_loop().call_later(self.config.outcome_poll_ms / 1000,
+                                                                self._on_poll, holder)
 
     def _on_deadline(self, holder: _Holder) -> None:
         holder.timer = None
@@ -396,6 +578,15 @@ class SharePartitionManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+
+_TXN_MESSAGES = {
+    TxnAckError.INVALID_RECORD_STATE: "the records are not acquired by that member, or their lock ran out",
+    TxnAckError.INVALID_REQUEST: "the acknowledgement batches are malformed, reach past the records handed out, "
+                                 "or RENEW records a transaction cannot hold",
+    TxnAckError.PRODUCER_FENCED: "a newer epoch of this producer acknowledged here: this one is a zombie",
+    TxnAckError.INVALID_TXN_STATE: "the transaction is past its timeout here (its coordinator aborts it)",
+    TxnAckError.CONCURRENT_TRANSACTIONS: "an older transaction of this producer still holds records here; retry",
+}
 
 _ACK_MESSAGES = {
     ShareError.INVALID_RECORD_STATE: "the records are not acquired by this member, or their lock ran out",
@@ -437,3 +628,43 @@ def _error_of(exc: BaseException) -> tuple[ErrorCode, str | None]:
     return error_code_for(exc), str(exc) or None
 
 
+
+
+def forget_expired_producers(acks: PendingAcknowledgements, seen: dict[int, int], now: int, expiration_ms: int
+                             ) -> PendingAcknowledgements:
+    """``acks`` without the epochs of producers that hold nothing here and last acknowledged here more than
+    ``expiration_ms`` ago (as the transaction coordinator forgets a transactional id); ``seen`` (producer id
+    -> last acknowledgement) is updated. A producer never seen (its epoch read back at a load) counts from now.
+    The core fences a zombie with these epochs; the transaction coordinator's check fences it in any case."""
+    for producer_id in acks.producer_epochs:
+        seen.setdefault(producer_id, now)
+    expired = {pid for pid, at in seen.items() if now - at > expiration_ms and pid not in acks.holds}
+    for producer_id in expired | (set(seen) - set(acks.producer_epochs)):
+        seen.pop(producer_id, None)
+    if not expired:
+        return acks
+    return dataclasses.replace(acks, producer_epochs={pid: epoch for pid, epoch in acks.producer_epochs.items()
+                                                      if pid not in expired})
+
+
+def _touched(steps: Sequence[Change]) -> list[OffsetRange]:
+    return [OffsetRange(b.first_offset, b.last_offset) for step in steps for b in step.state_batches]
+
+
+def _persisted(holds: Sequence[PersistedHold]) -> tuple[PendingTransaction, ...]:
+    return tuple(PendingTransaction(h.producer_id, h.producer_epoch, tuple(
+        PendingAckRange(a.first_offset, a.last_offset, int(a.acknowledge_type)) for a in h.acks)) for h in holds)
+
+
+def _hold_of(txn: PendingTransaction) -> PersistedHold:
+    return PersistedHold(txn.producer_id, txn.producer_epoch, tuple(
+        PendingAck(a.first_offset, a.last_offset, AcknowledgeType(a.acknowledge_type)) for a in txn.acks))
+
+
+def _owner_of(partition: SharePartition, batches: Sequence[AcknowledgementBatch]) -> str | None:
+    """The one member holding the acknowledged records, for a ShareAcknowledgeTxn that names none (a client
+    such as librdkafka's ShareConsumer does not tell its member id); None when there is not exactly one."""
+    owners = {run.member_id for run in partition.in_flight if run.state is RecordState.ACQUIRED
+              and isinstance(run.member_id, str)
+              and any(run.first_offset <= b.last_offset and b.first_offset <= run.last_offset for b in batches)}
+    return owners.pop() if len(owners) == 1 else None

@@ -206,7 +206,7 @@ class SharePartition:
             return Change(after=self)
         end = max(self.end_offset, log_start_offset)
         _, kept, _ = cut(self.in_flight, log_start_offset, end)
-        return self._changed(kept, end, ())
+        return self.changed(kept, end, ())
 
     # ---- queries ---------------------------------------------------------------------------------------
 
@@ -340,7 +340,7 @@ class SharePartition:
 
         records = _split_for_batch_size(_merge_acquired(taken), log, batch_size
                                         if mode is AcquireMode.BATCH_OPTIMIZED else 0)
-        change = self._changed(runs, end, [OffsetRange(r.first_offset, r.last_offset) for r in taken] + archived)
+        change = self.changed(runs, end, [OffsetRange(r.first_offset, r.last_offset) for r in taken] + archived)
         return Acquisition(after=change.after, state_batches=change.state_batches, write_needed=change.write_needed,
                            acquired_records=records, archived=merge_ranges(sorted(archived)))
 
@@ -358,7 +358,7 @@ class SharePartition:
         ignored, as Kafka acknowledges such a batch from the SPSO on. ACCEPT acknowledges, RELEASE makes Available
         (archived at the delivery limit), REJECT and GAP archive, RENEW restarts the lock at
         ``now_ms + lock_ms`` (nothing to persist)."""
-        malformed = _first_malformed(batches)
+        malformed = first_malformed(batches)
         if malformed is not None:
             return Acknowledgement(after=self, error=ShareError.INVALID_REQUEST, failed_batch=malformed)
         deadline = now_ms + (self.config.record_lock_duration_ms if lock_ms is None else lock_ms)
@@ -377,13 +377,13 @@ class SharePartition:
                 return Acknowledgement(after=self, error=ShareError.INVALID_RECORD_STATE, failed_batch=index)
             moved = []
             for run in inside:
-                for piece_first, piece_last, ack_type in _type_runs(batch, run.first_offset, run.last_offset):
+                for piece_first, piece_last, ack_type in type_runs(batch, run.first_offset, run.last_offset):
                     event = ACKNOWLEDGE_EVENTS[AcknowledgeType(ack_type)]
                     moved.append(_moved(run.part(piece_first, piece_last), event, limit, deadline_ms=deadline))
                     if event is not Event.RENEW:  # a lock deadline is not persisted
                         touched.append(OffsetRange(piece_first, piece_last))
             runs = below + moved + above
-        change = self._changed(runs, self.end_offset, touched)
+        change = self.changed(runs, self.end_offset, touched)
         return Acknowledgement(after=change.after, state_batches=change.state_batches,
                                write_needed=change.write_needed)
 
@@ -408,11 +408,11 @@ class SharePartition:
             runs.append(run)
         if not released:
             return Release(after=self)
-        change = self._changed(runs, self.end_offset, released)
+        change = self.changed(runs, self.end_offset, released)
         return Release(after=change.after, state_batches=change.state_batches, write_needed=change.write_needed,
                        released=merge_ranges(released))
 
-    def _changed(self, runs: Sequence[InFlightBatch], end_offset: int, touched: Sequence[OffsetRange]) -> Change:
+    def changed(self, runs: Sequence[InFlightBatch], end_offset: int, touched: Sequence[OffsetRange]) -> Change:
         """The share partition made of ``runs``, and the state batches of the ``touched`` offsets still in
         flight (those the SPSO passed need no batch: the start offset says they are done)."""
         start, kept = normalize(end_offset, runs)
@@ -454,7 +454,7 @@ def _moved(run: InFlightBatch, event: Event, limit: int, *, member_id: str | Non
                          run.lock_deadline_ms if deadline_ms is None else deadline_ms)
 
 
-def _first_malformed(batches: Sequence[AcknowledgementBatch]) -> int | None:
+def first_malformed(batches: Sequence[AcknowledgementBatch]) -> int | None:
     """The index of the first batch Kafka's request check refuses with INVALID_REQUEST, or None."""
     previous_last = None
     for index, (first, last, types) in enumerate(batches):
@@ -466,7 +466,7 @@ def _first_malformed(batches: Sequence[AcknowledgementBatch]) -> int | None:
     return None
 
 
-def _type_runs(batch: AcknowledgementBatch, first: int, last: int):
+def type_runs(batch: AcknowledgementBatch, first: int, last: int):
     """[first, last] (inside ``batch``) in runs of one acknowledge type."""
     types = batch.acknowledge_types
     if len(types) == 1:

@@ -34,7 +34,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from eoslog.share.in_flight import AcknowledgementBatch, InFlightBatch, OffsetRange, PersistedState, cut
-from eoslog.share.partition_state import SharePartition, _first_malformed, _type_runs
+from eoslog.share.partition_state import SharePartition, first_malformed, type_runs
 from eoslog.share.record_state import AcknowledgeType, Event, RecordState, transition
 
 S = RecordState
@@ -231,7 +231,7 @@ class PendingAcknowledgements:
         state = None if hold is None else hold.state
         if (state, TxnEvent.ACKNOWLEDGE) not in TXN_TRANSITIONS:
             return TxnChange(self, TxnAckError.INVALID_TXN_STATE)
-        if _first_malformed(batches) is not None or any(
+        if first_malformed(batches) is not None or any(
                 AcknowledgeType(t) not in TXN_ACKNOWLEDGE_TYPES for b in batches for t in b.acknowledge_types):
             return TxnChange(self, TxnAckError.INVALID_REQUEST)
         partition = self.partition
@@ -255,7 +255,7 @@ class PendingAcknowledgements:
                 state_after, count = transition(run.state, Event.RENEW, run.delivery_count, limit)
                 moved.append(InFlightBatch(run.first_offset, run.last_offset, state_after, count, owner,
                                            HELD_BY_TRANSACTION_MS))
-                for piece_first, piece_last, ack_type in _type_runs(batch, run.first_offset, run.last_offset):
+                for piece_first, piece_last, ack_type in type_runs(batch, run.first_offset, run.last_offset):
                     added.append(PendingAck(piece_first, piece_last, AcknowledgeType(ack_type)))
             runs = below + moved + above
         if not added:
@@ -314,7 +314,7 @@ class PendingAcknowledgements:
                 moved.append(InFlightBatch(run.first_offset, run.last_offset, state, count))
                 touched.append(run.as_range())
             runs = below + moved + above
-        changed = partition._changed(runs, partition.end_offset, touched)
+        changed = partition.changed(runs, partition.end_offset, touched)
         holds = {pid: h for pid, h in self.holds.items() if pid != producer_id}
         after = PendingAcknowledgements(changed.after, holds, epochs)
         return TxnChange(after, update=changed.update, write_needed=True)

@@ -28,9 +28,10 @@ DescribedGroup = messages.DescribeTransactionGroupsResponse.DescribedGroup
 
 def test_specs_load_beside_kafkas():
     from tests.coordinator.transaction.test_checkback_wire import SPEC_NAMES as CHECK_BACK_SPECS
+    from tests.share.test_share_txn_wire import SPEC_NAMES as SHARE_TXN_SPECS
 
     assert set(schema.extension_spec_names()) == {f"{n}{k}" for n in KEYS.values() for k in ("Request", "Response")
-                                                  } | CHECK_BACK_SPECS
+                                                  } | CHECK_BACK_SPECS | SHARE_TXN_SPECS
     assert not set(schema.extension_spec_names()) & set(schema.spec_names())
     api_keys = schema.api_keys()
     for key, name in KEYS.items():

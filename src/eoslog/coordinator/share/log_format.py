@@ -16,7 +16,14 @@ bytes) per field):
 
 Tagged field 0 of both values is DeliveryCompleteCount (int32, KIP-1226, Kafka 4.2), written only when it
 is not its default -1, as Kafka's generated code does; other tags are skipped, as Kafka's readers skip
-tags they do not know. A record without a value (a tombstone, written with the snapshot key) deletes the
+tags they do not know. Tagged field 0x7E00 of both values is eoslog's own (issue 37 step 6): the share
+partition's pending transactional acknowledgements, written only when there are some (a Kafka reader skips
+it; a write without it means none):
+
+    PendingTransactions  uvarint count + 1, then per transaction: int64 ProducerId | int16 ProducerEpoch
+             | int8 Outcome (0 pending, 1 committed, 2 aborted) | Acks | tagged fields (none)
+    Acks     uvarint count + 1, then per range: int64 FirstOffset | int64 LastOffset (inclusive)
+             | int8 AcknowledgeType (Kafka's: 0 GAP, 1 ACCEPT, 2 RELEASE, 3 REJECT) | tagged fields (none) A record without a value (a tombstone, written with the snapshot key) deletes the
 share partition's state.
 
 Decoding is strict: a value that is truncated, has trailing bytes, an unknown version, a null or impossible
@@ -39,6 +46,12 @@ VALUE_VERSION = 0
 TAG_DELIVERY_COMPLETE_COUNT = 0
 NO_DELIVERY_COMPLETE_COUNT = -1  # unknown: the tagged field's default, never written
 NO_START_OFFSET = -1  # "not set" in an initialize, "unchanged" in a write and an update
+# eoslog's tag for the pending transactional acknowledgements: the first of eoslog's range (0x7E00, as its
+# API keys), far above any tag Kafka gives these values.
+TAG_PENDING_TRANSACTIONS = 0x7E00
+OUTCOME_PENDING, OUTCOME_COMMITTED, OUTCOME_ABORTED = 0, 1, 2
+_OUTCOMES = (OUTCOME_PENDING, OUTCOME_COMMITTED, OUTCOME_ABORTED)
+_ACKNOWLEDGE_TYPES = (0, 1, 2, 3)  # GAP, ACCEPT, RELEASE, REJECT (RENEW, 4, is never pending)
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -46,6 +59,8 @@ _KEY_TAIL = struct.Struct(">QQi")  # TopicId (two halves), Partition
 _SNAPSHOT_HEAD = struct.Struct(">hiiiqqq")  # version, snapshot/state/leader epoch, start offset, timestamps
 _UPDATE_HEAD = struct.Struct(">hiiq")  # version, snapshot epoch, leader epoch, start offset
 _BATCH = struct.Struct(">qqbh")  # first offset, last offset, delivery state, delivery count
+_PENDING_HEAD = struct.Struct(">qhb")  # producer id, producer epoch, outcome
+_PENDING_ACK = struct.Struct(">qqb")  # first offset, last offset, acknowledge type
 
 
 class ShareStateFormatError(ValueError):
@@ -80,6 +95,25 @@ class StateBatch(NamedTuple):
     delivery_count: int
 
 
+class PendingAckRange(NamedTuple):
+    """Offsets ``first_offset`` to ``last_offset`` (inclusive) acknowledged with one type in a transaction."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_type: int  # Kafka's AcknowledgeType id
+
+
+class PendingTransaction(NamedTuple):
+    """What one producer's transaction holds on a share partition (share/transactional_acks.py's hold), and
+    whether its marker came: the leader writes OUTCOME_PENDING; the share coordinator learns the outcome
+    from the marker in ``__share_group_state`` and keeps it until the leader writes the set without it."""
+
+    producer_id: int
+    producer_epoch: int
+    acks: tuple[PendingAckRange, ...]
+    outcome: int = OUTCOME_PENDING
+
+
 @dataclass(frozen=True)
 class ShareSnapshotValue:
     snapshot_epoch: int
@@ -90,6 +124,7 @@ class ShareSnapshotValue:
     write_timestamp: int
     state_batches: tuple[StateBatch, ...] = ()
     delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT
+    pending_transactions: tuple[PendingTransaction, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +134,7 @@ class ShareUpdateValue:
     start_offset: int  # NO_START_OFFSET: unchanged
     state_batches: tuple[StateBatch, ...] = ()  # only the ranges that changed
     delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT
+    pending_transactions: tuple[PendingTransaction, ...] = ()  # the whole set (not what changed): none if ()
 
 
 @dataclass(frozen=True)
@@ -153,10 +189,29 @@ def _batches(batches: tuple[StateBatch, ...]) -> bytes:
     return bytes(out)
 
 
-def _tags(delivery_complete_count: int) -> bytes:
-    if delivery_complete_count == NO_DELIVERY_COMPLETE_COUNT:
-        return b"\x00"
-    return b"\x01" + _uvarint(TAG_DELIVERY_COMPLETE_COUNT) + b"\x04" + _INT32.pack(delivery_complete_count)
+def encode_pending_transactions(pending: tuple[PendingTransaction, ...]) -> bytes:
+    """The PendingTransactions bytes (the body of tagged field 0x7E00)."""
+    out = bytearray(_uvarint(len(pending) + 1))
+    for txn in pending:
+        out += _PENDING_HEAD.pack(txn.producer_id, txn.producer_epoch, txn.outcome)
+        out += _uvarint(len(txn.acks) + 1)
+        for ack in txn.acks:
+            out += _PENDING_ACK.pack(*ack)
+            out.append(0)  # the range's tagged fields: none
+        out.append(0)  # the transaction's tagged fields: none
+    return bytes(out)
+
+
+def _tags(delivery_complete_count: int, pending: tuple[PendingTransaction, ...] = ()) -> bytes:
+    fields = []
+    if delivery_complete_count != NO_DELIVERY_COMPLETE_COUNT:
+        fields.append((TAG_DELIVERY_COMPLETE_COUNT, _INT32.pack(delivery_complete_count)))
+    if pending:
+        fields.append((TAG_PENDING_TRANSACTIONS, encode_pending_transactions(pending)))
+    out = bytearray(_uvarint(len(fields)))
+    for tag, data in fields:  # in tag order, as Kafka writes them
+        out += _uvarint(tag) + _uvarint(len(data)) + data
+    return bytes(out)
 
 
 def encode_value(value: ShareSnapshotValue | ShareUpdateValue) -> bytes:
@@ -165,7 +220,7 @@ def encode_value(value: ShareSnapshotValue | ShareUpdateValue) -> bytes:
                                    value.start_offset, value.create_timestamp, value.write_timestamp)
     else:
         head = _UPDATE_HEAD.pack(VALUE_VERSION, value.snapshot_epoch, value.leader_epoch, value.start_offset)
-    return head + _batches(value.state_batches) + _tags(value.delivery_complete_count)
+    return head + _batches(value.state_batches) + _tags(value.delivery_complete_count, value.pending_transactions)
 
 
 # ---- decoding -------------------------------------------------------------------------------------------
@@ -257,14 +312,46 @@ def _skip_tags(r: _Reader, known: tuple[int, ...]) -> dict[int, bytes]:
     return found
 
 
-def _delivery_complete_count(r: _Reader) -> int:
-    tags = _skip_tags(r, known=(TAG_DELIVERY_COMPLETE_COUNT,))
+def _value_tags(r: _Reader) -> tuple[int, tuple[PendingTransaction, ...]]:
+    """(DeliveryCompleteCount, PendingTransactions) from a value's tagged fields."""
+    tags = _skip_tags(r, known=(TAG_DELIVERY_COMPLETE_COUNT, TAG_PENDING_TRANSACTIONS))
     data = tags.get(TAG_DELIVERY_COMPLETE_COUNT)
-    if data is None:
-        return NO_DELIVERY_COMPLETE_COUNT
-    if len(data) != _INT32.size:
-        raise ShareStateFormatError(f"{r.what}: DeliveryCompleteCount of {len(data)} bytes, not 4")
-    return _INT32.unpack(data)[0]
+    count = NO_DELIVERY_COMPLETE_COUNT
+    if data is not None:
+        if len(data) != _INT32.size:
+            raise ShareStateFormatError(f"{r.what}: DeliveryCompleteCount of {len(data)} bytes, not 4")
+        count = _INT32.unpack(data)[0]
+    pending = tags.get(TAG_PENDING_TRANSACTIONS)
+    return count, () if pending is None else decode_pending_transactions(pending, f"{r.what} PendingTransactions")
+
+
+def decode_pending_transactions(data: bytes | memoryview, what: str = "PendingTransactions"
+                                ) -> tuple[PendingTransaction, ...]:
+    """Strict, as the values: a truncated, trailing, null or impossible array, an unknown outcome or
+    acknowledge type, or a range ending before it starts raises ShareStateFormatError."""
+    r = _Reader(data, what)
+    count = r.uvarint() - 1
+    if count < 0 or count * (_PENDING_HEAD.size + 2) > len(r.buf) - r.pos:
+        raise ShareStateFormatError(f"{what}: a null or impossible count of transactions ({count})")
+    out = []
+    for _ in range(count):
+        producer_id, producer_epoch, outcome = r.unpack(_PENDING_HEAD)
+        if outcome not in _OUTCOMES:
+            raise ShareStateFormatError(f"{what}: unknown outcome {outcome} of producer {producer_id}")
+        acks_count = r.uvarint() - 1
+        if acks_count < 0 or acks_count * (_PENDING_ACK.size + 1) > len(r.buf) - r.pos:
+            raise ShareStateFormatError(f"{what}: a null or impossible count of ranges ({acks_count})")
+        acks = []
+        for _ in range(acks_count):
+            ack = PendingAckRange(*r.unpack(_PENDING_ACK))
+            if ack.acknowledge_type not in _ACKNOWLEDGE_TYPES or ack.last_offset < ack.first_offset:
+                raise ShareStateFormatError(f"{what}: impossible pending range {tuple(ack)}")
+            acks.append(ack)
+            _skip_tags(r, known=())
+        _skip_tags(r, known=())
+        out.append(PendingTransaction(producer_id, producer_epoch, tuple(acks), outcome))
+    r.done()
+    return tuple(out)
 
 
 def decode_value(record_type: int, value: bytes | memoryview) -> ShareSnapshotValue | ShareUpdateValue:
@@ -274,18 +361,18 @@ def decode_value(record_type: int, value: bytes | memoryview) -> ShareSnapshotVa
             r.unpack(_SNAPSHOT_HEAD)
         _check_version(r, version)
         batches = _read_batches(r)
-        count = _delivery_complete_count(r)
+        count, pending = _value_tags(r)
         r.done()
         return ShareSnapshotValue(snapshot_epoch, state_epoch, leader_epoch, start_offset, created, written,
-                                  batches, count)
+                                  batches, count, pending)
     if record_type == SHARE_UPDATE:
         r = _Reader(value, "ShareUpdateValue")
         version, snapshot_epoch, leader_epoch, start_offset = r.unpack(_UPDATE_HEAD)
         _check_version(r, version)
         batches = _read_batches(r)
-        count = _delivery_complete_count(r)
+        count, pending = _value_tags(r)
         r.done()
-        return ShareUpdateValue(snapshot_epoch, leader_epoch, start_offset, batches, count)
+        return ShareUpdateValue(snapshot_epoch, leader_epoch, start_offset, batches, count, pending)
     raise UnknownRecordTypeError(f"unknown __share_group_state record type {record_type}")
 
 

@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from eoslog.cluster.broker_client import BrokerConnectionError
 from eoslog.cluster.topics import SHARE_GROUP_STATE
-from eoslog.coordinator.share.log_format import NO_DELIVERY_COMPLETE_COUNT, SharePartitionKey, StateBatch
+from eoslog.coordinator.share.log_format import (
+    NO_DELIVERY_COMPLETE_COUNT,
+    PendingAckRange,
+    PendingTransaction,
+    SharePartitionKey,
+    StateBatch,
+)
 from eoslog.coordinator.share.shard import ShareAnswer
 from eoslog.coordinator.share.state import ShareGroupOffset
 from eoslog.protocol import messages
@@ -51,7 +57,8 @@ class Persister(Protocol):
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int,
                           leader_epoch: int, start_offset: int, state_batches: Iterable[StateBatch],
-                          delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT) -> ShareAnswer: ...
+                          delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT,
+                          pending_transactions: Iterable[PendingTransaction] = ()) -> ShareAnswer: ...
 
     async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ShareAnswer: ...
 
@@ -85,10 +92,12 @@ class LocalPersister:
         return await self._call("read_state", group_id, topic_id, partition, leader_epoch=leader_epoch)
 
     async def write_state(self, group_id, topic_id, partition, *, state_epoch, leader_epoch, start_offset,
-                          state_batches, delivery_complete_count=NO_DELIVERY_COMPLETE_COUNT) -> ShareAnswer:
+                          state_batches, delivery_complete_count=NO_DELIVERY_COMPLETE_COUNT,
+                          pending_transactions=()) -> ShareAnswer:
         return await self._call("write_state", group_id, topic_id, partition, state_epoch=state_epoch,
                                 leader_epoch=leader_epoch, start_offset=start_offset, state_batches=state_batches,
-                                delivery_complete_count=delivery_complete_count)
+                                delivery_complete_count=delivery_complete_count,
+                                pending_transactions=tuple(pending_transactions))
 
     async def delete_state(self, group_id, topic_id, partition) -> ShareAnswer:
         return await self._call("delete_state", group_id, topic_id, partition)
@@ -186,10 +195,12 @@ class RoutingPersister:
         return await self._call("read_state", group_id, topic_id, partition, leader_epoch=leader_epoch)
 
     async def write_state(self, group_id, topic_id, partition, *, state_epoch, leader_epoch, start_offset,
-                          state_batches, delivery_complete_count=NO_DELIVERY_COMPLETE_COUNT) -> ShareAnswer:
+                          state_batches, delivery_complete_count=NO_DELIVERY_COMPLETE_COUNT,
+                          pending_transactions=()) -> ShareAnswer:
         return await self._call("write_state", group_id, topic_id, partition, state_epoch=state_epoch,
                                 leader_epoch=leader_epoch, start_offset=start_offset,
-                                state_batches=tuple(state_batches), delivery_complete_count=delivery_complete_count)
+                                state_batches=tuple(state_batches), delivery_complete_count=delivery_complete_count,
+                                pending_transactions=tuple(pending_transactions))
 
     async def delete_state(self, group_id, topic_id, partition) -> ShareAnswer:
         return await self._call("delete_state", group_id, topic_id, partition)
@@ -219,7 +230,8 @@ def _write(group_id, topic_id, partition, f):
         start_offset=f["start_offset"], delivery_complete_count=f["delivery_complete_count"],
         state_batches=[m.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
                                     delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                       for b in f["state_batches"]])])])
+                       for b in f["state_batches"]],
+        pending_transactions=pending_to_wire(m, f["pending_transactions"]))])])
 
 
 def _delete(group_id, topic_id, partition, f):
@@ -250,7 +262,7 @@ def _read_answer(result) -> ShareAnswer:
                     for b in result.state_batches)
     return ShareAnswer(ErrorCode.NONE, None, ShareGroupOffset(
         snapshot_epoch=0, state_epoch=result.state_epoch, leader_epoch=-1, start_offset=result.start_offset,
-        state_batches=batches))
+        state_batches=batches, pending_transactions=pending_from_wire(result.pending_transactions)))
 
 
 def _summary_answer(result) -> ShareAnswer:
@@ -262,3 +274,22 @@ def _summary_answer(result) -> ShareAnswer:
 
 
 _ANSWERS = {"read_state": _read_answer, "read_state_summary": _summary_answer}
+
+
+# eoslog's tagged field (docs/share-groups.md, "Step 6"): the pending set rides on WriteShareGroupState's
+# request and ReadShareGroupState's answer as it rides on the records; a Kafka peer skips it.
+
+def pending_to_wire(message, pending) -> list:
+    """``message``: the request or response class whose PendingTransaction struct to build."""
+    Txn, Ack = message.PendingTransaction, message.PendingAck
+    return [Txn(producer_id=t.producer_id, producer_epoch=t.producer_epoch, outcome=t.outcome,
+                acks=[Ack(first_offset=a.first_offset, last_offset=a.last_offset,
+                                     acknowledge_type=a.acknowledge_type) for a in t.acks])
+            for t in pending]
+
+
+def pending_from_wire(pending) -> tuple[PendingTransaction, ...]:
+    return tuple(PendingTransaction(t.producer_id, t.producer_epoch,
+                                    tuple(PendingAckRange(a.first_offset, a.last_offset, a.acknowledge_type)
+                                          for a in t.acks), t.outcome)
+                 for t in pending or ())

@@ -45,16 +45,18 @@ from eoslog.coordinator.runtime import CoordinatorRuntime, Ownership, now_ms
 from eoslog.coordinator.share.config import ShareCoordinatorConfig
 from eoslog.coordinator.share.log_format import (
     NO_DELIVERY_COMPLETE_COUNT,
+    PendingTransaction,
     SharePartitionKey,
     ShareRecord,
     StateBatch,
 )
-from eoslog.coordinator.share.state import Decision, ShareGroupOffset, ShareStates
+from eoslog.coordinator.share.state import Decision, ShareGroupOffset, ShareStates, TxnMarker
 from eoslog.protocol.coordinator_partition import partition_for
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records.batch import decode_batch
 from eoslog.records.builder import SimpleRecord, build_batch
+from eoslog.records.control import ControlType, parse_control_batch
 
 if TYPE_CHECKING:
     from eoslog.cluster.partition import Partition, PartitionAppend
@@ -186,13 +188,16 @@ class ShareShard:
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int,
                           leader_epoch: int, start_offset: int, state_batches: Iterable[StateBatch],
-                          delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT) -> ShareAnswer:
-        """WriteShareGroupState of one share partition."""
+                          delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT,
+                          pending_transactions: Iterable[PendingTransaction] = ()) -> ShareAnswer:
+        """WriteShareGroupState of one share partition (with its whole pending set, eoslog's tagged field)."""
         key = SharePartitionKey(group_id, topic_id, partition)
         batches = tuple(state_batches)
+        pending = tuple(pending_transactions)
         return await self._operate(key, lambda states: states.write(
             key, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-            state_batches=batches, delivery_complete_count=delivery_complete_count, now_ms=now_ms()))
+            state_batches=batches, delivery_complete_count=delivery_complete_count, now_ms=now_ms(),
+            pending_transactions=pending))
 
     async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *,
                          leader_epoch: int) -> ShareAnswer:
@@ -214,6 +219,17 @@ class ShareShard:
             return refusal
         decision = states.read_summary(key)
         return ShareAnswer(decision.error, decision.message, decision.state)
+
+    def on_txn_marker(self, index: int, producer_id: int, producer_epoch: int, committed: bool
+                      ) -> list[SharePartitionKey]:
+        """A COMMIT/ABORT marker is durable in ``__share_group_state``-``index`` (coordinated
+        here): the share partitions whose pending acknowledgements it decides, now decided in memory (the
+        marker is in the log, so a reload decides them the same way). Their leaders are told by the caller.
+        A partition not loaded yet reads the marker with the rest of its log."""
+        states = self._states.get(index)
+        if states is None:
+            return []
+        return states.apply_marker(producer_id, producer_epoch, committed)
 
     # ---- carrying out -----------------------------------------------------------------------------
 
@@ -315,11 +331,18 @@ class ShareShard:
         return pruned
 
 
-def read_records(partition_log: Log) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+def read_records(partition_log: Log) -> Iterator[tuple[int, bytes | None, bytes | None] | TxnMarker]:
     """Every record of a ``__share_group_state`` partition from its log start, oldest first, as
-    (offset, key, value); control batches are skipped (the share coordinator writes no transactions)."""
+    (offset, key, value), and every transaction marker as a :class:`TxnMarker`: the share coordinator writes
+    no transactions, but a transaction that acknowledged share records registered this partition, and its
+    marker decides them (docs/share-groups.md, "Step 6")."""
     for data, header in partition_log.read_batches():
         if header.is_control:
+            if header.last_offset >= partition_log.log_start_offset:
+                marker = parse_control_batch(decode_batch(data, header.position))
+                if marker.control_type in (ControlType.COMMIT, ControlType.ABORT):
+                    yield TxnMarker(header.last_offset, header.producer_id, header.producer_epoch,
+                                    marker.control_type is ControlType.COMMIT)
             continue
         for record in decode_batch(data, header.position).absolute_records():
             if record.offset >= partition_log.log_start_offset:

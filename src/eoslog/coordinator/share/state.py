@@ -30,6 +30,11 @@ Kafka's rules kept here (ShareCoordinatorShard, ShareGroupOffset and their tests
 - ReadShareGroupStateSummary answers state epoch, leader epoch, start offset and delivery complete count,
   or Kafka's defaults (0, 0, -1, -1) for a share partition with no state; it records nothing.
 - DeleteShareGroupState writes a tombstone (none for a share partition with no state).
+- eoslog's own (issue 37 step 6): each share partition's pending transactional acknowledgements (the last
+  record's set; see ``apply_marker`` for what markers do), and InitializeShareGroupState and
+  DeleteShareGroupState refused (NON_EMPTY_GROUP) while a transaction holds records and its marker has
+  not come, so
+  AlterShareGroupOffsets, DeleteShareGroupOffsets and DeleteGroups cannot lose its acknowledgements.
 - A negative partition index is INVALID_REQUEST, a topic partition that does not exist
   UNKNOWN_TOPIC_OR_PARTITION (asked of ``partition_exists``).
 
@@ -50,12 +55,17 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from eoslog.coordinator.share.batches import combine_state_batches
 from eoslog.coordinator.share.log_format import (
     NO_DELIVERY_COMPLETE_COUNT,
     NO_START_OFFSET,
+    OUTCOME_ABORTED,
+    OUTCOME_COMMITTED,
+    OUTCOME_PENDING,
+    PendingTransaction,
     SharePartitionKey,
     ShareRecord,
     ShareSnapshotValue,
@@ -86,38 +96,74 @@ class ShareGroupOffset:
     state_batches: tuple[StateBatch, ...] = ()
     create_timestamp: int = 0
     write_timestamp: int = 0
+    # The pending transactional acknowledgements (eoslog's tagged field): the last record's set, with the
+    # outcomes markers gave since (keep_outcomes).
+    pending_transactions: tuple[PendingTransaction, ...] = ()
 
     @classmethod
-    def from_snapshot(cls, value: ShareSnapshotValue) -> ShareGroupOffset:
+    def from_snapshot(cls, value: ShareSnapshotValue, before: ShareGroupOffset | None = None) -> ShareGroupOffset:
         return cls(value.snapshot_epoch, value.state_epoch, value.leader_epoch, value.start_offset,
                    value.delivery_complete_count, value.state_batches, value.create_timestamp,
-                   value.write_timestamp)
+                   value.write_timestamp, keep_outcomes(value.pending_transactions, before))
 
     @classmethod
     def from_update(cls, value: ShareUpdateValue) -> ShareGroupOffset:
         """An update with no snapshot before it (its snapshot pruned away by another tool): state epoch 0
         and no timestamps, as Kafka builds it."""
         return cls(value.snapshot_epoch, DEFAULT_STATE_EPOCH, value.leader_epoch, value.start_offset,
-                   value.delivery_complete_count, value.state_batches)
+                   value.delivery_complete_count, value.state_batches,
+                   pending_transactions=value.pending_transactions)
 
     def merge(self, update: ShareUpdateValue) -> ShareGroupOffset:
         """This state with ``update`` applied: a start offset or leader epoch of -1 keeps the stored one;
-        the batches are combined and cut at the start offset; epochs of the snapshot and timestamps stay."""
+        the batches are combined and cut at the start offset; epochs of the snapshot and timestamps stay;
+        the update's pending set is the set (outcomes already known are kept)."""
         start_offset = self.start_offset if update.start_offset == NO_START_OFFSET else update.start_offset
         leader_epoch = self.leader_epoch if update.leader_epoch == NO_EPOCH else update.leader_epoch
         return ShareGroupOffset(
             self.snapshot_epoch, self.state_epoch, leader_epoch, start_offset, update.delivery_complete_count,
             combine_state_batches(self.state_batches, update.state_batches, start_offset),
-            self.create_timestamp, self.write_timestamp)
+            self.create_timestamp, self.write_timestamp, keep_outcomes(update.pending_transactions, self))
 
     def snapshot(self, snapshot_epoch: int, write_timestamp: int) -> ShareSnapshotValue:
         return ShareSnapshotValue(snapshot_epoch, self.state_epoch, self.leader_epoch, self.start_offset,
                                   self.create_timestamp, write_timestamp, self.state_batches,
-                                  self.delivery_complete_count)
+                                  self.delivery_complete_count, self.pending_transactions)
+
+    def undecided(self) -> bool:
+        """Whether a transaction holds records here whose marker has not come. (Once every one is decided,
+        replacing or deleting the state loses nothing: the outcomes only wait for a leader to apply them.)"""
+        return any(txn.outcome == OUTCOME_PENDING for txn in self.pending_transactions)
+
+
+def keep_outcomes(written: tuple[PendingTransaction, ...], before: ShareGroupOffset | None
+                  ) -> tuple[PendingTransaction, ...]:
+    """The pending set a record makes: its own, except that a transaction a marker already decided stays
+    decided while the record still names it at the same epoch. A leader's write decided before the marker
+    came (or without having seen it yet) names the transaction as pending; the marker, durable before that
+    write, still holds. Once the leader writes the set without it (it applied the outcome), it is gone."""
+    if before is None or not before.pending_transactions:
+        return written
+    outcomes = {(t.producer_id, t.producer_epoch): t.outcome for t in before.pending_transactions
+                if t.outcome != OUTCOME_PENDING}
+    if not outcomes:
+        return written
+    return tuple(t._replace(outcome=outcomes[(t.producer_id, t.producer_epoch)])
+                 if t.outcome == OUTCOME_PENDING and (t.producer_id, t.producer_epoch) in outcomes else t
+                 for t in written)
 
 
 # What ReadShareGroupStateSummary answers for a share partition with no state (Kafka's PartitionFactory).
 UNINITIALIZED = ShareGroupOffset(0, DEFAULT_STATE_EPOCH, DEFAULT_LEADER_EPOCH, NO_START_OFFSET)
+
+
+class TxnMarker(NamedTuple):
+    """A COMMIT or ABORT marker in ``__share_group_state`` (a transaction that registered this partition)."""
+
+    offset: int
+    producer_id: int
+    producer_epoch: int
+    committed: bool
 
 
 @dataclass(frozen=True)
@@ -139,6 +185,11 @@ _NEGATIVE_PARTITION = _refuse(ErrorCode.INVALID_REQUEST, "a partition index cann
 _UNKNOWN_PARTITION = _refuse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _FENCED_LEADER_EPOCH = _refuse(ErrorCode.FENCED_LEADER_EPOCH)
 _FENCED_STATE_EPOCH = _refuse(ErrorCode.FENCED_STATE_EPOCH)
+# eoslog (issue 37 step 6): resetting or deleting a share partition whose records a transaction holds would
+# lose the transaction's acknowledgements, as deleting a group with pending transactional offsets would
+# lose those (Kafka refuses that with NON_EMPTY_GROUP too). Retry once the transaction ended.
+_HELD_BY_TRANSACTIONS = _refuse(ErrorCode.NON_EMPTY_GROUP,
+                                "a transaction holds records of this share partition until its marker")
 
 
 class ShareStates:
@@ -210,6 +261,8 @@ class ShareStates:
         if self._missing(key):
             return _UNKNOWN_PARTITION
         current = self._offsets.get(key)
+        if current is not None and current.undecided():
+            return _HELD_BY_TRANSACTIONS
         snapshot = ShareSnapshotValue(
             snapshot_epoch=0 if current is None else current.snapshot_epoch + 1,
             state_epoch=state_epoch, leader_epoch=DEFAULT_LEADER_EPOCH, start_offset=start_offset,
@@ -220,8 +273,10 @@ class ShareStates:
 
     def write(self, key: SharePartitionKey, *, state_epoch: int, leader_epoch: int, start_offset: int,
               state_batches: Iterable[StateBatch], now_ms: int,
-              delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT) -> Decision:
-        """WriteShareGroupState: the changed ranges (and a new start offset, or -1) of a share partition."""
+              delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT,
+              pending_transactions: Iterable[PendingTransaction] = ()) -> Decision:
+        """WriteShareGroupState: the changed ranges (and a new start offset, or -1) of a share partition,
+        and its whole pending set (none when empty)."""
         batches = tuple(StateBatch(*b) for b in state_batches)
         if key.partition < 0:
             return _NEGATIVE_PARTITION
@@ -238,8 +293,9 @@ class ShareStates:
             if batch.last_offset < batch.first_offset:
                 return _refuse(ErrorCode.INVALID_REQUEST, f"state batch {batch.first_offset}-{batch.last_offset} "
                                                           "ends before it starts")
+        pending = keep_outcomes(tuple(PendingTransaction(*t) for t in pending_transactions), current)
         return Decision(record=self._state_record(key, current, current.leader_epoch, start_offset,
-                                                  delivery_complete_count, batches, now_ms))
+                                                  delivery_complete_count, batches, now_ms, pending))
 
     def read(self, key: SharePartitionKey, leader_epoch: int, *, now_ms: int) -> Decision:
         """ReadShareGroupState: the stored state; a newer ``leader_epoch`` is recorded before answering."""
@@ -256,7 +312,7 @@ class ShareStates:
         if leader_epoch == NO_EPOCH or leader_epoch == fence:
             return Decision(state=current)
         record = self._state_record(key, current, leader_epoch, current.start_offset,
-                                    current.delivery_complete_count, (), now_ms)
+                                    current.delivery_complete_count, (), now_ms, current.pending_transactions)
         return Decision(record=record, state=current)
 
     def read_summary(self, key: SharePartitionKey) -> Decision:
@@ -275,20 +331,23 @@ class ShareStates:
             return _UNKNOWN_PARTITION
         if key not in self._offsets:
             return Decision()
+        if self._offsets[key].undecided():
+            return _HELD_BY_TRANSACTIONS
         return Decision(record=ShareRecord.tombstone(key))
 
     def _state_record(self, key: SharePartitionKey, current: ShareGroupOffset, leader_epoch: int,
                       start_offset: int, delivery_complete_count: int, batches: tuple[StateBatch, ...],
-                      now_ms: int) -> ShareRecord:
-        """An update with only ``batches``, or a snapshot of everything once enough updates were written."""
+                      now_ms: int, pending: tuple[PendingTransaction, ...]) -> ShareRecord:
+        """An update with only ``batches``, or a snapshot of everything once enough updates were written;
+        either carries the whole pending set."""
         if self._update_counts.get(key, 0) >= self.updates_per_snapshot:
             start = current.start_offset if start_offset == NO_START_OFFSET else start_offset
             return record_of(key, ShareSnapshotValue(
                 current.snapshot_epoch + 1, current.state_epoch, leader_epoch, start, now_ms, now_ms,
-                combine_state_batches(current.state_batches, batches, start), delivery_complete_count))
+                combine_state_batches(current.state_batches, batches, start), delivery_complete_count, pending))
         return record_of(key, ShareUpdateValue(current.snapshot_epoch, leader_epoch, start_offset,
                                                combine_state_batches((), batches, start_offset),
-                                               delivery_complete_count))
+                                               delivery_complete_count, pending))
 
     def cold_snapshots(self, *, now_ms: int, interval_ms: int,
                        busy: Callable[[SharePartitionKey], bool] = lambda key: False) -> list[ShareRecord]:
@@ -321,15 +380,40 @@ class ShareStates:
             self._track_snapshot(key, offset, deleted=True)
             return
         self._leader_epochs[key] = max(self._leader_epochs.get(key, value.leader_epoch), value.leader_epoch)
+        current = self._offsets.get(key)
         if isinstance(value, ShareSnapshotValue):
             self._state_epochs[key] = max(self._state_epochs.get(key, value.state_epoch), value.state_epoch)
-            self._offsets[key] = ShareGroupOffset.from_snapshot(value)
+            state = self._offsets[key] = ShareGroupOffset.from_snapshot(value, current)
             self._update_counts[key] = 0
-            self._track_snapshot(key, offset, deleted=False)
+            # A snapshot decided before a marker came and appended after it names the transaction as pending:
+            # the outcome is only in the marker, which needs the records before it. Until a snapshot carries
+            # the outcome, the previous one stays this share partition's bound for pruning.
+            if state.pending_transactions == value.pending_transactions:
+                self._track_snapshot(key, offset, deleted=False)
             return
-        current = self._offsets.get(key)
         self._offsets[key] = ShareGroupOffset.from_update(value) if current is None else current.merge(value)
         self._update_counts[key] = self._update_counts.get(key, 0) + 1
+
+    def apply_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> list[SharePartitionKey]:
+        """A COMMIT or ABORT marker of ``producer_id`` durable in this partition (written by
+        the transaction coordinator, or read from the log when loading): each share partition whose pending
+        set holds that producer's transaction at or below the marker's epoch (markers may carry a bumped
+        epoch) now has its outcome; the leader applies it (PendingAcknowledgements.complete) and writes the
+        set without it. Returns the share partitions decided now."""
+        outcome = OUTCOME_COMMITTED if committed else OUTCOME_ABORTED
+        decided = []
+        for key, state in self._offsets.items():
+            if not any(t.producer_id == producer_id and t.producer_epoch <= producer_epoch
+                       and t.outcome == OUTCOME_PENDING for t in state.pending_transactions):
+                continue
+            pending = tuple(t._replace(outcome=outcome) if t.producer_id == producer_id
+                            and t.producer_epoch <= producer_epoch and t.outcome == OUTCOME_PENDING else t
+                            for t in state.pending_transactions)
+            self._offsets[key] = replace(state, pending_transactions=pending)
+            decided.append(key)
+        # Pruning needs no more: this share partition's newest snapshot is below the marker (so is the
+        # redundant offset), and a snapshot decided after the marker carries the outcome.
+        return sorted(decided)
 
     def _track_snapshot(self, key: SharePartitionKey, offset: int, *, deleted: bool) -> None:
         # Kafka's ShareCoordinatorOffsetsManager: everything below the oldest "newest snapshot" of the
@@ -340,12 +424,17 @@ class ShareStates:
         if deleted:
             del self._snapshot_offsets[key]
 
-    def load(self, entries: Iterable[tuple[int, bytes | memoryview, bytes | memoryview | None]]) -> int:
-        """Applies every (offset, key, value) of a ``__share_group_state`` partition, oldest first; a damaged
-        record raises ShareStateFormatError. Records of a type this version does not know are skipped.
-        Returns how many records were applied."""
+    def load(self, entries: Iterable[tuple[int, bytes | memoryview, bytes | memoryview | None] | TxnMarker]) -> int:
+        """Applies every (offset, key, value) of a ``__share_group_state`` partition, oldest first, and every
+        transaction marker (:class:`TxnMarker`) where it stands among them, so pending sets followed by their
+        producer's marker are decided as they were in memory; a damaged record raises ShareStateFormatError.
+        Records of a type this version does not know are skipped. Returns how many records were applied."""
         applied = 0
-        for offset, key, value in entries:
+        for entry in entries:
+            if isinstance(entry, TxnMarker):
+                self.apply_marker(entry.producer_id, entry.producer_epoch, entry.committed)
+                continue
+            offset, key, value = entry
             try:
                 record = decode_record(key, value)
             except UnknownRecordTypeError as exc:

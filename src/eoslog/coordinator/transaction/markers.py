@@ -15,7 +15,10 @@ Contract
   partition when this broker loaded it).
 - ``offsets_marker_listeners`` are called as ``listener(partition, producer_id, committed)`` once a
   marker on ``__consumer_offsets``-``partition`` is durable: the group coordinator publishes or drops
-  that producer's pending transactional offsets there.
+  that producer's pending transactional offsets there. ``share_state_marker_listeners`` are called as
+  ``listener(partition, producer_id, producer_epoch, committed)`` once a marker on
+  ``__share_group_state``-``partition`` is durable: the share coordinator decides that producer's pending
+  transactional acknowledgements there (docs/share-groups.md, "Step 6").
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from eoslog.cluster.broker_client import BrokerConnectionError
-from eoslog.cluster.topics import CONSUMER_OFFSETS
+from eoslog.cluster.topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE
 from eoslog.coordinator.transaction.metadata import TopicPartition, TransactionResult
 from eoslog.log.producer_state import ProducerStateError
 from eoslog.protocol.errors import ErrorCode, NotLeaderOrFollowerError
@@ -53,6 +56,7 @@ class TransactionMarkerChannel:
         self._clients = clients
         self._ensure_offsets_topic = ensure_offsets_topic
         self.offsets_marker_listeners: list[Callable[[int, int, bool], None]] = []
+        self.share_state_marker_listeners: list[Callable[[int, int, int, bool], None]] = []
         self.stopping = False
 
     async def write(self, producer_id: int, producer_epoch: int, result: TransactionResult,
@@ -118,6 +122,12 @@ class TransactionMarkerChannel:
                         listener(tp.partition, producer_id, result is TransactionResult.COMMIT)
                     except Exception:
                         log.exception("offsets marker listener failed")
+            elif tp.topic == SHARE_GROUP_STATE:
+                for share_listener in self.share_state_marker_listeners:
+                    try:
+                        share_listener(tp.partition, producer_id, producer_epoch, result is TransactionResult.COMMIT)
+                    except Exception:
+                        log.exception("share state marker listener failed")
             return ErrorCode.NONE
 
     async def _write_remote(self, leader: int, tp: TopicPartition, producer_id: int, producer_epoch: int,
