@@ -76,6 +76,18 @@ def test_held_records_outlive_the_members_lock_and_its_release():
     assert held.partition.acknowledge("m", [ack(0, 0, A.ACCEPT)], now_ms=0).error.value == "INVALID_RECORD_STATE"
 
 
+def test_a_batch_wholly_below_the_start_offset_is_refused_as_a_members_own_is():
+    # m's lock ran out; n took the records at delivery 2 and accepted them, which moved the SPSO past them.
+    late = acquired(last=3).partition.expire_locks(LOCK_MS + 1).after
+    again = late.acquire("n", 0, batches((0, 3)), now_ms=LOCK_MS + 1, max_records=100, upper_bound=4).after
+    done = again.acknowledge("n", [ack(0, 3, A.ACCEPT)], now_ms=LOCK_MS + 2).after
+    assert done.start_offset == 4
+    value = PendingAcknowledgements.of(done)
+    change = txn_ack(value, ack(0, 3, A.ACCEPT), now=LOCK_MS + 3)
+    # Answering NONE would tell m's transaction its ACCEPT counted: its output would commit a second time.
+    assert change.error is TxnAckError.INVALID_RECORD_STATE and change.after is value and not change.write_needed
+
+
 def test_commit_applies_each_pending_type():
     held = txn_ack(acquired(), ack(0, 1, A.ACCEPT), ack(2, 2, A.REJECT), ack(3, 3, A.RELEASE),
                    ack(4, 4, A.GAP)).after

@@ -241,7 +241,10 @@ class PendingAcknowledgements:
         added: list[PendingAck] = []
         for batch in batches:
             if batch.last_offset < partition.start_offset:
-                continue  # done already, as a member's acknowledgement below the SPSO
+                # Done already, and not by this member's hand if its lock ran out and another member's
+                # acknowledgement moved the SPSO: refused, as a member's own acknowledgement is
+                # (SharePartition.acknowledge), or two consumers would each commit output for one record.
+                return TxnChange(self, TxnAckError.INVALID_RECORD_STATE)
             if batch.last_offset >= partition.end_offset:
                 return TxnChange(self, TxnAckError.INVALID_REQUEST)
             first = max(batch.first_offset, partition.start_offset)
