@@ -163,3 +163,23 @@ def test_spark_reads_typed_columns_across_a_compatible_schema_change(spark, brok
     assert {rows[f"p{i}"].currency for i in range(20, 30)} == {"USD"}
     assert all(rows[f"p{i}"].amount == _payment(i)["amount"] for i in range(30))
     assert rows["p7"].ts.replace(tzinfo=None) == _payment(7)["ts"].astimezone().replace(tzinfo=None)
+
+
+def test_spark_writes_a_struct_value_column_in_the_wire_format(spark, broker, kafka, registry, subject):
+    kafka.create(subject.topic)
+    subject.register(1, PAYMENT_V1)
+    kafka.produce(subject.topic, [(None, subject.serialize(1, _payment(i)), None, None) for i in range(10)])
+    out = Subject(registry.url, f"{subject.topic}-out-value", f"{subject.topic}-out")
+    kafka.create(out.topic)
+    out_id = out.register(2, PAYMENT_V2)
+    typed = (spark.read.format("eoslog").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("subscribe", subject.topic).option("schema.registry.url", registry.url).load())
+    # v1's columns written under the out subject's v2: the missing field takes its default
+    (typed.select("value").write.format("eoslog").mode("append").option("kafka.bootstrap.servers", broker.bootstrap)
+     .option("topic", out.topic).option("schema.registry.url", registry.url).save())
+    deserialize = AvroDeserializer(out.client)
+    messages = kafka.read_all(out.topic, expect=10)
+    assert {m.value()[1:5] for m in messages} == {out_id.to_bytes(4, "big")}
+    read = [deserialize(m.value(), SerializationContext(out.topic, MessageField.VALUE)) for m in messages]
+    assert sorted(read, key=lambda v: v["id"]) == sorted((_payment(i, currency="EUR") for i in range(10)),
+                                                         key=lambda v: v["id"])
