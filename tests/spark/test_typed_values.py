@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("fastavro")
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql.pandas.types import to_arrow_type
@@ -99,6 +99,24 @@ def test_a_v2_value_reads_under_v1_without_the_new_field(registry, subject):
                                 [subject.serialize(2, _payment(3, currency="USD"))], [0], subject.topic, 0,
                                 _arrow_type(registry.url, v1_id))
     assert column.to_pylist() == [{k: v for k, v in _payment(3).items()}]
+
+
+def test_references_are_followed(registry, subject):
+    money_subject = f"{subject.topic}.Money"
+    money = {"type": "record", "name": "Money", "namespace": "shop",
+             "fields": [{"name": "units", "type": "long"}, {"name": "currency", "type": "string"}]}
+    subject.client.register_schema(money_subject, Schema(json.dumps(money), "AVRO"))
+    order = {"type": "record", "name": "Order", "namespace": "shop",
+             "fields": [{"name": "id", "type": "string"}, {"name": "total", "type": "shop.Money"}]}
+    schema = Schema(json.dumps(order), "AVRO", [SchemaReference("shop.Money", money_subject, 1)])
+    order_id = subject.client.register_schema(subject.subject, schema)
+    serialize = AvroSerializer(subject.client, schema, conf={"auto.register.schemas": False,
+                                                               "use.latest.version": True})
+    value = {"id": "o1", "total": {"units": 1250, "currency": "EUR"}}
+    column = avro_values.decode(_value_schema(registry.url, subject.subject, order_id),
+                                [serialize(value, SerializationContext(subject.topic, MessageField.VALUE))], [0],
+                                subject.topic, 0, _arrow_type(registry.url, order_id))
+    assert column.to_pylist() == [value]
 
 
 def _dead_url() -> str:

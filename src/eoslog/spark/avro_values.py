@@ -117,9 +117,18 @@ def parsed_schema(registry: tuple, schema_id: int):
     return parsed
 
 
+TYPED_EXTRA_HINT = ("typed values (schema.registry.url) need fastavro and confluent-kafka's registry client: "
+                    "pip install 'eoslog[spark,schema-registry]'")
+
+
 def registered(registry: dict[str, str], subject: str, mode: str = FAILFAST):
     """Driver side: (ValueSchema, Spark field) for the latest version of ``subject``."""
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    try:
+        import fastavro  # noqa: F401
+        from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: F401
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+    except ImportError as exc:
+        raise ImportError(TYPED_EXTRA_HINT) from exc
 
     from eoslog.spark import avro_types
 
