@@ -119,6 +119,17 @@ def test_references_are_followed(registry, subject):
     assert column.to_pylist() == [value]
 
 
+def test_each_plan_sees_the_subjects_latest_version(registry, subject):
+    """A query planned again (a restart) takes the version registered since: nothing keeps the first answer."""
+    v1_id = subject.register(1, PAYMENT_V1)
+    first, field = avro_values.registered({"url": registry.url}, subject.subject)
+    assert first.schema_id == v1_id and "currency" not in field.dataType.names
+    v2_id = subject.register(2, PAYMENT_V2)
+    again, field = avro_values.registered({"url": registry.url}, subject.subject)
+    assert again.schema_id == v2_id and field.dataType.names[-1] == "currency"
+    assert field.metadata == {"eoslog.schema.id": v2_id, "eoslog.subject": subject.subject}
+
+
 def _dead_url() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

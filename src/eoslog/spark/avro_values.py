@@ -125,7 +125,7 @@ def registered(registry: dict[str, str], subject: str, mode: str = FAILFAST):
     """Driver side: (ValueSchema, Spark field) for the latest version of ``subject``."""
     try:
         import fastavro  # noqa: F401
-        from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: F401
+        from confluent_kafka.schema_registry import SchemaRegistryClient
         from confluent_kafka.schema_registry.error import SchemaRegistryError
     except ImportError as exc:
         raise ImportError(TYPED_EXTRA_HINT) from exc
@@ -134,7 +134,9 @@ def registered(registry: dict[str, str], subject: str, mode: str = FAILFAST):
 
     frozen = tuple(sorted(registry.items()))
     try:
-        latest = _client(frozen).get_latest_version(subject)
+        # a client of its own: SchemaRegistryClient keeps a subject's latest version for its lifetime, and
+        # Spark plans every query (and a restarted one) in Python workers it reuses
+        latest = SchemaRegistryClient(dict(registry)).get_latest_version(subject)
     except SchemaRegistryError as exc:
         raise RegistryError(f"subject {subject!r}: {exc.error_message} (error code {exc.error_code})") from exc
     except Exception as exc:
