@@ -192,6 +192,11 @@ def test_spark_reads_typed_columns_across_a_compatible_schema_change(spark, brok
     assert {rows[f"p{i}"].currency for i in range(20, 30)} == {"USD"}
     assert all(rows[f"p{i}"].amount == _payment(i)["amount"] for i in range(30))
     assert rows["p7"].ts.replace(tzinfo=None) == _payment(7)["ts"].astimezone().replace(tzinfo=None)
+    # the librdkafka read path decodes the same way
+    through_librdkafka = (spark.read.format("eoslog").option("kafka.bootstrap.servers", broker.bootstrap)
+                          .option("subscribe", subject.topic).option("schema.registry.url", registry.url)
+                          .option("eoslog.reader", "librdkafka").load())
+    assert sorted(through_librdkafka.select("value.*", "offset").collect()) == sorted(rows.values())
 
 
 def test_spark_writes_a_struct_value_column_in_the_wire_format(spark, broker, kafka, registry, subject):
