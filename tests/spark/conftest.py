@@ -58,3 +58,19 @@ def topic_name():
 @pytest.fixture
 def kafka(broker):
     return kafka_helpers.Kafka(broker.bootstrap)
+
+
+@pytest.fixture(scope="module")
+def registry(broker):
+    """The schema registry in front of the module's broker, as ``eoslog schema-registry --bootstrap`` runs it
+    (typed columns, spark/avro_values.py); tests use subjects of their own."""
+    pytest.importorskip("fastavro")
+    from eoslog.schema_registry.kafka_access import KafkaAccess
+    from eoslog.schema_registry.server import RegistryServer
+    from eoslog.testing.wait import wait_until
+
+    server = RegistryServer(KafkaAccess(broker.bootstrap), "127.0.0.1:0", session_timeout_ms=6000).start()
+    wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 30,
+               "the only registry instance elected itself writer")
+    yield server
+    server.stop()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from eoslog.spark.options import OptionError, SinkOptions, SourceOptions
+from eoslog.spark.options import OptionError, SinkOptions, SourceOptions, TypedValueOptions
 
 
 def test_source_options_like_sparks_kafka_connector():
@@ -60,3 +60,27 @@ def test_reader_option_chooses_the_read_path():
     assert SourceOptions.parse({**base, "eoslog.reader": "LIBRDKAFKA"}).reader == "librdkafka"
     with pytest.raises(OptionError, match="eoslog.reader"):
         SourceOptions.parse({**base, "eoslog.reader": "fast"})
+
+
+def test_typed_value_options():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "pay"}
+    assert SourceOptions.parse(base).typed_value is None
+    o = SourceOptions.parse({**base, "schema.registry.url": "http://r:8081",
+                             "schema.registry.basic.auth.user.info": "ann:pw", "avro.mode": "permissive"})
+    assert o.typed_value == TypedValueOptions({"url": "http://r:8081", "basic.auth.user.info": "ann:pw"},
+                                              "pay-value", "PERMISSIVE")
+    assert o.client == {"bootstrap.servers": "h:1"}  # registry settings are not librdkafka's
+    two = {**base, "subscribe": "a,b", "schema.registry.url": "http://r:8081", "value.subject": "shop.Payment"}
+    assert SourceOptions.parse(two).typed_value.subject == "shop.Payment"
+    sink = SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "topic": "out", "schema.registry.url": "http://r"})
+    assert sink.typed_value == TypedValueOptions({"url": "http://r"}, "out-value")
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"subscribe": "a,b", "schema.registry.url": "http://r"}, "value.subject is required"),
+    ({"schema.registry.url": "http://r", "avro.mode": "lenient"}, "FAILFAST or PERMISSIVE"),
+    ({"value.subject": "a-value"}, "value.subject needs schema.registry.url"),
+])
+def test_typed_value_option_errors(bad, says):
+    with pytest.raises(OptionError, match=says):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a", **bad})

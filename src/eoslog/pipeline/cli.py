@@ -48,6 +48,8 @@ def print_summary(console, result) -> None:
         f"sink commit mode: {mode}\nbroker: {result.bootstrap}\nspark: {result.spark_master}")
     for event in result.faults:
         console.print(f"fault: {event}")
+    for event in result.schema_events:
+        console.print(f"schema: {event}")
     console.print("[bold green]VERIFIED[/bold green]" if r.ok else "[bold red]VERIFICATION FAILED[/bold red]")
 
 
@@ -69,10 +71,13 @@ def print_summary(console, result) -> None:
 @click.option("--spark-workers", default=0, show_default=True,
               help="Run Spark as a standalone cluster, a Master and this many Workers on loopback, "
                    "instead of --master.")
+@click.option("--avro", is_flag=True,
+              help="Payments in Avro through a schema registry beside the broker, read as typed columns, "
+                   "with a compatible schema change (a field added with a default) halfway through.")
 @click.option("--workdir", type=click.Path(path_type=Path), default=None,
               help="Where the broker data and the Spark checkpoint go (default: a temporary directory).")
 def pipeline_command(bootstrap, transfers, accounts, seed, partitions, max_offsets_per_trigger, topic_prefix,
-                     master, cluster, kill_broker_at, spark_workers, workdir):
+                     master, cluster, kill_broker_at, spark_workers, avro, workdir):
     """Payments through Spark into a double-entry ledger, exactly once, then verified."""
     from rich.console import Console
 
@@ -82,7 +87,7 @@ def pipeline_command(bootstrap, transfers, accounts, seed, partitions, max_offse
     settings = RunSettings(bootstrap=bootstrap, transfers=transfers, accounts=accounts, seed=seed,
                            partitions=partitions, max_offsets_per_trigger=max_offsets_per_trigger,
                            topic_prefix=topic_prefix, master=master, workdir=workdir, cluster=cluster,
-                           kill_broker_at=kill_broker_at, spark_workers=spark_workers)
+                           kill_broker_at=kill_broker_at, spark_workers=spark_workers, avro=avro)
     progress, show = _live_display(console)
     with progress:
         result = run(settings, display=show)

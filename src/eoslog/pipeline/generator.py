@@ -46,6 +46,7 @@ class Transfer:
     target: str
     amount: int
     ts: int
+    currency: str | None = None  # set from the Avro run's schema change on (TRANSFER_V2)
 
     @property
     def reject_reason(self) -> str | None:
@@ -63,8 +64,10 @@ class Transfer:
                            "ts": self.ts}, separators=(",", ":")).encode()
 
 
-def transfers(count: int, accounts: int = 1000, seed: int = 7, start_ms: int = 1_700_000_000_000
-              ) -> Iterator[Transfer]:
+def transfers(count: int, accounts: int = 1000, seed: int = 7, start_ms: int = 1_700_000_000_000,
+              v2_from: int | None = None) -> Iterator[Transfer]:
+    """``v2_from``: transfers from this index on carry a currency (the Avro run's second schema version);
+    it is chosen by index, not by the random generator, so every other field stays as without it."""
     rng = random.Random(seed)
     for n in range(count):
         source, target = rng.randrange(accounts), rng.randrange(accounts)
@@ -79,11 +82,32 @@ def transfers(count: int, accounts: int = 1000, seed: int = 7, start_ms: int = 1
             target_name = f"ghost-{target:05d}"
         elif source == target:
             target_name = account((target + 1) % accounts)
-        yield Transfer(f"tx-{seed}-{n:09d}", source_name, target_name, amount, start_ms + n)
+        currency = CURRENCIES[n % len(CURRENCIES)] if v2_from is not None and n >= v2_from else None
+        yield Transfer(f"tx-{seed}-{n:09d}", source_name, target_name, amount, start_ms + n, currency)
 
 
-def produce(bootstrap: str, count: int, accounts: int, seed: int, progress=None, topic: str = PAYMENTS) -> int:
-    """Writes the transfers (key = transfer id) with an idempotent producer; returns how many."""
+# The Avro run (``eoslog pipeline --avro``): payments in the schema registry's wire format under subject
+# ``<payments>-value``; halfway, version 2 adds ``currency`` with a default, a BACKWARD-compatible change.
+TRANSFER_V1 = {"type": "record", "name": "Transfer", "namespace": "eoslog.pipeline", "fields": [
+    {"name": "id", "type": "string"}, {"name": "from", "type": "string"}, {"name": "to", "type": "string"},
+    {"name": "amount", "type": "long"}, {"name": "ts", "type": "long"}]}
+DEFAULT_CURRENCY = "EUR"
+TRANSFER_V2 = {**TRANSFER_V1, "fields": TRANSFER_V1["fields"] + [
+    {"name": "currency", "type": "string", "default": DEFAULT_CURRENCY}]}
+CURRENCIES = ("EUR", "USD", "CHF")
+
+
+def avro_value(t: Transfer) -> dict:
+    value = {"id": t.id, "from": t.source, "to": t.target, "amount": t.amount, "ts": t.ts}
+    if t.currency is not None:
+        value["currency"] = t.currency
+    return value
+
+
+def produce(bootstrap: str, count: int, accounts: int, seed: int, progress=None, topic: str = PAYMENTS,
+            first: int = 0, serialize=None, v2_from: int | None = None) -> int:
+    """Writes transfers ``first``..``count`` (key = transfer id) with an idempotent producer; returns how
+    many. ``serialize(transfer) -> bytes`` replaces the JSON value (the Avro run's serializer)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 10,
@@ -91,10 +115,12 @@ def produce(bootstrap: str, count: int, accounts: int, seed: int, progress=None,
                          "delivery.report.only.error": True,
                          "on_delivery": lambda err, msg: _raise(err) if err else None})
     sent = 0
-    for t in transfers(count, accounts, seed):
+    for n, t in enumerate(transfers(count, accounts, seed, v2_from=v2_from)):
+        if n < first:
+            continue
         while True:
             try:
-                producer.produce(topic, t.to_json(), t.id.encode())
+                producer.produce(topic, t.to_json() if serialize is None else serialize(t), t.id.encode())
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -102,11 +128,11 @@ def produce(bootstrap: str, count: int, accounts: int, seed: int, progress=None,
         if sent % 10_000 == 0:
             producer.poll(0)
             if progress is not None:
-                progress(sent)
+                progress(first + sent)
     if producer.flush(120) != 0:
         raise RuntimeError("payments not all delivered")
     if progress is not None:
-        progress(sent)
+        progress(first + sent)
     return sent
 
 

@@ -10,6 +10,14 @@ Where it runs: one embedded broker by default; ``cluster=N`` starts N brokers on
 payments is processed, restarting it once its partitions have new leaders. ``spark_workers=N`` runs
 the job on a standalone Spark Master with N Workers (testing/spark_standalone.py) instead of
 ``local[*]``, so the source and the sink run in executor processes of their own.
+
+``avro=True`` runs a schema registry beside the broker (in this process, as ``eoslog schema-registry``
+does) and produces the payments in Avro under ``<payments>-value``: the first half with version 1, and the
+job reads them as typed columns. Once the first half is produced and the job has processed some of it,
+the schema changes compatibly mid-run, in the order BACKWARD compatibility is for (readers first): the
+query is stopped, version 2 (``currency`` added with a default) is registered, the query restarts from its
+checkpoint with v2's columns, so the v1 payments it had not processed yet read under v2 with the default,
+and then the second half is produced with v2. The verifier checks every ledger entry's currency too.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ class RunSettings:
     cluster: int = 0  # brokers on ZooKeeper; 0: one embedded broker (or ``bootstrap``)
     kill_broker_at: float | None = None  # with ``cluster``: the fraction processed when a broker is killed
     spark_workers: int = 0  # a standalone Spark cluster with this many Workers; 0: ``master``
+    avro: bool = False  # payments in Avro through a schema registry, with a schema change mid-run
 
 
 @dataclass
@@ -56,6 +65,8 @@ class RunResult:
     batches: list[dict] = field(default_factory=list)  # Spark's progress of every micro-batch with input
     faults: list[str] = field(default_factory=list)  # what was done to the cluster, as it happened
     spark_master: str = "local[*]"
+    schema_events: list[str] = field(default_factory=list)  # the Avro run's schema change, as it happened
+    v1_read_under_v2: int = 0  # v1 payments the query read after restarting with v2's columns
 
     @property
     def input_rows(self) -> int:
@@ -186,6 +197,54 @@ def _create_topics(bootstrap: str, topics: Topics, partitions: int, replication:
         future.result(30)
 
 
+class AvroPayments:
+    """The Avro run's registry (in this process, in front of the pipeline's broker) and serializers."""
+
+    WAIT_S = 60.0
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        from eoslog.schema_registry.kafka_access import KafkaAccess
+        from eoslog.schema_registry.server import RegistryServer
+
+        self.topic, self.subject = topic, f"{topic}-value"
+        self.server = RegistryServer(KafkaAccess(bootstrap), "127.0.0.1:0").start()
+        self.url = self.server.url
+        self.client = SchemaRegistryClient({"url": self.url})
+        self.ids: dict[int, int] = {}
+
+    def register(self, version: int, schema: dict) -> int:
+        """Registers ``schema``, retrying while the registry has not elected its writer yet (50004)."""
+        import json
+
+        from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        deadline = time.monotonic() + self.WAIT_S
+        while True:
+            try:
+                self.ids[version] = self.client.register_schema(self.subject, Schema(json.dumps(schema), "AVRO"))
+                return self.ids[version]
+            except SchemaRegistryError as exc:
+                if exc.error_code != 50004 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def serializer(self, schema: dict):
+        import json
+
+        from confluent_kafka.schema_registry.avro import AvroSerializer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        serialize = AvroSerializer(self.client, json.dumps(schema), conf={"auto.register.schemas": False})
+        context = SerializationContext(self.topic, MessageField.VALUE)
+        return lambda t: serialize(generator.avro_value(t), context)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 def click_error(message: str) -> Exception:
     import click
 
@@ -211,26 +270,45 @@ def run(settings: RunSettings, display=None) -> RunResult:
                  "rows_per_s": 0.0, "exactly_once_groups": groups}
         failure: list[BaseException] = []
 
-        def generate() -> None:
+        avro = AvroPayments(bootstrap, topics.payments) if settings.avro else None
+        half = settings.transfers // 2 if avro is not None else None
+        schema_events: list[str] = []
+        v1_read_under_v2 = 0
+
+        def generate(first: int = 0, count: int = settings.transfers, serialize=None) -> None:
             try:
-                generator.produce(bootstrap, settings.transfers, settings.accounts, settings.seed,
-                                  progress=lambda n: state.__setitem__("generated", n), topic=topics.payments)
+                generator.produce(bootstrap, count, settings.accounts, settings.seed,
+                                  progress=lambda n: state.__setitem__("generated", n), topic=topics.payments,
+                                  first=first, serialize=serialize, v2_from=half)
             except BaseException as exc:  # noqa: BLE001 - reported by the main thread
                 failure.append(exc)
 
+        def start_query():
+            return build_query(spark, bootstrap, str(workdir / "checkpoint"), settings.max_offsets_per_trigger,
+                               require_exactly_once=groups, topics=topics,
+                               registry_url=avro.url if avro is not None else None).start()
+
+        if avro is not None:
+            avro.register(1, generator.TRANSFER_V1)
+            producer_thread = threading.Thread(target=generate, args=(0, half, avro.serializer(generator.TRANSFER_V1)),
+                                               name="payments-generator-v1", daemon=True)
+        else:
+            producer_thread = threading.Thread(target=generate, name="payments-generator", daemon=True)
         spark = spark_session(master, config)
-        producer_thread = threading.Thread(target=generate, name="payments-generator", daemon=True)
         producer_thread.start()
-        query = build_query(spark, bootstrap, str(workdir / "checkpoint"), settings.max_offsets_per_trigger,
-                            require_exactly_once=groups, topics=topics).start()
+        query = start_query()
         state["phase"] = "streaming"
         batches: dict[int, dict] = {}
         deadline = time.monotonic() + settings.timeout_s
+
+        def collect(q) -> None:
+            for progress in q.recentProgress:
+                if progress["numInputRows"]:
+                    batches[progress["batchId"]] = progress
+
         try:
             while True:
-                for progress in query.recentProgress:
-                    if progress["numInputRows"]:
-                        batches[progress["batchId"]] = progress
+                collect(query)
                 state["processed"] = sum(b["numInputRows"] for b in batches.values())
                 state["batches"] = len(batches)
                 if batches:
@@ -246,6 +324,21 @@ def run(settings: RunSettings, display=None) -> RunResult:
                     killer.start()
                 if query.exception() is not None:
                     raise RuntimeError(f"the Spark query failed: {query.exception()}")
+                if (avro is not None and 2 not in avro.ids and not producer_thread.is_alive()
+                        and state["processed"] > 0):
+                    # the schema change, readers first: stop, register v2, restart from the checkpoint
+                    query.stop()
+                    collect(query)
+                    processed = sum(b["numInputRows"] for b in batches.values())
+                    schema_events.append(_register_v2(avro, processed, half))
+                    v1_read_under_v2 = half - processed
+                    query = start_query()
+                    state["phase"] = "streaming, schema v2"
+                    producer_thread = threading.Thread(target=generate,
+                                                       args=(half, settings.transfers,
+                                                             avro.serializer(generator.TRANSFER_V2)),
+                                                       name="payments-generator-v2", daemon=True)
+                    producer_thread.start()
                 if state["processed"] >= settings.transfers and not producer_thread.is_alive():
                     break
                 if time.monotonic() > deadline:
@@ -255,11 +348,21 @@ def run(settings: RunSettings, display=None) -> RunResult:
             query.stop()
             if settings.spark_workers:
                 spark.stop()  # its executors live on the standalone cluster, stopped next
+            if avro is not None:
+                avro.stop()
         if killer is not None:
             killer.join(180)
         state["phase"] = "verifying"
         if display is not None:
             display(state)
-        report = verify(bootstrap, settings.transfers, settings.accounts, settings.seed, topics)
+        report = verify(bootstrap, settings.transfers, settings.accounts, settings.seed, topics, v2_from=half)
         return RunResult(report, groups, bootstrap, time.monotonic() - started,
-                         [batches[k] for k in sorted(batches)], killer.events if killer else [], master)
+                         [batches[k] for k in sorted(batches)], killer.events if killer else [], master,
+                         schema_events, v1_read_under_v2)
+
+
+def _register_v2(avro: AvroPayments, processed: int, half: int) -> str:
+    v2 = avro.register(2, generator.TRANSFER_V2)
+    return (f"{avro.subject} v2 (id {v2}: currency added, default {generator.DEFAULT_CURRENCY!r}) registered "
+            f"after {processed:,} of {half:,} v1 payments were processed; the query restarted from its "
+            f"checkpoint with v2's columns, so the other {half - processed:,} v1 payments read under v2")

@@ -6,7 +6,9 @@ Verified, each as its own named check in the report:
 - every invalid transfer appears exactly once in ``payments-rejected``, with the expected reason, and
   never in the ledger;
 - nothing in the output names a transfer that was never generated;
-- money is conserved: the ledger sums to zero, and per account it equals the expected balance.
+- money is conserved: the ledger sums to zero, and per account it equals the expected balance;
+- in the Avro run (``v2_from``), every ledger entry carries its transfer's currency: the one a v2 transfer
+  was written with, and v2's default for a v1 transfer.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from eoslog.pipeline.generator import Topics, transfers
+from eoslog.pipeline.generator import DEFAULT_CURRENCY, Topics, transfers
 
 
 @dataclass
@@ -76,14 +78,16 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[byte
         consumer.close()
 
 
-def verify(bootstrap: str, count: int, accounts: int, seed: int, topics: Topics | None = None) -> Report:
+def verify(bootstrap: str, count: int, accounts: int, seed: int, topics: Topics | None = None,
+           v2_from: int | None = None) -> Report:
     topics = topics or Topics()
     ledger = [json.loads(v) for v in read_topic(bootstrap, topics.ledger)]
     rejects = [json.loads(v) for v in read_topic(bootstrap, topics.rejected)]
-    return check(list(transfers(count, accounts, seed)), ledger, rejects)
+    return check(list(transfers(count, accounts, seed, v2_from=v2_from)), ledger, rejects,
+                 currencies=v2_from is not None)
 
 
-def check(expected, ledger: list[dict], rejects: list[dict]) -> Report:
+def check(expected, ledger: list[dict], rejects: list[dict], currencies: bool = False) -> Report:
     report = Report(transfers=len(expected), ledger_entries=len(ledger), rejects=len(rejects))
     by_id = {t.id: t for t in expected}
     entries = defaultdict(list)
@@ -134,4 +138,11 @@ def check(expected, ledger: list[dict], rejects: list[dict]) -> Report:
     wrong_accounts = [a for a in set(balances) | set(expected_balance) if balances[a] != expected_balance[a]]
     report.add("every account's balance is as expected", not wrong_accounts,
                f"{len(expected_balance)} accounts, {len(wrong_accounts)} wrong")
+    if currencies:
+        wrong = [(e["transfer"], e.get("currency")) for e in ledger if e["transfer"] in by_id
+                 and e.get("currency") != (by_id[e["transfer"]].currency or DEFAULT_CURRENCY)]
+        v2 = sum(1 for t in expected if t.currency is not None)
+        report.add("schema change: every ledger entry has its transfer's currency (v1 transfers: v2's default)",
+                   not wrong, f"{len(expected) - v2} v1 and {v2} v2 transfers, {len(wrong)} entries wrong"
+                   + (f", e.g. {wrong[0]}" if wrong else ""))
     return report

@@ -18,22 +18,31 @@ class EoslogDataSource(DataSource):
         return FORMAT
 
     def schema(self):
-        from eoslog.spark.options import _bool, _lower
+        """Spark's Kafka columns; with ``schema.registry.url`` the ``value`` column is a struct of the value
+        subject's latest version, asked from the registry here, once per query plan (avro_values.py)."""
+        from eoslog.spark.options import SourceOptions
         from eoslog.spark.schema import source_schema
 
-        return source_schema(_bool(_lower(self.options), "includeHeaders", False))
+        options = SourceOptions.parse(self.options)
+        typed = options.typed_value
+        if typed is None:
+            return source_schema(options.include_headers)
+        from eoslog.spark.avro_values import registered
+
+        _, value = registered(typed.registry, typed.subject, typed.mode)
+        return source_schema(options.include_headers, value)
 
     def reader(self, schema):
         from eoslog.spark.options import SourceOptions
         from eoslog.spark.source import EoslogBatchReader
 
-        return EoslogBatchReader(SourceOptions.parse_batch(self.options))
+        return EoslogBatchReader(SourceOptions.parse_batch(self.options), schema)
 
     def streamReader(self, schema):
         from eoslog.spark.options import SourceOptions
         from eoslog.spark.source import EoslogStreamReader
 
-        return EoslogStreamReader(SourceOptions.parse(self.options))
+        return EoslogStreamReader(SourceOptions.parse(self.options), schema)
 
     def writer(self, schema, overwrite: bool):
         from eoslog.spark.options import OptionError, SinkOptions

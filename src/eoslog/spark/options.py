@@ -55,6 +55,42 @@ def client_config(opts: dict[str, str]) -> dict[str, str]:
     return config
 
 
+SCHEMA_REGISTRY_PREFIX = "schema.registry."
+AVRO_MODES = ("FAILFAST", "PERMISSIVE")
+
+
+@dataclass(frozen=True)
+class TypedValueOptions:
+    """``schema.registry.url`` (and other ``schema.registry.*`` settings of confluent-kafka's
+    SchemaRegistryClient, e.g. ``basic.auth.user.info``, ``ssl.ca.location``), ``value.subject`` and
+    ``avro.mode``: the value column decoded (source) or encoded (sink) with the subject's Avro schema."""
+
+    registry: dict[str, str]
+    subject: str
+    mode: str = "FAILFAST"
+
+
+def typed_value_options(opts: dict[str, str], topics: tuple[str, ...]) -> TypedValueOptions | None:
+    """None without ``schema.registry.url``; ``topics`` names the default subject, ``<topic>-value``
+    (TopicNameStrategy, what Confluent's serializers register under by default)."""
+    registry = {k[len(SCHEMA_REGISTRY_PREFIX):]: v for k, v in opts.items() if k.startswith(SCHEMA_REGISTRY_PREFIX)}
+    if "url" not in registry:
+        for name in ("value.subject", "avro.mode"):
+            if name in opts:
+                raise OptionError(f"option {name} needs schema.registry.url")
+        return None
+    subject = opts.get("value.subject")
+    if subject is None:
+        if len(topics) != 1:
+            raise OptionError("option value.subject is required when typed values come from several topics "
+                              f"({', '.join(topics) or 'a topic column'}): one subject gives the column's type")
+        subject = f"{topics[0]}-value"
+    mode = opts.get("avro.mode", "FAILFAST").strip().upper()
+    if mode not in AVRO_MODES:
+        raise OptionError(f"avro.mode must be FAILFAST or PERMISSIVE, not {mode!r}")
+    return TypedValueOptions(registry, subject, mode)
+
+
 def _reader(opts: dict[str, str]) -> str:
     """``eoslog.reader``: ``auto`` (direct Fetch decoding where the connection allows it) or ``librdkafka``."""
     reader = opts.get("eoslog.reader", "auto").strip().lower()
@@ -76,6 +112,7 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     reader: str = "auto"
     extra: dict[str, str] = field(default_factory=dict)
+    typed_value: TypedValueOptions | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -109,6 +146,7 @@ class SourceOptions:
             include_headers=_bool(opts, "includeHeaders", False),
             poll_timeout_ms=int(opts.get("kafkaconsumer.polltimeoutms", "120000")),
             reader=_reader(opts),
+            typed_value=typed_value_options(opts, topics),
         )
 
     @classmethod
@@ -144,6 +182,7 @@ class SinkOptions:
     transaction_timeout_ms: int
     require_exactly_once: bool
     writer: str = DEFAULT_WRITER
+    typed_value: TypedValueOptions | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -155,7 +194,8 @@ class SinkOptions:
             raise OptionError(f"sinkId must be letters, digits, '_' or '.', not {sink_id!r}")
         sink = cls(client=client, topic=opts.get("topic"), sink_id=sink_id,
                    transaction_timeout_ms=timeout,
-                   require_exactly_once=_bool(opts, "requireExactlyOnce", True), writer=_writer(opts))
+                   require_exactly_once=_bool(opts, "requireExactlyOnce", True), writer=_writer(opts),
+                   typed_value=typed_value_options(opts, (opts["topic"],) if "topic" in opts else ()))
         sink.security()  # a bad security setting fails the query at once, not its first commit
         return sink
 

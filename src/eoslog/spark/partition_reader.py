@@ -44,6 +44,8 @@ class OffsetRange(InputPartition):
     include_headers: bool
     poll_timeout_ms: int = 120_000
     reader: str = "auto"  # "auto": direct Fetch when the client settings allow it; "librdkafka"
+    typed_value: object = None  # avro_values.ValueSchema: decode the value column into a struct
+    schema_json: str | None = None  # the declared schema, when its value column is typed
     value: object = field(default=None, repr=False)  # InputPartition's own attribute, unused
 
 
@@ -122,6 +124,25 @@ def _columns_to_batch(r: OffsetRange, c):
 
 def read_range(r: OffsetRange):
     """Yields Arrow record batches with every record of ``r`` the isolation level lets through."""
+    if r.typed_value is None:
+        yield from _read_range(r)
+        return
+    import pyarrow as pa
+
+    from eoslog.spark.avro_values import decode
+    from eoslog.spark.schema import typed_arrow_schema
+
+    schema = typed_arrow_schema(r.schema_json)
+    value_type = schema.field("value").type
+    for batch in _read_range(r):
+        values = decode(r.typed_value, batch.column(1).to_pylist(), batch.column(4), r.topic,
+                        r.partition, value_type)
+        columns = batch.columns
+        columns[1] = values
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _read_range(r: OffsetRange):
     from eoslog.spark import fetch_reader
 
     if r.until_offset <= r.from_offset:

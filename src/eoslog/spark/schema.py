@@ -8,6 +8,7 @@ the Arrow schema is derived by Spark's own function rather than written out by h
 from __future__ import annotations
 
 import functools
+import json
 
 from pyspark.sql.types import (
     ArrayType,
@@ -39,8 +40,11 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 
-def source_schema(include_headers: bool) -> StructType:
+def source_schema(include_headers: bool, value: StructField | None = None) -> StructType:
+    """Spark's Kafka columns; ``value`` replaces the binary value column (typed values, avro_values.py)."""
     fields = list(_BASE_FIELDS)
+    if value is not None:
+        fields[1] = value
     if include_headers:
         fields.append(StructField("headers", ArrayType(HEADER_TYPE)))
     return StructType(fields)
@@ -51,3 +55,11 @@ def arrow_schema(include_headers: bool):
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(source_schema(include_headers), timezone="UTC")
+
+
+@functools.lru_cache(maxsize=8)
+def typed_arrow_schema(schema_json: str):
+    """The Arrow schema of a declared source schema whose ``value`` is a struct (given as Spark's JSON)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(StructType.fromJson(json.loads(schema_json)), timezone="UTC")

@@ -43,11 +43,45 @@ log = logging.getLogger(__name__)
 
 
 def _check_schema(schema, options: SinkOptions) -> None:
+    from pyspark.sql.types import StructType
+
     names = {f.name for f in schema.fields}
     if "value" not in names:
         raise OptionError("the eoslog sink needs a 'value' column (binary or string)")
     if options.topic is None and "topic" not in names:
         raise OptionError("the eoslog sink needs a 'topic' option or a 'topic' column")
+    typed = isinstance(schema["value"].dataType, StructType)
+    if typed and options.typed_value is None:
+        raise OptionError("a struct 'value' column needs schema.registry.url (and value.subject unless the topic "
+                          "option names the subject <topic>-value) to be encoded; or write binary or string")
+    if options.typed_value is not None and not typed:
+        raise OptionError("with schema.registry.url the sink's 'value' column must be a struct to encode")
+
+
+def _value_schema(options: SinkOptions):
+    """The subject's latest version, asked on the driver once per writer: every task of a batch encodes
+    under the same schema id."""
+    typed = options.typed_value
+    if typed is None:
+        return None
+    from eoslog.spark.avro_values import registered
+
+    value_schema, _ = registered(typed.registry, typed.subject, typed.mode)
+    return value_schema
+
+
+def _encoded(iterator, value_schema):
+    """The task's Arrow batches with the struct ``value`` column encoded to the registry's wire format."""
+    if value_schema is None:
+        yield from iterator
+        return
+    import pyarrow as pa
+
+    from eoslog.spark.avro_values import encode
+
+    for batch in iterator:
+        index = batch.schema.get_field_index("value")
+        yield batch.set_column(index, "value", pa.array(encode(value_schema, batch.column(index)), pa.binary()))
 
 
 def _members(messages) -> list[TxnMember]:
@@ -152,6 +186,7 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
         _check_schema(schema, options)
         self.options = options
         self.checkpoint_location = checkpoint_location
+        self.value_schema = _value_schema(options)
         self.transaction_state_partitions = _transaction_state_partitions(options, f"eoslog-sink-{options.sink_id}")
 
     def write(self, iterator):
@@ -162,7 +197,7 @@ class EoslogStreamWriter(_Committer, DataSourceStreamArrowWriter):
         query_id = ctx.getLocalProperty("sql.streaming.queryId")
         o = self.options
         return write_transaction(
-            iterator, client=o.client, topic_option=o.topic,
+            _encoded(iterator, self.value_schema), client=o.client, topic_option=o.topic,
             txn_id=colocated_transactional_id(transactional_id(o.sink_id, query_id, batch_id, ctx.partitionId()),
                                               group_name(o.sink_id, query_id), self.transaction_state_partitions),
             group=group_name(o.sink_id, query_id), partition_id=ctx.partitionId(),
@@ -192,6 +227,7 @@ class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
         self.options = options
         # Created on the driver and pickled into the tasks and into commit(): one id per job.
         self.job_id = uuid.uuid4().hex
+        self.value_schema = _value_schema(options)
         self.transaction_state_partitions = _transaction_state_partitions(options, group_name(options.sink_id,
                                                                                                self.job_id))
 
@@ -201,7 +237,7 @@ class EoslogBatchWriter(_Committer, DataSourceArrowWriter):
         ctx = TaskContext.get()
         o = self.options
         return write_transaction(
-            iterator, client=o.client, topic_option=o.topic,
+            _encoded(iterator, self.value_schema), client=o.client, topic_option=o.topic,
             txn_id=colocated_transactional_id(transactional_id(o.sink_id, self.job_id, 0, ctx.partitionId()),
                                               group_name(o.sink_id, self.job_id), self.transaction_state_partitions),
             group=group_name(o.sink_id, self.job_id), partition_id=ctx.partitionId(),

@@ -16,14 +16,35 @@ import logging
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
 
 from eoslog.spark import offsets
+from eoslog.spark.avro_values import SCHEMA_ID_METADATA, ValueSchema, registered
 from eoslog.spark.broker_view import BrokerView
 from eoslog.spark.errors import DataLossError
-from eoslog.spark.options import SourceOptions
+from eoslog.spark.options import OptionError, SourceOptions
 from eoslog.spark.partition_reader import OffsetRange, read_range
 
 log = logging.getLogger(__name__)
+
+
+def typed_value(options: SourceOptions, schema) -> tuple[ValueSchema | None, str | None]:
+    """The tasks' decoding instructions: the reader schema is the version the declared ``value`` column was
+    built from (its field metadata), so the plan and the decoded rows agree even if a newer version is
+    registered between the two; a schema given with ``.schema(...)`` uses the latest version."""
+    typed = options.typed_value
+    if typed is None:
+        return None, None
+    value = schema["value"] if schema is not None and "value" in schema.names else None
+    if value is None or not isinstance(value.dataType, StructType):
+        raise OptionError("with schema.registry.url the source's value column is a struct; a schema given with "
+                          ".schema(...) must keep it so")
+    schema_id = (value.metadata or {}).get(SCHEMA_ID_METADATA)
+    if schema_id is None:
+        declared, _ = registered(typed.registry, typed.subject, typed.mode)
+        schema_id = declared.schema_id
+    return (ValueSchema(tuple(sorted(typed.registry.items())), typed.subject, int(schema_id), typed.mode),
+            schema.json())
 
 
 class _BrokerAccess:
@@ -31,6 +52,7 @@ class _BrokerAccess:
 
     options: SourceOptions
     _view: BrokerView | None = None
+    _typed: tuple[ValueSchema | None, str | None] = (None, None)
 
     @property
     def view(self) -> BrokerView:
@@ -48,14 +70,16 @@ class _BrokerAccess:
         return OffsetRange(client=o.client, topic=topic, partition=partition, from_offset=first,
                            until_offset=until, isolation_level=o.isolation_level,
                            fail_on_data_loss=o.fail_on_data_loss, include_headers=o.include_headers,
-                           poll_timeout_ms=o.poll_timeout_ms, reader=o.reader)
+                           poll_timeout_ms=o.poll_timeout_ms, reader=o.reader,
+                           typed_value=self._typed[0], schema_json=self._typed[1])
 
 
 class EoslogBatchReader(_BrokerAccess, DataSourceReader):
     """``spark.read.format("eoslog")``: startingOffsets (default earliest) to endingOffsets (default latest)."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema=None) -> None:
         self.options = options
+        self._typed = typed_value(options, schema)
 
     def partitions(self):
         view = self.view
@@ -78,8 +102,9 @@ class EoslogBatchReader(_BrokerAccess, DataSourceReader):
 class EoslogStreamReader(_BrokerAccess, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("eoslog")``."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema=None) -> None:
         self.options = options
+        self._typed = typed_value(options, schema)
         self._target: offsets.PartitionOffsets | None = None  # the availableNow end
 
     # ---- offsets (driver) ----------------------------------------------------------------------------
