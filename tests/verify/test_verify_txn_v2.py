@@ -5,6 +5,9 @@ forwarded after it has moved on must never land in, or end, a later transaction.
 from __future__ import annotations
 
 import json
+import time
+
+import pytest
 
 from eoslog.verify.faults import CUT_SHORT, Nemesis
 from eoslog.verify.history import read_history
@@ -77,3 +80,50 @@ def test_a_replay_the_end_of_the_run_interrupts_says_so_and_how_long_it_held():
     assert window.detail.endswith(f"({CUT_SHORT})"), window
     assert window.end - window.start < 5.0 and "for 0.0 s" in window.detail, window
     assert proxy.calls[-1] == ("release",)  # and the held request went on
+
+
+class _ArmedProxy(_HoldingProxy):
+    """Holding is armed by hold_requests; a request is held when the test says so (``held += 1``)."""
+
+    def hold_requests(self, *keys, count=None):
+        self.calls.append(("hold", keys, count))
+
+
+def test_the_forced_replay_releases_only_once_the_worker_waits_for_a_held_end_txn():
+    """The forced schedule (faults.py): a late-wait said before the proxy held anything is not about the
+    held request and releases nothing; the one said after the hold releases it, and the fault lasts
+    until the worker says how that transaction ended."""
+    import threading
+
+    proxy = _ArmedProxy()
+    nemesis = Nemesis(["proxy-replay-endtxn"], seed=3, proxy=proxy, forced_replays=1,
+                      fault_seconds=(0.0, 0.0), quiet_seconds=(0.0, 0.0))
+    nemesis.worker_said("late-wait", ["Produce: no answer"])  # before the fault: dropped
+    runner = threading.Thread(target=nemesis._run)
+    runner.start()
+    deadline = time.monotonic() + 5
+    while not proxy.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    nemesis.worker_said("late-wait", ["Produce: no answer"])  # a slow Produce, the proxy holds nothing
+    time.sleep(0.5)
+    assert proxy.calls == [("hold", (26,), 1)], proxy.calls  # not released
+    proxy.held += 1  # now the EndTxn is held
+    nemesis.worker_said("late-wait", ["EndTxn: no answer"])
+    deadline = time.monotonic() + 5
+    while ("release",) not in proxy.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proxy.calls[-1] == ("release",), proxy.calls
+    assert not nemesis.finished.is_set()
+    nemesis.worker_said("late-answered", ["EndTxn: NONE"])
+    nemesis.worker_said("late-done", "fail")
+    runner.join(5)
+    assert nemesis.finished.is_set()
+    (window,) = nemesis.windows
+    assert window.detail.startswith("held 1 request(s)"), window
+    assert window.detail.endswith("late answer EndTxn: NONE; that transaction: fail"), window
+
+
+def test_the_forced_replay_schedule_injects_the_end_txn_replay_alone():
+    with pytest.raises(ValueError, match="alone"):
+        Nemesis(["proxy-replay-endtxn", "client-kill"], seed=3, proxy=_HoldingProxy(), kill_client=lambda: None,
+                forced_replays=1)

@@ -17,11 +17,19 @@ Kinds (docs/reliability.md, "Verify runs"):
 
 The schedule runs in rounds; each round is every enabled kind once, in a shuffled order, so even a
 short run sees each kind several times. Between faults there is a quiet gap so work can complete.
+
+The forced replay schedule (``forced_replays`` = N, test-only; run.py's VerifyOptions.schedule): N
+``proxy-replay-endtxn`` faults, each released not after a random hold but when the one worker, running
+workload_v2's forced schedule, says it has a write in its next transaction and waits for the request it
+gave up on (``late-wait``, through :meth:`Nemesis.worker_said`); the fault then lasts until that
+transaction ended (``late-done``), and its detail names the late answer and that outcome. Then
+:attr:`Nemesis.finished` is set and the run may end: the known-bug check without chance in it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import queue
 import random
 import threading
 import time
@@ -55,6 +63,8 @@ CUT_RATE = 0.01  # per frame, either direction, while proxy-cut holds
 # client waits for an answer (workload_v2.REQUEST_TIMEOUT_S), so it has given up and moved on.
 REPLAY_API_KEYS = (0, 26)
 REPLAY_MIN_HOLD_S = 5.0
+# The forced replay schedule: how long the nemesis waits for each thing the worker says.
+FORCED_WAIT_S = 30.0
 CUT_SHORT = "cut short: the run ended"  # ends the detail of a fault the end of the run interrupted
 BROKER_RESTART_ATTEMPTS = 3
 
@@ -96,6 +106,7 @@ class Nemesis:
                  drop_rate: float = DROP_RATE,
                  disk=None,
                  topic: str | None = None,
+                 forced_replays: int | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(self.KNOWN_KINDS)
         if unknown:
@@ -111,6 +122,8 @@ class Nemesis:
             raise ValueError("bitflip needs a broker process the verifier started, and its topic")
         if kill_client is None and "client-kill" in kinds:
             raise ValueError("client-kill needs a way to kill a client")
+        if forced_replays is not None and tuple(kinds) != ENDTXN_REPLAY_KINDS:
+            raise ValueError(f"the forced replay schedule injects {ENDTXN_REPLAY_KINDS[0]} alone, not {list(kinds)}")
         self.kinds = tuple(kinds)
         self.random = random.Random(seed)
         self.broker = broker
@@ -130,6 +143,13 @@ class Nemesis:
         self._broker_paused = False
         self._holding_requests = False
         self.replay_min_hold_s = REPLAY_MIN_HOLD_S
+        self.forced_replays = forced_replays
+        self.finished = threading.Event()  # the forced schedule is done: the run may end
+        self._worker_said: queue.Queue[tuple[str, object]] = queue.Queue()
+
+    def worker_said(self, what: str, value: object = None) -> None:
+        """A ``schedule`` line of the worker (workload_v2's forced schedule); any thread."""
+        self._worker_said.put((what, value))
 
     # ------------------------------------------------------------------------------------ control
 
@@ -166,6 +186,15 @@ class Nemesis:
             self._stop.wait()
             return
         try:
+            if self.forced_replays is not None:
+                for _ in range(self.forced_replays):
+                    if self._wait(self.random.uniform(*self.quiet_seconds)):
+                        return
+                    self._inject_forced_replay()
+                    if self._stop.is_set():
+                        return
+                self.finished.set()
+                return
             while not self._stop.is_set():
                 round_ = list(self.kinds)
                 self.random.shuffle(round_)
@@ -244,6 +273,51 @@ class Nemesis:
         self.windows.append(window)
         self.counts[kind] += 1
         self.log(f"{kind}: {detail}")
+
+    def _await_worker(self, what: str, deadline: float, check: Callable[[], bool] = lambda: True):
+        """The value of the worker's next ``what`` line for which ``check()`` holds (others are
+        dropped: said before the fault, or about a request the proxy did not hold); None at the
+        deadline or when stopped."""
+        while not self._stop.is_set():
+            try:
+                said, value = self._worker_said.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    return None
+                continue
+            if said == what and check():
+                return value
+        return None
+
+    def _inject_forced_replay(self) -> None:
+        """One proxy-replay-endtxn of the forced schedule (the module docstring)."""
+        start = time.time()
+        while not self._worker_said.empty():  # what the worker said before this fault is not about it
+            self._worker_said.get_nowait()
+        before = self.proxy.snapshot()["requests_held"]
+        self._holding_requests = True
+        self.proxy.hold_requests(26, count=1)
+
+        def holding() -> bool:
+            return self.proxy.snapshot()["requests_held"] > before
+
+        waiting = self._await_worker("late-wait", time.monotonic() + FORCED_WAIT_S, holding)
+        held = self.proxy.snapshot()["requests_held"] - before
+        self.proxy.release_requests()
+        self._holding_requests = False
+        if waiting is None:
+            detail = f"held {held} request(s) for {time.time() - start:.1f} s; the worker never waited for it"
+        else:
+            released = time.time() - start
+            answers = self._await_worker("late-answered", time.monotonic() + FORCED_WAIT_S)
+            outcome = self._await_worker("late-done", time.monotonic() + FORCED_WAIT_S)
+            detail = (f"held {held} request(s) for {released:.1f} s, released into the worker's next "
+                      f"transaction; late answer {'; '.join(answers or ['none'])}; that transaction: {outcome}")
+        if self._stop.is_set():
+            detail += f" ({CUT_SHORT})"
+        self.windows.append(FaultWindow(start, time.time(), "proxy-replay-endtxn", detail))
+        self.counts["proxy-replay-endtxn"] += 1
+        self.log(f"proxy-replay-endtxn (forced): {detail}")
 
     def _bitflip(self) -> tuple[str, tuple[tuple[str, int, int], ...]]:
         """Stops the broker, flips a bit in a synced data batch of one partition, starts it again."""

@@ -77,6 +77,11 @@ class VerifyOptions:
     client: str = "confluent-kafka"
     net: str = "loopback"  # "namespaces": the cluster and the clients in network namespaces (cluster only)
     zookeeper_nodes: int = 1  # of the cluster's ZooKeeper: 1 or 3
+    # Test-only: "late-end-txn", the known-bug check without chance (workload_v2.py and faults.py,
+    # "forced"): one raw-client worker, one broker, faults ("proxy-replay-endtxn",); the run ends once
+    # ``forced_replays`` replays each landed in an open transaction and that transaction ended.
+    schedule: str | None = None
+    forced_replays: int = 2
 
 
 @dataclasses.dataclass
@@ -133,6 +138,8 @@ class WorkerPool:
     def __init__(self, history: HistoryWriter, bootstrap: str, topic: str, options: VerifyOptions,
                  seed: int, clients_log: Path) -> None:
         self.history = history
+        # Where a worker's ``schedule`` lines go (the forced schedule's nemesis), never into the history.
+        self.on_schedule: Callable[[str, object], None] = lambda what, value: None
         self.bootstrap = bootstrap
         self.topic = topic
         self.options = options
@@ -158,6 +165,8 @@ class WorkerPool:
                    "--partitions", str(self.options.partitions), "--seed", str(self.random.getrandbits(32)),
                    "--abort-rate", str(self.options.abort_rate), "--think-ms", str(self.options.think_ms),
                    "--transaction-version", str(self.options.transaction_version), "--client", self.options.client]
+        if self.options.schedule is not None:
+            command += ["--schedule", self.options.schedule]
         with open(self.clients_log, "ab") as log:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
@@ -172,6 +181,9 @@ class WorkerPool:
                 line = json.loads(raw)
             except ValueError:
                 continue  # a line torn by SIGKILL: the worker had not acted on it yet
+            if line["type"] == "schedule":
+                self.on_schedule(line["f"], line.get("value"))
+                continue
             self.history.record(process, line["type"], line["f"], line.get("value"), time=line.get("time"))
         code = child.wait()
         self.exits[{0: "stopped", -signal.SIGKILL: "killed", WATCHDOG_EXIT: "watchdog"}.get(code, f"exit {code}")] += 1
@@ -317,6 +329,12 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
     shutil.rmtree(out / "cluster", ignore_errors=True)
     for stale in ("broker.log", "clients.log", "plot.png", "report.txt", "summary.json", "faults.json"):
         (out / stale).unlink(missing_ok=True)
+    if options.schedule is not None and not (
+            options.schedule == "late-end-txn" and options.workers == 1 and not options.cluster
+            and options.bootstrap is None and options.faults == ("proxy-replay-endtxn",)
+            and (options.transaction_version == 2 or options.client == "eoslog")):
+        raise ValueError("schedule late-end-txn: one raw-client worker on one broker the run starts, "
+                         "faults ('proxy-replay-endtxn',) alone")
     rng = random.Random(seed)
     began = time.monotonic()
 
@@ -412,14 +430,15 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                                      internal_partitions=int(cluster.properties["transaction.state.log.num.partitions"]),
                                      disks=disks, **common)
         else:
-            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk,
-                              topic=topic, **common)
+            nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, disk=disk, topic=topic,
+                              forced_replays=options.forced_replays if options.schedule else None, **common)
+            pool.on_schedule = nemesis.worker_said
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
         nemesis.start()
         deadline = time.monotonic() + options.duration
-        while time.monotonic() < deadline and nemesis.error is None:
+        while time.monotonic() < deadline and nemesis.error is None and not nemesis.finished.is_set():
             pool.supervise()
             time.sleep(0.1)
         say("healing and stopping workers")

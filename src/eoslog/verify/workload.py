@@ -362,14 +362,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=("confluent-kafka", "eoslog"), default="confluent-kafka",
                         help="with version 1, eoslog: a raw version 1 producer that gives up on a request and "
                              "goes on in the same epoch (workload_v1.py)")
+    parser.add_argument("--schedule", choices=("late-end-txn",), default=None,
+                        help="test-only, raw clients only: the forced late-EndTxn schedule (workload_v2.py)")
     args = parser.parse_args(argv)
     worker_class = Worker
+    extra = {}
     if args.transaction_version == 2:
         from eoslog.verify.workload_v2 import V2Worker as worker_class
     elif args.client == "eoslog":
         from eoslog.verify.workload_v1 import V1Worker as worker_class
+    if args.schedule is not None:
+        if worker_class is Worker:
+            parser.error("--schedule needs a raw client (--transaction-version 2, or --client eoslog)")
+        extra["schedule"] = args.schedule
     worker = worker_class(args.bootstrap, args.process, args.slot, args.topic, args.partitions,
-                          seed=args.seed, abort_rate=args.abort_rate, think_ms=args.think_ms)
+                          seed=args.seed, abort_rate=args.abort_rate, think_ms=args.think_ms, **extra)
 
     def stop(*_):
         worker.stopping = True

@@ -22,6 +22,10 @@ coordinator still accepts: it ends whatever transaction of this producer is open
 Found on 2026-11-29 (docs/reliability.md, "The known-bug check"): G1a and precommitted-read under version
 1, none under version 2, where the EndTxn that ended T1 bumped the epoch and the late one is fenced.
 
+The test (tests/verify/test_verify_txn_v1.py) runs workload_v2's forced schedule with this worker:
+each late EndTxn released into the next transaction once it holds a write, which then decides the
+other way, so the check finds both cases without chance.
+
 Per transaction, the requests are those of a Java producer of transaction version 1: AddPartitionsToTxn
 v3 before the first send to a partition, Produce v9 (acks=all), AddOffsetsToTxn + TxnOffsetCommit,
 EndTxn v3. Outcomes follow workload.py's rules. Usage: as workload.py, with ``--transaction-version 1

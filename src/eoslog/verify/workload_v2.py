@@ -15,15 +15,27 @@ Outcomes follow workload.py's rules: ``ok`` once EndTxn(commit) answered NONE; `
 producer aborted (EndTxn(abort) answered NONE) before asking to commit; ``info`` otherwise once the
 commit was asked for, or when the abort itself could not be confirmed.
 
+The forced schedule (``schedule="late-end-txn"``, test-only; run.py's VerifyOptions.schedule): the
+known-bug check made deterministic (docs/reliability.md, "The known-bug check"). Each transaction is a
+send to partition A, a poll, a send to partition B (A != B); after the send to A, while a request this
+worker gave up on is still unanswered, the worker says so (a ``schedule`` line, which the runner hands to
+the nemesis instead of the history: ``late-wait``) and waits for that answer, so the nemesis can release
+the held EndTxn exactly while this transaction is open with a write in it; then it says ``late-answered``
+(with the answers) and, when the transaction ends, ``late-done``. Every transaction decides the other way
+from the last EndTxn the worker gave up on (commit first): a late EndTxn(commit) lands in a transaction
+that aborts, a late EndTxn(abort) in one that commits, the two cases a late EndTxn can show.
+
 Usage: as workload.py, with ``--transaction-version 2`` (run.py starts it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import struct
 import threading
 import time
+from typing import Any
 
 from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
@@ -45,6 +57,31 @@ RETRIABLE = frozenset({
     ErrorCode.KAFKA_STORAGE_ERROR,
 })
 _WIRE_ERRORS = (OSError, ConnectionError, socket.timeout, struct.error, ValueError)
+# The forced schedule: how long a worker waits for the answer to a request it gave up on (the nemesis
+# releases it once told; longer only when the nemesis never does, and the run then shows no late write).
+LATE_WAIT_S = 30.0
+SCHEDULES = ("late-end-txn",)
+API_NAMES = {PRODUCE: "Produce", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn", END_TXN: "EndTxn",
+             TXN_OFFSET_COMMIT: "TxnOffsetCommit", INIT_PRODUCER_ID: "InitProducerId"}
+
+
+@dataclasses.dataclass
+class GivenUp:
+    """A request this worker gave up on: still out there until ``answered``."""
+
+    api_key: int
+    request: Any
+    answered: threading.Event = dataclasses.field(default_factory=threading.Event)
+    outcome: Any = None  # the response, or the OSError that ended the wait
+
+    def describe(self) -> str:
+        name = API_NAMES.get(self.api_key, f"api {self.api_key}")
+        if not self.answered.is_set():
+            return f"{name}: no answer"
+        if isinstance(self.outcome, OSError):
+            return f"{name}: {self.outcome}"
+        code = getattr(self.outcome, "error_code", None)
+        return f"{name}: {ErrorCode(code).name if code is not None else 'answered'}"
 
 
 class TransactionFailed(Exception):
@@ -56,11 +93,16 @@ class V2Worker(Worker):
 
     CLIENT_ID = "eoslog-verify-tv2"
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, schedule: str | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        if schedule is not None and (schedule not in SCHEDULES or self.partitions < 2):
+            raise ValueError(f"schedule {schedule!r}: one of {SCHEDULES}, with 2 partitions or more")
         self.wire: BrokerConnection | None = None
         self.producer_id, self.producer_epoch = -1, -1
         self.sequences: dict[int, int] = {}  # partition -> next sequence under the current epoch
+        self.schedule = schedule
+        self.given_up: list[GivenUp] = []  # requests given up on and not yet answered
+        self.last_given_up_commit = False  # the decision of the last EndTxn given up on (forced schedule)
 
     # ------------------------------------------------------------------------------------ the wire
 
@@ -73,16 +115,17 @@ class V2Worker(Worker):
         if self.wire is None:
             self.wire = BrokerConnection.from_bootstrap(self.bootstrap, timeout_s=ABANDONED_WAIT_S,
                                                         client_id=f"{self.CLIENT_ID}-{self.process}")
-        wire, outcome, answered, lock = self.wire, [], threading.Event(), threading.Lock()
-        abandoned = []
+        wire, lock, abandoned = self.wire, threading.Lock(), []
+        pending = GivenUp(api_key, request)
 
         def call() -> None:
             try:
-                outcome.append(wire.request(api_key, api_version, request))
+                outcome = wire.request(api_key, api_version, request)
             except Exception as exc:  # noqa: BLE001 - every failure is "no answer" to the caller
-                outcome.append(OSError(f"{type(exc).__name__}: {exc}"))
+                outcome = OSError(f"{type(exc).__name__}: {exc}")
             with lock:
-                answered.set()
+                pending.outcome = outcome
+                pending.answered.set()
                 close = bool(abandoned)
             if close:  # given up on meanwhile: nobody else will close it
                 try:
@@ -91,17 +134,20 @@ class V2Worker(Worker):
                     pass
 
         threading.Thread(target=call, name="eoslog-verify-request", daemon=True).start()
-        answered.wait(REQUEST_TIMEOUT_S)
+        pending.answered.wait(REQUEST_TIMEOUT_S)
         with lock:
-            if not answered.is_set():
+            if not pending.answered.is_set():
                 abandoned.append(True)
         if abandoned:
             self.wire = None  # left to its request; call() closes it once answered
+            self.given_up = [g for g in self.given_up if not g.answered.is_set()] + [pending]
+            if api_key == END_TXN:
+                self.last_given_up_commit = bool(request.committed)
             raise OSError(f"no answer within {REQUEST_TIMEOUT_S} s")
-        if isinstance(outcome[0], OSError):
+        if isinstance(pending.outcome, OSError):
             self._disconnect()
-            raise outcome[0]
-        return outcome[0]
+            raise pending.outcome
+        return pending.outcome
 
     def _disconnect(self) -> None:
         if self.wire is not None:
@@ -132,6 +178,10 @@ class V2Worker(Worker):
         run of each under the same faults compares the protocols: under version 1, a send to a
         partition not yet in the transaction after a late EndTxn opens a new transaction on the
         coordinator, which is what makes the late EndTxn visible to the checker."""
+        if self.schedule is not None:  # the forced schedule: send to A, poll, send to B
+            a, b = self.random.sample(range(self.partitions), 2)
+            self.next_value += 2
+            return [["send", self.key(a), self.next_value - 1], ["poll"], ["send", self.key(b), self.next_value]]
         mops: list[list] = []
         for mop in ("send", "poll", *["send"] * self.random.randint(1, 3)):
             if mop == "send":
@@ -232,6 +282,20 @@ class V2Worker(Worker):
 
     # ------------------------------------------------------------------------------------ transactions
 
+    def _await_given_up(self) -> bool:
+        """The forced schedule, once the open transaction holds a write: while requests given up on are
+        unanswered, say so and wait for their answers (LATE_WAIT_S at most); True when it waited."""
+        pending = [g for g in self.given_up if not g.answered.is_set()]
+        if not pending:
+            return False
+        self.emit("schedule", "late-wait", [g.describe() for g in pending])
+        deadline = time.monotonic() + LATE_WAIT_S
+        for given_up in pending:
+            given_up.answered.wait(max(0.0, deadline - time.monotonic()))
+        self.emit("schedule", "late-answered", [g.describe() for g in pending])
+        self.given_up = [g for g in self.given_up if not g.answered.is_set()]
+        return True
+
     def run(self, max_transactions: int | None = None) -> None:
         try:
             super().run(max_transactions)
@@ -242,11 +306,14 @@ class V2Worker(Worker):
         assert self.consumer is not None
         self.emit("invoke", "txn", mops)
         completed: list[list] = []
+        waited = False  # the forced schedule: a late answer landed while this transaction was open
 
         def finish(outcome: str) -> str:
             self.emit(outcome, "txn", completed + mops[len(completed):])
             if outcome != "ok":
                 self._assign()
+            if waited:
+                self.emit("schedule", "late-done", outcome)
             return outcome
 
         commit_attempted = False
@@ -257,12 +324,16 @@ class V2Worker(Worker):
                     partition = int(mop[1].rsplit("-", 1)[1])
                     completed.append(list(mop))
                     completed[-1].append(self._produce(partition, mop[2]))
+                    if self.schedule is not None and len(completed) == 1:
+                        waited = self._await_given_up()
                 else:
                     completed.append(["poll", self._poll()])
                     polled_now = True
             if polled_now and self.polled:
                 self._send_offsets()
-            if self.random.random() < self.abort_rate:
+            # The forced schedule aborts after a commit given up on, commits after an abort (or none).
+            if (self.last_given_up_commit if self.schedule is not None
+                    else self.random.random() < self.abort_rate):
                 self._end(commit=False)
                 return finish("fail")
             commit_attempted = True
