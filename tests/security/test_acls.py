@@ -662,7 +662,7 @@ def test_eoslog_acls_command_adds_lists_and_removes(broker, certs, admin, tmp_pa
     assert {(r["name"], r["pattern_type"], r["operation"]) for r in listed} == {
         ("cli-", "PREFIXED", op) for op in ("WRITE", "DESCRIBE", "CREATE")}
     assert "ALLOW User:alice WRITE from host *" in run("list", "--principal", "User:alice")
-    assert "Removed 3 ACL(s)." in run("remove", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert "removed 3 ACLs" in run("remove", "--topic", "cli-", "--resource-pattern-type", "prefixed")
     assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
     refused = runner.invoke(main, ["acls", "remove", *common])
     assert refused.exit_code != 0 and "--force" in refused.output

@@ -29,6 +29,7 @@ from eoslog.security.acl import (
     check_principal,
 )
 from eoslog.security.acl_format import OPERATION_NAMES
+from eoslog.tools.common import plural
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 2  # flexible, and served by Kafka 2.4+ as by eoslog
@@ -172,7 +173,7 @@ def add_command(bootstrap_server, command_config, topics, groups, transactional_
         click.echo(json.dumps([_rows(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
                                      c.operation, c.permission_type) for c in creations], indent=1))
     else:
-        click.echo(f"Added {len(creations)} ACL(s).")
+        click.echo(f"added {plural(len(creations), 'ACL')}")
 
 
 def _filter_options(command):
@@ -266,4 +267,4 @@ def remove_command(bootstrap_server, command_config, topics, groups, transaction
                        m.permission_type) for m in result.matching_acls]
     _print(rows, as_json)
     if not as_json:
-        click.echo(f"Removed {len(rows)} ACL(s).")
+        click.echo(f"removed {plural(len(rows), 'ACL')}")
