@@ -32,7 +32,7 @@ from pathlib import Path
 
 MARKER = "<!-- doc-test -->"
 _MARKER = re.compile(r"^<!-- doc-test(?:: ([a-z]+))? -->$")
-HARNESSES = ("broker", "cluster", "security", "spark")
+HARNESSES = ("broker", "cluster", "security", "console", "spark")
 _FENCE = re.compile(r"^(\s*)(```+)(\S*)\s*$")
 
 

@@ -100,13 +100,15 @@ def _run(doc_blocks, env, cwd, swaps, back, state, namespace, timeout) -> None:
                 + "\n".join(actual) + "\n\nwhere the doc shows\n" + "\n".join(command.expected))
 
 
-def with_a_wrong_line(block: Block) -> Block:
-    """The block as a doc that drifted would have it: the last output line of its first command that shows
-    output changed. Each harness's test runs it to show that the page's test can fail."""
-    first = next((command for command in block.commands() if command.expected), None)
-    assert first is not None, f"{block.where}: no command shows output to get wrong"
-    index = first.line + first.text.count("\n") + len(first.expected) - block.line - 1
-    assert block.lines[index] == first.expected[-1]
-    lines = list(block.lines)
-    lines[index] += " (drifted)"
-    return Block(block.path, block.line, block.language, lines, block.harness)
+def with_a_wrong_line(block: Block, starting: str = "") -> Block:
+    """One command of the block, as a doc that drifted would have it: the first whose text starts with
+    ``starting`` and that shows output, with its last output line changed. Each harness's test runs it to
+    show that the page's test can fail."""
+    command = next((c for c in block.commands() if c.text.startswith(starting) and c.expected), None)
+    assert command is not None, f"{block.where}: no command {starting!r}... shows output to get wrong"
+    first = command.line - block.line - 1
+    last = first + command.text.count("\n") + len(command.expected)
+    lines = block.lines[first:last + 1]
+    assert lines[-1] == command.expected[-1]
+    lines[-1] += " (drifted)"
+    return Block(block.path, command.line - 1, block.language, lines, block.harness)
