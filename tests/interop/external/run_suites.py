@@ -58,9 +58,15 @@ SUITES = {
     },
 }
 
-PLAIN_BROKER = ["--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
-                "--set", "allow.everyone.if.no.acl.found=true", "--set", "super.users=User:ANONYMOUS",
-                "--set", "group.initial.rebalance.delay.ms=0", "--set", "num.partitions=2"]
+# What the suites' own test brokers are given: an authorizer that allows what no ACL covers (confluent-kafka's
+# trivup cluster), aiokafka's num.partitions=2, and confluent-kafka's broker_conf (tests/common): a 1 s share
+# lock so its redelivery tests wait 1 s, not 30 (the replication factors it sets are eoslog's defaults on a
+# single node).
+SUITE_BROKER = ["--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                "--set", "allow.everyone.if.no.acl.found=true", "--set", "group.initial.rebalance.delay.ms=0",
+                "--set", "group.share.record.lock.duration.ms=1000",
+                "--set", "group.share.min.record.lock.duration.ms=1000"]
+PLAIN_BROKER = [*SUITE_BROKER, "--set", "super.users=User:ANONYMOUS", "--set", "num.partitions=2"]
 
 
 def _free_port() -> int:
@@ -142,9 +148,7 @@ def main() -> int:
                             stdin=subprocess.PIPE)
             users.communicate(b"sasl_user\n")
             sasl, (env["EOSLOG_SASL_BROKERS"],) = _serve(work, "sasl", ["SASL_PLAINTEXT"], [
-                "--set", "sasl.enabled.mechanisms=PLAIN", "--set",
-                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
-                "--set", "allow.everyone.if.no.acl.found=true", "--set", "group.initial.rebalance.delay.ms=0"])
+                *SUITE_BROKER, "--set", "sasl.enabled.mechanisms=PLAIN"])
             brokers.append(sasl)
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:warnings", "-q", "-rfEs",
                    *suite["pytest"], *(extra or suite["paths"])]
