@@ -657,7 +657,9 @@ def test_eoslog_acls_command_adds_lists_and_removes(broker, certs, admin, tmp_pa
         ("cli-", "PREFIXED", op) for op in ("CREATE", "DESCRIBE", "WRITE")]
     assert run("list", "--topic", "nobody-has-acls-here") == "none\n"
     assert produce(broker, certs, "alice", "cli-orders") == [None] * 3
-    listed = json.loads(run("list", "--topic", "cli-orders", "--resource-pattern-type", "match", "--json"))
+    printed = run("list", "--topic", "cli-orders", "--resource-pattern-type", "match", "--json")
+    assert printed.count("\n") == 1  # one line, as every tool's --json
+    listed = json.loads(printed)
     # MATCH: the prefixed ACLs apply to cli-orders, the literal "cli-" ones do not
     assert {(r["name"], r["pattern_type"], r["operation"]) for r in listed} == {
         ("cli-", "PREFIXED", op) for op in ("WRITE", "DESCRIBE", "CREATE")}
