@@ -14,9 +14,10 @@ DEMO_APT_PACKAGES := default-jre-headless
 # The suite's: kcat and ZooKeeper for the interop and cluster tests, chromium and its driver for the web
 # console's browser tests, postgresql for the check-back PostgreSQL tests' throw-away server
 # (eoslog/testing/postgres.py), nftables for the verifier's network partitions (eoslog/faults/netns.py),
-# fuse3 (libfuse3 and fusermount3) for LazyFS, the power-loss disk (eoslog/faults/lazyfs.py).
+# fuse3 (libfuse3 and fusermount3) for LazyFS, the power-loss disk (eoslog/faults/lazyfs.py), curl for
+# docs/console.md's shell examples (tests/docs/test_docs_console.py).
 # `make demo` needs none of them.
-TEST_APT_PACKAGES := $(DEMO_APT_PACKAGES) kcat zookeeper chromium chromium-driver postgresql nftables fuse3
+TEST_APT_PACKAGES := $(DEMO_APT_PACKAGES) kcat zookeeper chromium chromium-driver postgresql nftables fuse3 curl
 PYTEST_ARGS ?=
 # The suite runs in two pytest-xdist workers: most of its time is spent waiting (fault runs of fixed length,
 # brokers and JVMs starting, deadlines), so two workers on a 2-core machine take ~20 min instead of ~34

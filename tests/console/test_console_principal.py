@@ -160,7 +160,7 @@ def test_the_admin_sees_everything(consoles, browser) -> None:  # noqa: F811
 def test_alice_sees_only_what_she_may_describe(consoles, browser) -> None:  # noqa: F811
     url = consoles["alice"]
     visit(browser, url + "/")
-    assert "1 topics, 1 partitions" in browser.find_element("css selector", "main").text
+    assert "1 topic, 1 partition." in browser.find_element("css selector", "main").text
 
     click(browser, "Topics")
     assert listed(browser, "#topics tr[data-topic]", "data-topic") == ["a"]

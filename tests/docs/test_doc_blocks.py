@@ -35,3 +35,32 @@ def test_ellipses():
     assert not matches(['{"timestamp": ..., "key": "k"}'], ['{"timestamp": 17, "key": "j"}'])
     assert not matches(["a"], ["a", "b"]) and not matches(["a", "b"], ["a"])
     assert matches(["a  "], ["a"])  # trailing blanks do not count
+
+
+def test_a_table_gap_is_any_gap_of_two_or_more_blanks():
+    assert matches(["ID  PID  STATE"], ["ID  PID    STATE"])
+    assert matches(["broker  1  ...  running"], ["broker  1  27678     running"])
+    assert not matches(["ID  PID"], ["ID PID"]) and not matches(["ID PID"], ["ID  PID"])
+
+
+def test_a_marker_names_a_known_harness(tmp_path):
+    doc = tmp_path / "d.md"
+    doc.write_text("<!-- doc-test: cluster -->\n```\n$ a\n```\n<!-- doc-test -->\n```\n$ b\n```\n")
+    assert [(b.harness, b.lines) for b in blocks(doc)] == [("cluster", ["$ a"]), ("broker", ["$ b"])]
+    assert [b.lines for b in blocks(doc, "cluster")] == [["$ a"]]
+    for typo in ("<!-- doc-test: clustre -->", "<!-- doc-test:cluster -->"):
+        doc.write_text(f"{typo}\n```\n$ a\n```\n")
+        with pytest.raises(ValueError):
+            blocks(doc)
+
+
+def test_a_here_document_belongs_to_its_command(tmp_path):
+    doc = tmp_path / "d.md"
+    doc.write_text("<!-- doc-test -->\n```\n$ cat > a.properties <<'EOF'\nx=1\n$ not a command\nEOF\n$ cat a.properties\n"
+                   "x=1\n```\n")
+    [first, second] = blocks(doc)[0].commands()
+    assert (first.text, first.expected) == ("cat > a.properties <<'EOF'\nx=1\n$ not a command\nEOF", [])
+    assert (second.text, second.expected) == ("cat a.properties", ["x=1"])
+    doc.write_text("<!-- doc-test -->\n```\n$ cat <<EOF\nx=1\n```\n")
+    with pytest.raises(ValueError):
+        blocks(doc)[0].commands()

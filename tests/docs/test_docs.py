@@ -1,44 +1,20 @@
 """The docs run as written (issue 40): every block marked ``<!-- doc-test -->`` in README.md and docs/
 (tests/docs/doc_blocks.py has the convention) runs against one embedded broker shared by the module, and
-a command whose output differs from the transcript, or a Python block that raises, fails here."""
+a command whose output differs from the transcript, or a Python block that raises, fails here. Blocks
+that name another harness (``<!-- doc-test: cluster -->`` and the others) run in test_docs_HARNESS.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
-from doc_blocks import blocks, matches
+from doc_blocks import HARNESSES, blocks
+from doc_runner import DEFAULT_BOOTSTRAP, ROOT, run_blocks, shell_env
 
 from eoslog.testing.embedded import EmbeddedBroker
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", "docs/operations.md", "docs/cluster.md", "docs/security.md", "docs/console.md",
         "docs/spark.md", "docs/transactions.md"]
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 pytestmark = pytest.mark.interop
-
-# `eoslog` on the commands' PATH: eoslog's own CLI in this interpreter, pointed at the test broker. Commands
-# that start servers or run for minutes are refused, so a block that needs one cannot be marked by mistake.
-SHIM = textwrap.dedent('''\
-    #!{python}
-    import os
-    import sys
-
-    bootstrap = os.environ["EOSLOG_DOC_TEST_BOOTSTRAP"]
-    args = [arg.replace("{default}", bootstrap) for arg in sys.argv[1:]]
-    if args[:1] in (["serve"], ["console"], ["pipeline"], ["verify"], ["bench"], ["demo"]) or args[:2] == ["cluster", "up"]:
-        sys.exit(f"doc-test: `eoslog {{' '.join(args[:2])}}` is not run by the doc tests; leave its block unmarked")
-    if not any(arg.split("=")[0] in ("-b", "--bootstrap", "--bootstrap-server") for arg in args):
-        args += ["--bootstrap-server", bootstrap]
-    from eoslog.cli import main
-
-    main(args, prog_name="eoslog")
-''')
 
 
 @pytest.fixture(scope="module")
@@ -48,32 +24,22 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def shell_env(tmp_path_factory, broker):
-    bin_dir = tmp_path_factory.mktemp("doc-bin")
-    shim = bin_dir / "eoslog"
-    shim.write_text(SHIM.format(python=sys.executable, default=DEFAULT_BOOTSTRAP))
-    shim.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "EOSLOG_DOC_TEST_BOOTSTRAP": broker,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
-            "COLUMNS": "1000", "NO_COLOR": "1"}
+def env(tmp_path_factory, broker):
+    return shell_env(tmp_path_factory.mktemp("doc-bin"), broker)
 
 
-def test_every_listed_doc_exists():
+def test_every_listed_doc_exists_and_every_harness_has_its_test():
     assert all((ROOT / doc).is_file() for doc in DOCS)
+    tests = {path.stem.removeprefix("test_docs_") for path in (ROOT / "tests/docs").glob("test_docs_*.py")}
+    assert set(HARNESSES) - {"broker"} <= tests
 
 
-@pytest.mark.parametrize("doc", [doc for doc in DOCS if blocks(ROOT / doc)])
-def test_the_doc_runs_as_written(doc, broker, shell_env, tmp_path):
-    namespace: dict = {"__name__": "__doc_test__"}
-    for block in blocks(ROOT / doc):
-        if block.language == "python":
-            source = "\n".join(block.lines).replace(DEFAULT_BOOTSTRAP, broker)
-            exec(compile(source, block.where, "exec"), namespace)  # noqa: S102 -- the doc's own code
-            continue
-        for command in block.commands():
-            done = subprocess.run(["bash", "-c", command.text], cwd=tmp_path, env=shell_env, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120, check=False)
-            actual = done.stdout.splitlines()
-            assert matches(command.expected, actual), (
-                f"{doc}:{command.line}: `{command.text}` printed (exit status {done.returncode})\n"
-                + "\n".join(actual) + "\n\nwhere the doc shows\n" + "\n".join(command.expected))
+def test_the_pages_of_each_harness_have_marked_blocks():
+    """A harness without a page to run would be a test that checks nothing."""
+    kinds = {block.harness for doc in DOCS for block in blocks(ROOT / doc)}
+    assert kinds == set(HARNESSES)
+
+
+@pytest.mark.parametrize("doc", [doc for doc in DOCS if blocks(ROOT / doc, "broker")])
+def test_the_doc_runs_as_written(doc, broker, env, tmp_path):
+    run_blocks(blocks(ROOT / doc, "broker"), env, tmp_path, {DEFAULT_BOOTSTRAP: broker})

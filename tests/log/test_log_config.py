@@ -55,7 +55,7 @@ def test_from_properties_maps_kafka_names():
         ("retention.ms", "-2"),
         ("message.timestamp.type", "WallClock"),
         ("cleanup.policy", "shred"),
-        ("cleanup.policy", ""),
+        ("cleanup.policy", "delete,shred"),
         ("flush.messages", "0"),
         ("eoslog.fsync.on.ack", "yes"),
         ("segment.bytes", str(1 << 31)),
@@ -67,6 +67,13 @@ def test_validation_errors_name_the_property(name, value):
         LogConfig.from_properties({name: value})
     assert name in str(caught.value)
     assert caught.value.name == name
+
+
+def test_an_empty_cleanup_policy_neither_deletes_nor_compacts():
+    """As Kafka's ValidList allows (issue 41: confluent-kafka-python's suite SUBTRACTs the only policy)."""
+    config = LogConfig.from_properties({"cleanup.policy": ""})
+    assert config.cleanup_policy == frozenset() and not config.deletes and not config.compacts
+    assert config.to_properties()["cleanup.policy"] == ""
 
 
 def test_unknown_names_pass_when_not_strict():

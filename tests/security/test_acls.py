@@ -657,12 +657,14 @@ def test_eoslog_acls_command_adds_lists_and_removes(broker, certs, admin, tmp_pa
         ("cli-", "PREFIXED", op) for op in ("CREATE", "DESCRIBE", "WRITE")]
     assert run("list", "--topic", "nobody-has-acls-here") == "none\n"
     assert produce(broker, certs, "alice", "cli-orders") == [None] * 3
-    listed = json.loads(run("list", "--topic", "cli-orders", "--resource-pattern-type", "match", "--json"))
+    printed = run("list", "--topic", "cli-orders", "--resource-pattern-type", "match", "--json")
+    assert printed.count("\n") == 1  # one line, as every tool's --json
+    listed = json.loads(printed)
     # MATCH: the prefixed ACLs apply to cli-orders, the literal "cli-" ones do not
     assert {(r["name"], r["pattern_type"], r["operation"]) for r in listed} == {
         ("cli-", "PREFIXED", op) for op in ("WRITE", "DESCRIBE", "CREATE")}
     assert "ALLOW User:alice WRITE from host *" in run("list", "--principal", "User:alice")
-    assert "Removed 3 ACL(s)." in run("remove", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert "removed 3 ACLs" in run("remove", "--topic", "cli-", "--resource-pattern-type", "prefixed")
     assert {e.code() for e in produce(broker, certs, "alice", "cli-orders")} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
     refused = runner.invoke(main, ["acls", "remove", *common])
     assert refused.exit_code != 0 and "--force" in refused.output

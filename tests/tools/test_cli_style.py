@@ -137,6 +137,8 @@ def test_users_offline_json_and_not_found(tmp_path):
                                                                  "iterations": 4096})
     assert json.loads(eoslog("users", "list", "--data-dir", data_dir, "--json")[1]) == [
         {"user": "alice", "credentials": [{"mechanism": "SCRAM-SHA-256", "iterations": 4096}]}]
+    assert eoslog("users", "list", "--data-dir", data_dir) == (
+        0, "USER   MECHANISMS\nalice  SCRAM-SHA-256 (4096 iterations)\n")
     code, output = eoslog("users", "delete", "alice", "--data-dir", data_dir, "--json")
     assert (code, json.loads(output)) == (0, {"user": "alice", "removed": ["SCRAM-SHA-256"]})
     assert eoslog("users", "list", "--data-dir", data_dir) == (0, "none\n")

@@ -158,6 +158,7 @@ def test_cluster_describe_is_in_the_one_table_style(cluster_up):
     assert _eoslog("cluster", "reassignments", "--bootstrap", bootstrap, "--json") == (0, "[]\n")
     code, output = _eoslog("cluster", "elect-leaders", "--bootstrap", bootstrap, "--json")
     assert (code, json.loads(output)) == (0, {"elected": [], "errors": {}})
+    assert _eoslog("cluster", "elect-leaders", "--bootstrap", bootstrap) == (0, "0 partitions changed leader\n")
     code, output = _eoslog("cluster", "reassign", "--topic", "nope", "--partition", "0", "--replicas", "1",
                            "--bootstrap", bootstrap, "--json")
     assert code == 1 and list(json.loads(output)) == ["nope-0"], output

@@ -78,10 +78,8 @@ class LogConfig:
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
             raise InvalidConfigError("min.cleanable.dirty.ratio", ratio, "must be between 0 and 1")
         policy = self.cleanup_policy
-        if not isinstance(policy, frozenset) or not policy or not policy <= CLEANUP_POLICIES:
-            raise InvalidConfigError(
-                "cleanup.policy", policy, "must be a non-empty set of 'delete' and 'compact'"
-            )
+        if not isinstance(policy, frozenset) or not policy <= CLEANUP_POLICIES:
+            raise InvalidConfigError("cleanup.policy", policy, "must be a set of 'delete' and 'compact'")
 
     @property
     def max_index_entries(self) -> int:
@@ -167,8 +165,10 @@ def _parse_timestamp_type(name: str, raw: str) -> TimestampType:
 
 
 def _parse_cleanup_policy(name: str, raw: str) -> frozenset[str]:
+    # An empty list is valid, as in Kafka (its ValidList): neither retention nor compaction, the log keeps
+    # everything. IncrementalAlterConfigs SUBTRACT of the only policy leaves it so.
     items = frozenset(part.strip() for part in str(raw).split(",") if part.strip())
-    if not items or not items <= CLEANUP_POLICIES:
+    if not items <= CLEANUP_POLICIES:
         raise InvalidConfigError(name, raw, "must be delete, compact or compact,delete")
     return items
 

@@ -42,10 +42,33 @@ def __getattr__(name: str):
 
 
 def register(spark) -> None:
-    """Makes ``format("eoslog")`` available in ``spark`` (a SparkSession)."""
+    """Makes ``format("eoslog")`` available in ``spark`` (a SparkSession).
+
+    Spark runs the source and the sink in Python processes it starts as ``PYSPARK_PYTHON``, else as
+    ``python3`` from ``PATH``: in a virtualenv that is not activated, an interpreter without eoslog. When
+    neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` names one, they run as this interpreter,
+    which has eoslog. The interpreter is captured with the data source here, so it must be set first."""
     from eoslog.spark.data_source import EoslogDataSource
 
+    _use_this_python(spark)
     spark.dataSource.register(EoslogDataSource)
+
+
+def _use_this_python(spark) -> None:
+    import os
+    import sys
+
+    if os.environ.get("PYSPARK_PYTHON"):
+        return
+    try:
+        context = spark.sparkContext
+    except Exception:  # noqa: BLE001 -- Spark Connect: its server starts the Python processes, not this one
+        return
+    chosen = context.getConf().get("spark.pyspark.python") or sys.executable
+    # pyspark reads PYSPARK_PYTHON once, when the SparkContext starts (SparkContext.pythonExec); what is
+    # registered later (this data source, UDFs) takes the interpreter from that attribute.
+    context.pythonExec = chosen
+    os.environ["PYSPARK_PYTHON"] = chosen
 
 
 __all__ = ["FORMAT", "SPARK_EXTRA_HINT", "EoslogDataSource", "register"]

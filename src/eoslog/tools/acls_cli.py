@@ -11,7 +11,6 @@ connects as must be a super user or hold ALTER (DESCRIBE for list) on the cluste
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -29,6 +28,7 @@ from eoslog.security.acl import (
     check_principal,
 )
 from eoslog.security.acl_format import OPERATION_NAMES
+from eoslog.tools.common import emit_json, plural
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 2  # flexible, and served by Kafka 2.4+ as by eoslog
@@ -169,10 +169,10 @@ def add_command(bootstrap_server, command_config, topics, groups, transactional_
         _check(result.error_code, f"{ResourceType(c.resource_type).name} {c.resource_name} {c.principal}",
                result.error_message)
     if as_json:
-        click.echo(json.dumps([_rows(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
-                                     c.operation, c.permission_type) for c in creations], indent=1))
+        emit_json([_rows(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                         c.operation, c.permission_type) for c in creations])
     else:
-        click.echo(f"Added {len(creations)} ACL(s).")
+        click.echo(f"added {plural(len(creations), 'ACL')}")
 
 
 def _filter_options(command):
@@ -207,7 +207,7 @@ def _rows(resource_type, name, pattern_type, principal, host, operation, permiss
 
 def _print(rows: list[dict], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(rows, indent=1))
+        emit_json(rows)
         return
     if not rows:
         click.echo("none")
@@ -266,4 +266,4 @@ def remove_command(bootstrap_server, command_config, topics, groups, transaction
                        m.permission_type) for m in result.matching_acls]
     _print(rows, as_json)
     if not as_json:
-        click.echo(f"Removed {len(rows)} ACL(s).")
+        click.echo(f"removed {plural(len(rows), 'ACL')}")

@@ -24,7 +24,7 @@ from eoslog.client.connection import BrokerConnection
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools.brokers import CLIENT_ID
-from eoslog.tools.common import emit_json, json_option, print_table
+from eoslog.tools.common import emit_json, json_option, plural, print_table
 from eoslog.tools.txn_cli import DEFAULT_BOOTSTRAP
 
 METADATA = (3, 9)
@@ -300,7 +300,7 @@ def elect_leaders(bootstrap: str, election: str, topic: str | None, as_json: boo
         click.echo(f"{partition}: new leader elected")
     for partition, error in failed.items():
         click.echo(f"{partition}: {error}")
-    click.echo(f"{len(elected)} partition(s) changed leader")
+    click.echo(f"{plural(len(elected), 'partition')} changed leader")
 
 
 @cluster_group.command("reassign")

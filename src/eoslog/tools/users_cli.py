@@ -34,6 +34,7 @@ from eoslog.security.scram import (
     ScramCredential,
     salted_password,
 )
+from eoslog.tools.common import print_table
 
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
@@ -165,8 +166,9 @@ def list_users(bootstrap, zookeeper, command_config, data_dir, as_json):
         return
     if not users:
         click.echo("none")
-    for user, credentials in sorted(users.items()):
-        click.echo(f"{user}\t" + ", ".join(f"{m} (iterations={i})" for m, i in credentials))
+        return
+    print_table([[user, ", ".join(f"{m} ({i} iterations)" for m, i in credentials)]
+                 for user, credentials in sorted(users.items())], ["USER", "MECHANISMS"])
 
 
 def _one_target(bootstrap, zookeeper, data_dir) -> None:
