@@ -79,6 +79,9 @@ def print_summary(console, result) -> None:
 def pipeline_command(bootstrap, transfers, accounts, seed, partitions, max_offsets_per_trigger, topic_prefix,
                      master, cluster, kill_broker_at, spark_workers, avro, workdir):
     """Payments through Spark into a double-entry ledger, exactly once, then verified."""
+    # Before anything starts: without the spark extra the run would start a broker and make its topics
+    # with librdkafka first, whose clients may log their teardown above the extra's one-line hint.
+    import pyspark  # noqa: F401
     from rich.console import Console
 
     from eoslog.pipeline.runner import RunSettings, run
