@@ -81,6 +81,8 @@ def pipeline_command(bootstrap, transfers, accounts, seed, partitions, max_offse
     """Payments through Spark into a double-entry ledger, exactly once, then verified."""
     # Before anything starts: without the spark extra the run would start a broker and make its topics
     # with librdkafka first, whose clients may log their teardown above the extra's one-line hint.
+    # (confluent_kafka first: the order in which the run itself would miss them.)
+    import confluent_kafka  # noqa: F401
     import pyspark  # noqa: F401
     from rich.console import Console
 
