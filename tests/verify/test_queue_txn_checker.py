@@ -58,6 +58,7 @@ def test_a_worker_killed_inside_its_transaction():
     report = h.check()
     assert report.valid, report.render_text()
     assert report.stats["transactions"]["aborted (inferred from its output)"] == 1
+    assert report.stats["transactions"]["open when its worker died"] == 1
 
 
 def test_output_visible_from_an_aborted_transaction():

@@ -157,7 +157,7 @@ def parse(events: Iterable[Event | dict]) -> QueueHistory:
             if process in pending:
                 settle(process, {})
             if process in open_txns:
-                open_txns.pop(process).settle("info", None)
+                open_txns.pop(process).settle("info", None, crashed=True)
         elif f == "txn":
             if type_ == "invoke":
                 if process in open_txns:

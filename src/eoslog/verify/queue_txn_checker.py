@@ -44,6 +44,7 @@ class Txn:
     status: str = "info"  # ok (committed), fail (aborted) or info (unknown)
     end: str | None = None  # what the worker asked for, when the outcome is unknown: commit, abort or None
     acknowledged: bool = False  # every ACCEPT held by the transaction (known for aborts only)
+    crashed: bool = False  # its worker died with it open
     settled: bool = field(default=False, repr=False)
 
     @classmethod
@@ -55,9 +56,10 @@ class Txn:
             raise ValueError(f"index {index}: a txn invoke is {{id, records: [[p, offset, value, count]...]}}, "
                              f"got {value!r}") from None
 
-    def settle(self, status: str, value: Any) -> None:
+    def settle(self, status: str, value: Any, crashed: bool = False) -> None:
         if self.settled:
             return
+        self.crashed = crashed
         self.settled = True
         self.status = status
         value = value if isinstance(value, dict) else {}
@@ -125,6 +127,8 @@ def judge_transactions(h: Any, report: Callable[..., None]) -> tuple[list[Implie
         else:
             state = "unknown"
         outcomes[state] += 1
+        if txn.crashed:
+            outcomes["open when its worker died"] += 1
         for out in visible:
             if out.input not in txn.inputs:
                 report("output-without-accept", **where(out), why="not an input of that transaction")
