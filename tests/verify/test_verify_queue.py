@@ -68,6 +68,9 @@ def test_queue_verify_on_a_cluster_through_the_cli(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["valid"] and summary["final_drain_complete"], summary
     assert summary["produced"] >= 200 and summary["finished"]["accepted"] >= 100, summary
+    # the transactional workers too: their outputs read to the end with read_committed, each judged
+    assert summary["outputs_read"] and summary["outputs_visible"] >= 50, summary
+    assert summary["transactions"].get("committed", 0) >= 5, summary
     assert summary["faults"].get("leader-kill", 0) >= 1 and summary["faults"].get("coordinator-kill", 0) >= 1, summary
     # the coordinator faults aim at this group's group coordinator or its share coordinators
     windows = json.loads((tmp_path / "faults.json").read_text())

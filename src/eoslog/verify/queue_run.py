@@ -92,6 +92,7 @@ class QueueWorkerPool(WorkerPool):
         super().__init__(*args, **kwargs)
         self.producers = producers
         self.transactional = transactional
+        self.spawned: set[int] = set()
 
     def spawn(self, slot: int) -> None:
         process = self.next_process
@@ -106,6 +107,9 @@ class QueueWorkerPool(WorkerPool):
         if role == "txn-consumer":
             command += ["--output-topic", OUTPUT_TOPIC, "--transactional-id", f"eoslog-verify-queue-slot-{slot}",
                         "--abort-rate", str(self.options.abort_rate), "--crash-rate", str(TXN_CRASH_RATE)]
+            if slot not in self.spawned:  # the first worker of each slot surely dies inside a transaction, early
+                command += ["--crash-in", str(self.random.randint(10, 40))]
+        self.spawned.add(slot)
         with open(self.clients_log, "ab") as log:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         reader = threading.Thread(target=self._read, args=(process, child), daemon=True,

@@ -20,7 +20,7 @@ queue_run.py, adds the process and the index).
   it got and the transaction it begins (``txn`` invoke), writes one output per input to the output topic
   (``[input partition, input offset, input value, process, transaction id]``, to the input's partition),
   ACCEPTs the inputs inside the transaction and commits, or aborts on purpose (``--abort-rate``), or
-  SIGKILLs itself there, holding the inputs with its outputs written (``--crash-rate``), or
+  SIGKILLs itself there, holding the inputs with its outputs written (``--crash-rate``, ``--crash-in``), or
   aborts because the acknowledgement was refused (a lock that ran out, a moved leader). It records the
   outcome as the client saw it: ``ok`` committed, ``fail`` aborted, ``info`` unknown (then it starts a new
   producer, whose InitProducerId ends the old transaction). Last, librdkafka's explicit mode wants every
@@ -199,10 +199,10 @@ class TxnWorker:
 
     def __init__(self, bootstrap: str, group: str, topic: str, output_topic: str, transactional_id: str,
                  process: int, rng: random.Random, stop: Stop, *, abort_rate: float, lock_ms: int,
-                 crash_rate: float = 0.0) -> None:
+                 crash_rate: float = 0.0, crash_in: int | None = None) -> None:
         self.bootstrap, self.group, self.topic, self.output_topic = bootstrap, group, topic, output_topic
         self.transactional_id, self.process, self.rng, self.stop = transactional_id, process, rng, stop
-        self.abort_rate, self.lock_ms, self.crash_rate = abort_rate, lock_ms, crash_rate
+        self.abort_rate, self.lock_ms, self.crash_rate, self.crash_in = abort_rate, lock_ms, crash_rate, crash_in
         self.producer: ShareTxnProducer | None = None
         self.txn_id = 0
 
@@ -245,7 +245,8 @@ class TxnWorker:
                 time.sleep(self.lock_ms / 1000 * 1.5)  # the lock runs out: the acknowledgement must be refused
             producer.acknowledge(self.group, [(m.topic(), m.partition(), m.offset(), ACCEPT) for m in messages])
             acknowledged = True
-            if self.rng.random() < self.crash_rate:  # dies holding the inputs, its outputs written
+            # dies holding its inputs, its outputs written
+            if self.rng.random() < self.crash_rate or (self.crash_in is not None and self.txn_id >= self.crash_in):
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(self.rng.uniform(0, IN_TXN_PAUSE_S))
         except Exception as exc:  # noqa: BLE001 - refused or unreachable: this transaction aborts
@@ -326,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--abort-rate", type=float, default=0.1)
     parser.add_argument("--crash-rate", type=float, default=0.0,
                         help="txn-consumer: SIGKILL itself inside this share of its transactions")
+    parser.add_argument("--crash-in", type=int, default=None, help="txn-consumer: ... and inside this one")
     args = parser.parse_args(argv)
     stop = Stop()
 
@@ -341,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.role == "txn-consumer":
         TxnWorker(args.bootstrap, args.group, args.topic, args.output_topic,
                   args.transactional_id or f"eoslog-verify-queue-{args.process}", args.process, rng, stop,
-                  abort_rate=args.abort_rate, lock_ms=args.lock_ms, crash_rate=args.crash_rate).run()
+                  abort_rate=args.abort_rate, lock_ms=args.lock_ms, crash_rate=args.crash_rate,
+                  crash_in=args.crash_in).run()
     else:
         run_consumer(args.bootstrap, args.group, args.topic, rng, stop, args.lock_ms)
     return 0
