@@ -162,7 +162,8 @@ def test_deliveries_of_values_never_sent_or_at_the_wrong_offset():
 def test_every_anomaly_has_a_description_and_bad_lines_are_refused():
     assert set(ANOMALIES) == {"lost", "accepted-twice", "redelivered-after-accept", "redelivered-after-reject",
                               "delivery-limit", "release-not-redelivered", "repeated-delivery-count",
-                              "unwritten-delivery", "inconsistent-offset"}
+                              "unwritten-delivery", "inconsistent-offset",
+                              "output-without-accept", "accept-without-output", "output-twice"}
     with pytest.raises(QueueHistoryError):
         check(Q().add(10, "ok", "nonsense").lines)
     with pytest.raises(QueueHistoryError):

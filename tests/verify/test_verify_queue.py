@@ -1,8 +1,11 @@
 """``eoslog verify --workload queue`` (issue 37), short CI versions: producers and confluent-kafka 2.16
-ShareConsumers (explicit acknowledgement) against one broker behind its fault proxy, and against a
-3-broker cluster on a real ZooKeeper, under the nemesis; then the final drain and the queue checker. A
-correct broker comes out VALID; the checker's own ability to fail is in test_queue_checker.py, and a
-broker that forgets acknowledgements is documented in docs/verification.md ("The queue workload")."""
+ShareConsumers (explicit acknowledgement), half of them transactional workers (eoslog's ShareTxnProducer:
+an output per input and the ACCEPTs in one transaction), against one broker behind its fault proxy, and
+against a 3-broker cluster on a real ZooKeeper, under the nemesis; then the final drain, the output
+topic read with read_committed, and the queue checker. A correct broker comes out VALID; the checker's
+own ability to fail is in test_queue_checker.py and test_queue_txn_checker.py, and brokers that forget
+acknowledgements or apply an ABORT marker as a COMMIT are documented in docs/verification.md ("The queue
+workload")."""
 
 from __future__ import annotations
 
@@ -34,13 +37,27 @@ def _assert_exercised(result) -> None:
     assert stats["partitions_done"] == 4, text
 
 
+def _assert_transactional(stats: dict, text: str, *, died: bool = True) -> None:
+    """The transactional workers committed, aborted on purpose, died inside transactions (SIGKILL after
+    their ACCEPTs, before EndTxn), and the output topic was read to its end: every committed input's
+    output is there once (the checker's verdict), and there are outputs to judge."""
+    txns = stats["transactions"]
+    assert stats["outputs_read"] and stats["outputs_visible"] >= 50, text
+    assert txns["committed"] >= 20 and txns["aborted"] >= 2, text
+    if died:
+        assert txns["open when its worker died"] >= 1, text
+        assert txns["aborted (inferred from its output)"] >= 1, text
+    assert stats["acks"]["txn accept ok"] >= 50, text
+
+
 def test_queue_verify_on_one_broker_under_its_faults(tmp_path):
     result = run_queue_verify(VerifyOptions(duration=25, seed=37, out=tmp_path, workers=4, **DENSE))
     _assert_exercised(result)
+    _assert_transactional(result.report.stats, result.render_text())
     for kind in ALL_KINDS:
         assert result.faults.get(kind, 0) >= 1, (kind, result.faults)
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["workload"] == "queue" and summary["valid"]
+    assert summary["workload"] == "queue" and summary["valid"] and summary["outputs_read"]
 
 
 def test_queue_verify_on_a_cluster_through_the_cli(tmp_path):
@@ -51,6 +68,9 @@ def test_queue_verify_on_a_cluster_through_the_cli(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["valid"] and summary["final_drain_complete"], summary
     assert summary["produced"] >= 200 and summary["finished"]["accepted"] >= 100, summary
+    # the transactional workers too: their outputs read to the end with read_committed, each judged
+    assert summary["outputs_read"] and summary["outputs_visible"] >= 50, summary
+    assert summary["transactions"].get("committed", 0) >= 5, summary
     assert summary["faults"].get("leader-kill", 0) >= 1 and summary["faults"].get("coordinator-kill", 0) >= 1, summary
     # the coordinator faults aim at this group's group coordinator or its share coordinators
     windows = json.loads((tmp_path / "faults.json").read_text())

@@ -74,9 +74,13 @@ def _kinds(value: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--workload", type=click.Choice(["txn", "queue"]), default="txn", show_default=True,
               help="queue: producers and share consumers (share groups, KIP-932), checked for lost, twice "
                    "accepted and over-delivered records (docs/verification.md, \"The queue workload\").")
+@click.option("--transactional-consumers", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
+              help="With --workload queue: the share of the consumers that are transactional workers (an output "
+                   "and the ACCEPTs in one transaction; --abort-rate of them aborted on purpose).")
 @click.option("--quiet", is_flag=True, help="Print only the report.")
 def verify_command(action, force, duration, bootstrap, seed, out, workers, partitions, faults, cluster, net,
-                   zookeeper_nodes, abort_rate, broker_set, transaction_version, client, workload, quiet):
+                   zookeeper_nodes, abort_rate, broker_set, transaction_version, client, workload,
+                   transactional_consumers, quiet):
     """Run transactional clients against a broker while injecting faults (broker SIGKILL and SIGSTOP,
     client crashes, dropped responses, cut connections, packet loss between namespaces), then check the
     history for exactly-once anomalies. Exits non-zero when any is found. `eoslog verify cleanup`
@@ -142,7 +146,7 @@ def verify_command(action, force, duration, bootstrap, seed, out, workers, parti
     if workload == "queue":
         from eoslog.verify.queue_run import run_queue_verify
 
-        result = run_queue_verify(options, log=log)
+        result = run_queue_verify(options, log=log, transactional_consumers=transactional_consumers)
     else:
         result = run_verify(options, log=log)
     click.echo(result.render_text())

@@ -18,6 +18,17 @@ them (``index``, ``time``, ``process``, ``type``, ``f``, ``value``):
   reached its end offset (the broker says every record is done).
 - ``crash`` (info): the worker process died.
 
+Transactional mode (queue_workload.py's ``txn-consumer`` workers; queue_txn_checker.py judges it):
+
+- ``txn``: ``invoke`` ``{"id": n, "records": [[partition, offset, value, delivery count], ...]}`` before the
+  worker writes one output per record and acknowledges them all (ACCEPT) in transaction ``n`` of its
+  process, then the same process's completion: ``ok`` (EndTxn(commit) answered NONE), ``fail`` (aborted:
+  EndTxn(abort) answered NONE; ``{"acknowledged": true}`` when every ACCEPT was held by the transaction), or
+  ``info`` (unknown; ``{"end": "commit"|"abort"}``, what the worker asked for). A crash leaves it unknown.
+- ``outputs`` (runner, ok): ``{"complete": true, "records": [[partition, offset, input partition, input
+  offset, input value, process, transaction id], ...]}``, the output topic read with read_committed once
+  every transaction ended; ``complete`` when the read reached the end offset of every partition.
+
 A record is (partition, offset). Delivery counts are exact (eoslog persists acquisitions), so each
 acquisition of a record has a count of its own, 1, 2, ... A definite ACCEPT or REJECT of the delivery
 with count c means the member held the record then, so any delivery with a count above c came after it.
@@ -25,6 +36,7 @@ with count c means the member held the record then, so any delivery with a count
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import Counter, defaultdict
@@ -34,6 +46,7 @@ from typing import Any
 
 from eoslog.verify.checker import Report
 from eoslog.verify.history import Event
+from eoslog.verify.queue_txn_checker import TXN_ANOMALIES, Output, Txn, judge_transactions
 
 ANOMALIES: dict[str, str] = {
     "lost": "an acknowledged record never accepted, rejected nor archived, though the share group is done with it",
@@ -45,6 +58,7 @@ ANOMALIES: dict[str, str] = {
     "repeated-delivery-count": "one record delivered twice with the same delivery count (one acquisition handed out twice)",
     "unwritten-delivery": "a delivered value that no producer sent",
     "inconsistent-offset": "one offset delivered with a value other than the one acknowledged there, or with two values",
+    **TXN_ANOMALIES,
 }
 ACK_KINDS = ("accept", "release", "reject")
 STATUSES = ("ok", "fail", "info")
@@ -66,6 +80,7 @@ class Ack:
     count: int
     kind: str
     status: str  # ok, fail or info
+    txn: bool = False  # an ACCEPT (or an abort's implied RELEASE) of a transaction, not a member's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +102,16 @@ class QueueHistory:
     final: dict[int, tuple[int, int]] | None = None  # partition -> (start offset, end offset)
     processes: set = None
     events: int = 0
+    txns: dict = None  # (process, id) -> queue_txn_checker.Txn
+    outputs: list | None = None  # the final read_committed read of the output topic, or None
+    outputs_complete: bool = False
 
 
 def parse(events: Iterable[Event | dict]) -> QueueHistory:
     """Events (or decoded JSON lines) -> the deliveries and acknowledgements, acks paired per process."""
-    history = QueueHistory(5, {}, set(), [], [], None, set(), 0)
+    history = QueueHistory(5, {}, set(), [], [], None, set(), 0, {}, None, False)
     pending: dict[Any, tuple[int, list]] = {}  # process -> (invoke index, entries)
+    open_txns: dict[Any, Any] = {}  # process -> its transaction without a completion yet
 
     def settle(process: Any, statuses: dict) -> None:
         index, entries = pending.pop(process)
@@ -137,12 +156,37 @@ def parse(events: Iterable[Event | dict]) -> QueueHistory:
         elif f == "crash":
             if process in pending:
                 settle(process, {})
+            if process in open_txns:
+                open_txns.pop(process).settle("info", None, crashed=True)
+        elif f == "txn":
+            if type_ == "invoke":
+                if process in open_txns:
+                    open_txns.pop(process).settle("info", None)
+                try:
+                    txn = Txn.begin(process, index, value)
+                except ValueError as exc:
+                    raise QueueHistoryError(str(exc)) from None
+                if (process, txn.id) in history.txns:
+                    raise QueueHistoryError(f"index {index}: transaction {txn.id} of process {process} twice")
+                history.txns[(process, txn.id)] = open_txns[process] = txn
+            elif process in open_txns:
+                if type_ not in STATUSES:
+                    raise QueueHistoryError(f"index {index}: unknown transaction outcome {type_!r}")
+                open_txns.pop(process).settle(type_, value)
+        elif f == "outputs":
+            try:
+                history.outputs = [Output.parse(index, entry) for entry in value["records"]]
+            except (ValueError, TypeError, KeyError) as exc:
+                raise QueueHistoryError(f"index {index}: bad outputs line ({exc})") from None
+            history.outputs_complete = bool(value.get("complete"))
         elif f == "final":
             history.final = {int(p): (int(start), int(end)) for p, (start, end) in value.items()}
         else:
             raise QueueHistoryError(f"index {index}: unknown f {f!r}")
     for process in list(pending):
         settle(process, {})
+    for txn in open_txns.values():
+        txn.settle("info", None)
     return history
 
 
@@ -159,6 +203,11 @@ def check_history(h: QueueHistory) -> Report:
     def report(name: str, **details: Any) -> None:
         found[name].append(details)
 
+    # first the transactions: their outcome (inferred from the output where the client could not tell)
+    # becomes the ACCEPTs (or, aborted, the implied RELEASEs) the checks below count like a member's own
+    implied, txn_stats = judge_transactions(h, report)
+    h = dataclasses.replace(h, acks=h.acks + [Ack(process, index, record, value, count, kind, status, True)
+                                              for record, value, count, kind, status, process, index in implied])
     done_partitions = {p for p, (start, end) in (h.final or {}).items() if start >= end}
     # every sighting of a record: deliveries, and the acks (a worker killed between its poll and the
     # line that records it still names the delivery in its ack, or not at all)
@@ -231,9 +280,9 @@ def check_history(h: QueueHistory) -> Report:
     stats = {
         "produced": len(h.produced), "produced_indefinite": len(h.maybe_produced) - len(h.produced),
         "deliveries": len(h.deliveries), "records_delivered": len(seen),
-        "acks": Counter(f"{a.kind} {a.status}" for a in h.acks), "finished": finished,
+        "acks": Counter(f"{'txn ' if a.txn else ''}{a.kind} {a.status}" for a in h.acks), "finished": finished,
         "delivery_count_limit": h.limit, "processes": len(h.processes), "events": h.events,
-        "final": h.final, "partitions_done": len(done_partitions),
+        "final": h.final, "partitions_done": len(done_partitions), **txn_stats,
     }
     return QueueReport(valid=not anomalies, anomalies=anomalies,
                        examples={name: items[:EXAMPLES] for name, items in found.items()}, stats=stats,
@@ -256,6 +305,10 @@ class QueueReport(Report):
             f"  processes {s['processes']}, events {s['events']}"
             + ("" if self.has_final_read else "; no final drain: lost records are not judged"),
         ]
+        if s.get("transactions"):
+            lines.append("  transactions: " + ", ".join(f"{k} {n}" for k, n in sorted(s["transactions"].items()))
+                         + (f"; {s['outputs_visible']} outputs visible to read_committed" if s["outputs_read"]
+                            else "; no complete read of the output topic: outputs are not judged"))
         if self.has_final_read:
             lines.append(f"  final drain: {s['partitions_done']} of {len(s['final'])} partitions done "
                          "(start offset at the high watermark)")

@@ -4,6 +4,11 @@ consumer processes (queue_workload.py) under the same nemesis as the exactly-onc
 a final drain by one more share consumer of the same group until the broker says every record is done,
 and queue_checker.py's judgement of the history.
 
+With ``transactional_consumers`` (a share of the consumers, half by default), some consumers are
+work-queue workers (queue_workload.py's txn-consumer): each poll's records become one output each on the
+output topic ``out`` and their ACCEPTs, in one transaction. After the drain the runner reads ``out`` with
+read_committed and records what it saw (an ``outputs`` line), for queue_txn_checker.py.
+
 On a cluster the nemesis's coordinator faults aim at the group's group coordinator (its
 ``__consumer_offsets`` partition) and at the share coordinators of its share partitions (their
 ``__share_group_state`` partitions), so share state moves between brokers during the run.
@@ -14,6 +19,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -25,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, ShareConsumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from eoslog.protocol.coordinator_partition import partition_for
@@ -44,11 +50,18 @@ FINAL_DRAIN_TIMEOUT_S = 300.0  # a backlog of poison records takes 5 deliveries 
 STATE_PARTITIONS = 4  # __share_group_state partitions of a cluster run
 OFFSETS_PARTITIONS = 4  # EmbeddedCluster's offsets.topic.num.partitions
 GROUP = "eoslog-verify-queue"
+OUTPUT_TOPIC = "out"
+OUTPUT_READ_TIMEOUT_S = 60.0
+# of a transactional worker's transactions, those it dies in (SIGKILL, after its ACCEPTs, before EndTxn),
+# beside the nemesis's client-kills, which land anywhere
+TXN_CRASH_RATE = 0.005
 BROKER_PROPERTIES = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "200",
     "group.share.heartbeat.interval.ms": "500",
     "group.share.min.session.timeout.ms": "2000",
+    # a killed worker's transaction is aborted soon after its timeout (queue_workload.TXN_TIMEOUT_MS)
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 CLUSTER_PROPERTIES = {
     "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
@@ -66,25 +79,37 @@ class QueueResult(VerifyResult):
                 "final": s["final"], "faults": self.faults, "faults_total": sum(self.faults.values()),
                 "workers_started": self.workers_started, "worker_exits": self.worker_exits,
                 "anomalies": self.report.anomalies, "examples": self.report.examples, "problems": self.problems,
-                "final_drain_complete": self.final_read_complete}
+                "final_drain_complete": self.final_read_complete,
+                "transactions": dict(s.get("transactions", {})), "outputs_visible": s.get("outputs_visible", 0),
+                "outputs_read": s.get("outputs_read", False)}
 
 
 class QueueWorkerPool(WorkerPool):
-    """Slots 0 .. producers-1 are producers, the rest share consumers of ``GROUP``."""
+    """Slots 0 .. producers-1 are producers, the next ``transactional`` slots transactional share consumers
+    (one transactional id per slot), the rest plain share consumers of ``GROUP``."""
 
-    def __init__(self, *args, producers: int, **kwargs) -> None:
+    def __init__(self, *args, producers: int, transactional: int = 0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.producers = producers
+        self.transactional = transactional
+        self.spawned: set[int] = set()
 
     def spawn(self, slot: int) -> None:
         process = self.next_process
         self.next_process += 1
-        role = "producer" if slot < self.producers else "consumer"
+        role = ("producer" if slot < self.producers else "txn-consumer" if slot < self.producers + self.transactional
+                else "consumer")
         command = [sys.executable, "-m", "eoslog.verify.queue_workload", "--bootstrap", self.bootstrap,
                    "--process", str(process), "--role", role, "--topic", self.topic,
                    "--partitions", str(self.options.partitions), "--group", GROUP,
                    "--seed", str(self.random.getrandbits(32)), "--think-ms", str(self.options.think_ms),
                    "--lock-ms", str(LOCK_MS)]
+        if role == "txn-consumer":
+            command += ["--output-topic", OUTPUT_TOPIC, "--transactional-id", f"eoslog-verify-queue-slot-{slot}",
+                        "--abort-rate", str(self.options.abort_rate), "--crash-rate", str(TXN_CRASH_RATE)]
+            if slot not in self.spawned:  # the first worker of each slot surely dies inside a transaction, early
+                command += ["--crash-in", str(self.random.randint(10, 40))]
+        self.spawned.add(slot)
         with open(self.clients_log, "ab") as log:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
@@ -188,7 +213,39 @@ def final_drain(bootstrap: str, topic: str, partitions: int, history: HistoryWri
     return False, f"final drain stopped after {timeout:.0f} s with (start, end) offsets {state}"
 
 
-def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None = None) -> QueueResult:
+def read_outputs(bootstrap: str, partitions: int, history: HistoryWriter,
+                 timeout: float = OUTPUT_READ_TIMEOUT_S) -> tuple[bool, str]:
+    """The output topic from the start to its high watermark, read_committed (the position reaches the
+    high watermark only once no transaction is open there); the ``outputs`` history line."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eoslog-verify-out-{uuid.uuid4()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False, **CLIENT_TUNING})
+    records: list[list] = []
+    ends: dict[int, int] = {}
+    done = False
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(OUTPUT_TOPIC, p), timeout=15)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(OUTPUT_TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not done:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                records.append([message.partition(), message.offset(), *json.loads(message.value())])
+            positions = consumer.position([TopicPartition(OUTPUT_TOPIC, p) for p in range(partitions)])
+            # (a partition without outputs has no position to reach)
+            done = all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions)
+    finally:
+        consumer.close()
+    history.record("runner", "ok", "outputs", {"complete": done, "records": records}, time=time.time())
+    if done:
+        return True, f"output read: {len(records)} committed outputs up to the high watermarks {ends}"
+    return False, f"output read stopped after {timeout:.0f} s short of the high watermarks {ends}"
+
+
+def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None = None, *,
+                     transactional_consumers: float = 0.5) -> QueueResult:
+    """``transactional_consumers``: the share of the consumers that are transactional workers (rounded up
+    when positive)."""
     log = log or (lambda message: None)
     if options.bootstrap is not None or options.net != "loopback":
         raise ValueError("the queue workload starts its own broker or cluster on loopback")
@@ -236,6 +293,8 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
     nemesis: Nemesis | None = None
     final_complete = False
     producers = max(1, options.workers // 3)
+    consumers = max(0, options.workers - producers)
+    transactional = min(consumers, math.ceil(consumers * transactional_consumers))
     try:
         if broker is not None:
             broker.start()
@@ -246,11 +305,13 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
             say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
                 f"each behind a fault proxy: {bootstrap}")
         _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
+        if transactional:
+            _create_topic(bootstrap, OUTPUT_TOPIC, options.partitions, replication_factor, topic_config)
         set_group_configs(bootstrap)
         history.record("runner", "ok", "config", {"delivery_count_limit": DELIVERY_COUNT_LIMIT,
                                                   "partitions": options.partitions, "lock_ms": LOCK_MS})
         pool = QueueWorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log",
-                               producers=producers)
+                               producers=producers, transactional=transactional)
         common = {"kill_client": pool.kill_one, "fault_seconds": options.fault_seconds,
                       "quiet_seconds": options.quiet_seconds, "drop_rate": options.drop_rate, "log": say}
         if cluster is not None:
@@ -265,8 +326,9 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
         else:
             nemesis = Nemesis(kinds, seed=rng.getrandbits(32), broker=broker, proxy=proxy, **common)
         pool.supervise()
-        say(f"{producers} producer(s) and {options.workers - producers} share consumer(s) of group {GROUP} on "
-            f"topic {topic} ({options.partitions} partitions); faults: {', '.join(kinds) or 'none'}")
+        say(f"{producers} producer(s) and {consumers} share consumer(s) of group {GROUP}, {transactional} of them "
+            f"transactional (output topic {OUTPUT_TOPIC}), on topic {topic} ({options.partitions} partitions); "
+            f"faults: {', '.join(kinds) or 'none'}")
         nemesis.start()
         deadline = time.monotonic() + options.duration
         while time.monotonic() < deadline and nemesis.error is None:
@@ -287,6 +349,11 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
         say(description)
         if not final_complete:
             problems.append(description)
+        if transactional:
+            read_complete, description = read_outputs(bootstrap, options.partitions, history)
+            say(description)
+            if not read_complete:
+                problems.append(description)
     finally:
         if pool is not None and not pool.stopping:
             pool.stop(timeout=5)
