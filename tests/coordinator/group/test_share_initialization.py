@@ -59,6 +59,24 @@ def test_a_lost_initialization_is_retried_after_the_interval_and_new_partitions_
     assert state.plan(topics(3), ["t"], now_ms=1300, retry_interval_ms=1000) == (InitializeItem(T, "t", frozenset({2}), 0),)
 
 
+def test_an_initialization_read_back_from_the_log_is_retried_at_once():
+    from eoslog.coordinator.group.share_log_format import (
+        _read_state_partitions,
+        state_partition_metadata_value,
+    )
+
+    sent = ShareStatePartitions()
+    sent.plan(topics(), ["t"], now_ms=100, retry_interval_ms=30_000)
+    # The coordinator that sent it is gone with its request (a restart, a failover): its successor loads
+    # the group's records and must not wait out the retry interval before the group's consumers get records.
+    loaded = _read_state_partitions(state_partition_metadata_value(sent))
+    assert loaded.initializing == sent.initializing
+    assert loaded.plan(topics(), ["t"], now_ms=200, retry_interval_ms=30_000) \
+        == (InitializeItem(T, "t", frozenset({0, 1}), UNINITIALIZED_START_OFFSET),)
+    # Sent again from here: from now on it waits for its answer or the interval, as any other.
+    assert loaded.plan(topics(), ["t"], now_ms=300, retry_interval_ms=30_000) == ()
+
+
 def test_a_deleted_topic_is_forgotten_and_unsubscribed_topics_are_not_planned():
     state = ShareStatePartitions()
     state.plan(topics(), ["t"], now_ms=100, retry_interval_ms=30_000)

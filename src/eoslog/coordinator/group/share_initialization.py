@@ -71,6 +71,13 @@ class ShareStatePartitions:
     initializing: dict[uuid.UUID, TopicPartitions] = field(default_factory=dict)
     initialized: dict[uuid.UUID, TopicPartitions] = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> name
+    # Topics whose InitializeShareGroupState this coordinator sent itself (not persisted). An initializing
+    # entry read back from the log at load was sent by an earlier coordinator, which is gone with its
+    # request (a broker restart, a failover): it is retried at the next heartbeat, not after
+    # group.share.initialize.retry.interval.ms, or a broker killed while creating __share_group_state
+    # would leave the group's consumers idle for that long. Nothing can have used those partitions
+    # meanwhile: they are assigned only once initialized.
+    sent_here: set[uuid.UUID] = field(default_factory=set, compare=False, repr=False)
 
     def is_empty(self) -> bool:
         return not (self.initializing or self.initialized or self.deleting)
@@ -102,7 +109,8 @@ class ShareStatePartitions:
             meta = topics[name]
             done = self.initialized.get(meta.topic_id)
             busy = self.initializing.get(meta.topic_id)
-            retry = busy is not None and now_ms - busy.create_timestamp >= retry_interval_ms
+            retry = busy is not None and (meta.topic_id not in self.sent_here
+                                          or now_ms - busy.create_timestamp >= retry_interval_ms)
             wanted = frozenset(
                 p for p in range(meta.partitions)
                 if not (done is not None and p in done.partitions)
@@ -113,6 +121,7 @@ class ShareStatePartitions:
             items.append(InitializeItem(meta.topic_id, name, wanted, start))
             held = busy.partitions if busy is not None else frozenset()
             self.initializing[meta.topic_id] = TopicPartitions(name, held | wanted, now_ms)
+            self.sent_here.add(meta.topic_id)
         return tuple(items)
 
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> bool:

@@ -75,6 +75,7 @@ class ShareOffsetApis:
                 continue
             held = table[topic_id].partitions if topic_id in table else frozenset()
             table[topic_id] = TopicPartitions(name, held | frozenset(starts), now_ms)
+            group.state_partitions.sent_here.add(topic_id)  # its InitializeShareGroupState goes from here
         change = OffsetsChange(state_epoch=group.group_epoch,
                                partitions={t: dict(starts) for t, (_, starts) in offsets.items() if starts})
         return self._share_offsets_answer(group_id, "alter_share_group_offsets", change)
