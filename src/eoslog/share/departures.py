@@ -9,8 +9,8 @@ another member receives them). Kafka releases a member's records when its share 
 that request's acknowledgements; so here a leave waits while the member has a ShareFetch or
 ShareAcknowledge running (counted from before its session check, before any await) or a share session
 open: the session's close or its connection's drop gives back what is left in any case. A member keeping
-its session open after leaving is waited for at most a bound (its group's record lock duration, by which
-its locks have run out).
+its session in use after leaving is waited for at most a bound (its group's record lock duration, by which
+the locks of what it held at the leave have run out; the manager then leaves the rest to the locks).
 
 Only the broker's event loop uses it.
 """

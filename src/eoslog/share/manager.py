@@ -334,8 +334,11 @@ class SharePartitionManager:
     async def _release_departed(self, group_id: str, member_id: str) -> None:
         bound_s = self.settings(group_id).record_lock_duration_ms / 1000
         if not await self.activity.until_quiet(group_id, member_id, bound_s):
-            log.info("member %s of %s left with its share session still open: its records go back now",
+            # Still fetching after the leave (or back in the group under the same id): what it held at the
+            # leave has run out of its locks by now, and what it holds now is its own.
+            log.info("member %s of %s left with its share session still in use: its locks give back its records",
                      member_id, group_id)
+            return
         await asyncio.gather(*(self.release_member(key, member_id)
                                for key in [k for k in self._holders if k.group_id == group_id]))
 
