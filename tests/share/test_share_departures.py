@@ -58,3 +58,15 @@ def test_a_session_kept_open_after_the_leave_is_waited_for_at_most_the_bound():
         assert await activity.until_quiet("g", "m", timeout_s=0.05) is False
         assert not activity.waiting("g", "m")
     asyncio.run(main())
+
+
+def test_without_the_session_only_the_running_requests_are_waited_for():
+    async def main():
+        activity = _activity({("g", "m")})
+        assert await activity.until_quiet("g", "m", timeout_s=0, session=False)
+        with activity.request("g", "m"):
+            waiting = asyncio.create_task(activity.until_quiet("g", "m", timeout_s=30, session=False))
+            await asyncio.sleep(0)
+            assert not waiting.done()
+        assert await asyncio.wait_for(waiting, 5) is True
+    asyncio.run(main())

@@ -8,9 +8,11 @@ acknowledgement would make the acknowledged records Available again (the acknowl
 another member receives them). Kafka releases a member's records when its share session closes, after
 that request's acknowledgements; so here a leave waits while the member has a ShareFetch or
 ShareAcknowledge running (counted from before its session check, before any await) or a share session
-open: the session's close or its connection's drop gives back what is left in any case. A member keeping
-its session in use after leaving is waited for at most a bound (its group's record lock duration, by which
-the locks of what it held at the leave have run out; the manager then leaves the rest to the locks).
+open: the session's close or its connection's drop gives back what is left in any case. The session is
+waited for only a short grace (the client sent its final request before the leave, on another
+connection, so it arrives within the skew between the two): a member that leaves and keeps its session
+open still gets its records released then. A request running is always waited for (bounded by the
+record lock duration, past which its locks have run out anyway).
 
 Only the broker's event loop uses it.
 """
@@ -44,8 +46,9 @@ class MemberActivity:
                 del self._requests[member]
             self.changed(group_id, member_id)
 
-    def quiet(self, group_id: str, member_id: str) -> bool:
-        return (group_id, member_id) not in self._requests and not self._session_open(group_id, member_id)
+    def quiet(self, group_id: str, member_id: str, session: bool = True) -> bool:
+        """No request of the member running here (nor, with ``session``, a share session open)."""
+        return (group_id, member_id) not in self._requests and not (session and self._session_open(group_id, member_id))
 
     def waiting(self, group_id: str, member_id: str) -> bool:
         """Whether a leave of the member waits here (tests and diagnostics)."""
@@ -54,27 +57,28 @@ class MemberActivity:
     def changed(self, group_id: str, member_id: str) -> None:
         """A request ended or a session went away (its connection dropped): leaves waiting on a member now
         quiet go on."""
-        if self.quiet(group_id, member_id):
+        if self.quiet(group_id, member_id, session=False):
             for waiter in self._waiters.pop((group_id, member_id), ()):
                 if not waiter.done():
                     waiter.set_result(None)
 
-    async def until_quiet(self, group_id: str, member_id: str, timeout_s: float) -> bool:
-        """Waits until the member has no request running and no session open here, at most ``timeout_s``;
-        whether it became quiet."""
-        if self.quiet(group_id, member_id):
-            return True
+    async def until_quiet(self, group_id: str, member_id: str, timeout_s: float, session: bool = True) -> bool:
+        """Waits until the member has no request running (and, with ``session``, no session open) here, at
+        most ``timeout_s``; whether it became so."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         member = (group_id, member_id)
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(member, set()).add(waiter)
-        try:
-            await asyncio.wait_for(waiter, timeout_s)
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            waiters = self._waiters.get(member)
-            if waiters is not None:
-                waiters.discard(waiter)
-                if not waiters:
-                    del self._waiters[member]
+        while not self.quiet(group_id, member_id, session):
+            waiter = loop.create_future()  # woken when a request ends or a session goes
+            self._waiters.setdefault(member, set()).add(waiter)
+            try:
+                await asyncio.wait_for(waiter, max(deadline - loop.time(), 0))
+            except TimeoutError:
+                return False
+            finally:
+                waiters = self._waiters.get(member)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del self._waiters[member]
+        return True

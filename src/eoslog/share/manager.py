@@ -103,6 +103,10 @@ _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVA
 _FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
 
 
+# How long a leave's release waits for the member's open share session to close (share/departures.py).
+LEAVE_SESSION_GRACE_MS = 1000
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -332,13 +336,12 @@ class SharePartitionManager:
         self._spawn(self._release_departed(group_id, member_id))
 
     async def _release_departed(self, group_id: str, member_id: str) -> None:
-        bound_s = self.settings(group_id).record_lock_duration_ms / 1000
-        if not await self.activity.until_quiet(group_id, member_id, bound_s):
-            # Still fetching after the leave (or back in the group under the same id): what it held at the
-            # leave has run out of its locks by now, and what it holds now is its own.
-            log.info("member %s of %s left with its share session still in use: its locks give back its records",
-                     member_id, group_id)
-            return
+        # The final request of a closing member (sent before its leave, on another connection) closes its
+        # session after its acknowledgements; a member that leaves and keeps its session open is released
+        # after the grace. A request running is never overtaken (within its locks' duration).
+        await self.activity.until_quiet(group_id, member_id, LEAVE_SESSION_GRACE_MS / 1000)
+        await self.activity.until_quiet(group_id, member_id, self.settings(group_id).record_lock_duration_ms / 1000,
+                                        session=False)
         await asyncio.gather(*(self.release_member(key, member_id)
                                for key in [k for k in self._holders if k.group_id == group_id]))
 
