@@ -100,6 +100,14 @@ _rotation = itertools.count()
 async def share_fetch(manager: SharePartitionManager, group_id: str, member_id: str, epoch: int,
                       asks: Sequence[PartitionAsk], forgotten: Sequence[TopicIdPartition], limits: FetchLimits, *,
                       renew_only: bool, connection_id: str) -> ShareAnswer:
+    with manager.activity.request(group_id, member_id):  # before the session check: a leave waits for it
+        return await _share_fetch(manager, group_id, member_id, epoch, asks, forgotten, limits,
+                                  renew_only=renew_only, connection_id=connection_id)
+
+
+async def _share_fetch(manager: SharePartitionManager, group_id: str, member_id: str, epoch: int,
+                       asks: Sequence[PartitionAsk], forgotten: Sequence[TopicIdPartition], limits: FetchLimits, *,
+                       renew_only: bool, connection_id: str) -> ShareAnswer:
     acknowledges = any(ask.acknowledgements for ask in asks)
     update = manager.sessions.share_fetch(group_id, member_id, epoch, [(a.topic_id, a.partition) for a in asks],
                                           forgotten, acknowledges=acknowledges, connection_id=connection_id)
@@ -120,6 +128,12 @@ async def share_fetch(manager: SharePartitionManager, group_id: str, member_id: 
 
 async def share_acknowledge(manager: SharePartitionManager, group_id: str, member_id: str, epoch: int,
                             asks: Sequence[PartitionAsk]) -> ShareAnswer:
+    with manager.activity.request(group_id, member_id):  # before the session check: a leave waits for it
+        return await _share_acknowledge(manager, group_id, member_id, epoch, asks)
+
+
+async def _share_acknowledge(manager: SharePartitionManager, group_id: str, member_id: str, epoch: int,
+                             asks: Sequence[PartitionAsk]) -> ShareAnswer:
     update = manager.sessions.share_acknowledge(group_id, member_id, epoch)
     answer = ShareAnswer(lock_duration_ms=manager.settings(group_id).record_lock_duration_ms)
     if update.error is not ShareError.NONE:

@@ -23,7 +23,8 @@ Contract
   the delivery count a failover finds is then exact. Kafka does not write them; with the flag off eoslog
   behaves as Kafka does, and a crash may deliver a record once more than its limit.
 - Departures: a member leaving or timing out (the group coordinator tells :meth:`member_left`), its share
-  session closing or its connection dropping (share/fetch.py) gives back every record it holds here.
+  session closing or its connection dropping (share/fetch.py) gives back every record it holds here; a
+  leave's release waits behind the member's share requests and session here (share/departures.py).
 - Leadership (a cluster, docs/share-groups.md step 4): share partitions live on their partition's leader.
   Every operation checks, under the share partition's lock, that this broker still leads the partition
   (NOT_LEADER_OR_FOLLOWER otherwise) and that the value kept is of the current leader epoch: on a new
@@ -63,6 +64,7 @@ from eoslog.coordinator.share.log_format import (
 )
 from eoslog.coordinator.share.log_format import StateBatch as PersistedBatch
 from eoslog.protocol.errors import ErrorCode, error_for_code
+from eoslog.share.departures import MemberActivity
 from eoslog.share.errors import ShareError
 from eoslog.share.in_flight import (
     AcknowledgementBatch,
@@ -99,6 +101,10 @@ _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVA
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT})
 # The state moved on without this leader (a newer leader, or the group re-initialized it): read it again.
 _FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
+
+
+# How long a leave's release waits for the member's open share session to close (share/departures.py).
+LEAVE_SESSION_GRACE_MS = 1000
 
 
 def now_ms() -> int:
@@ -190,6 +196,8 @@ class SharePartitionManager:
         self.settings = settings
         self.config = config or ShareManagerConfig()
         self.sessions = ShareSessions(self.config.max_share_sessions)
+        # Each member's share requests running here, which a leave's release waits for (member_left).
+        self.activity = MemberActivity(lambda group_id, member_id: self.sessions.get(group_id, member_id) is not None)
         self._holders: dict[SharePartitionKey, _Holder] = {}
         self._tasks: set[asyncio.Task] = set()
         if hasattr(replicas, "resign_listeners"):  # the replica manager (unit tests may pass a stand-in)
@@ -321,9 +329,21 @@ class SharePartitionManager:
     # ---- departures ---------------------------------------------------------------------------------------
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The group coordinator removed ``member_id`` (it left, or its session timed out)."""
-        for key in [k for k in self._holders if k.group_id == group_id]:
-            self._spawn(self.release_member(key, member_id))
+        """The group coordinator removed ``member_id`` (it left, or its session timed out). The release
+        waits behind the member's share requests and session here (share/departures.py): a leave must
+        not overtake an acknowledgement already received. On a cluster only the coordinator's broker
+        hears of it; other leaders release on the session's close, its connection's drop, or the locks."""
+        self._spawn(self._release_departed(group_id, member_id))
+
+    async def _release_departed(self, group_id: str, member_id: str) -> None:
+        # The final request of a closing member (sent before its leave, on another connection) closes its
+        # session after its acknowledgements; a member that leaves and keeps its session open is released
+        # after the grace. A request running is never overtaken (within its locks' duration).
+        await self.activity.until_quiet(group_id, member_id, LEAVE_SESSION_GRACE_MS / 1000)
+        await self.activity.until_quiet(group_id, member_id, self.settings(group_id).record_lock_duration_ms / 1000,
+                                        session=False)
+        await asyncio.gather(*(self.release_member(key, member_id)
+                               for key in [k for k in self._holders if k.group_id == group_id]))
 
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed the group and its share state: forget what is held of it here."""
@@ -351,6 +371,7 @@ class SharePartitionManager:
         if session is not None:
             for work in self.session_released(session.key.group_id, session.key.member_id, session.partitions):
                 self._spawn(work)
+            self.activity.changed(session.key.group_id, session.key.member_id)
 
     # ---- waiting for records --------------------------------------------------------------------------
 
