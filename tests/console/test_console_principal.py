@@ -187,7 +187,7 @@ def test_alice_sees_only_what_she_may_describe(consoles, browser) -> None:  # no
     click(browser, "Transactions")
     assert cells(browser, "#transactions td") == ["no transactional ids"]
     assert cells(browser, "#hanging td") == ["none"]
-    assert "1 partition(s)" in cells(browser, "#hanging-not-authorized")[0]
+    assert "1 partition (DescribeProducers" in cells(browser, "#hanging-not-authorized")[0]
 
     click(browser, "Transaction groups")
     assert cells(browser, "#transaction-groups td") == ["no transaction groups"]

@@ -21,9 +21,9 @@ def test_a_commit_point_not_completed_in_time_is_stuck():
 
 def test_open_transactions_of_the_next_batch():
     assert progress(group(open_=(False, False)), NOW, 60_000) == (
-        "writing the next batch (2 open transaction(s)); batch 7 committed", False)
+        "writing the next batch (2 open transactions); batch 7 committed", False)
     status, stuck = progress(group(open_=(False, True)), NOW, 60_000)
-    assert stuck and status.startswith("1 transaction(s) of the next batch open longer")
+    assert stuck and status.startswith("1 transaction of the next batch open longer")
 
 
 def test_deciding_and_idle():

@@ -35,6 +35,7 @@ from eoslog.console import (
 from eoslog.console.authorization import NotAuthorized, PageNotAuthorized
 from eoslog.console.pages import Pages, segment
 from eoslog.console.records_view import text
+from eoslog.tools.common import plural
 
 HERE = Path(__file__).parent
 REFRESH_S = 2  # how often the live fragments poll
@@ -66,7 +67,8 @@ def _until(ms: int | None) -> str:
 
 def create_app(session: views.Session, allow_writes: bool = False, hanging_after_ms: int = 900_000) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.filters.update(datetime=_datetime, duration=_duration, until=_until, text=text, segment=segment)
+    templates.env.filters.update(datetime=_datetime, duration=_duration, until=_until, text=text, segment=segment,
+                                 plural=plural)
     templates.env.globals.update(allow_writes=allow_writes, refresh_s=REFRESH_S, bootstrap=session.bootstrap)
     templates.env.tests["not_authorized"] = lambda value: isinstance(value, NotAuthorized)
     principal = session.security.username if session.security is not None else None

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from eoslog.console import actions, views
 from eoslog.console.history import LagHistory, level_line
 from eoslog.console.pages import Pages, form, segment, timestamp_ms
+from eoslog.tools.common import plural
 from eoslog.tools.reset_offsets import Target
 
 RESET_TARGETS = ("earliest", "latest", "timestamp", "offset", "shift")
@@ -82,7 +83,7 @@ def routes(pages: Pages) -> list[Route]:
         moved = ", ".join(f"{r.topic}-{r.partition} {'-' if r.current_offset is None else r.current_offset}"
                           f" → {r.new_offset}" for r in resets[:NOTICE_PARTITIONS])
         more = f" and {len(resets) - NOTICE_PARTITIONS} more" if len(resets) > NOTICE_PARTITIONS else ""
-        notice = f"committed new offsets for {len(resets)} partition(s): {moved}{more}"
+        notice = f"committed new offsets for {plural(len(resets), 'partition')}: {moved}{more}"
         return RedirectResponse(f"{back}?{urlencode({'notice': notice})}", status_code=303)
 
     # What may follow a group id in its URL, by method: the page, its polled fragment, its write action.

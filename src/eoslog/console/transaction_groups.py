@@ -20,7 +20,7 @@ from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
 from eoslog.tools import txn_cli
 from eoslog.tools.brokers import TRANSACTION, Brokers
-from eoslog.tools.common import check
+from eoslog.tools.common import check, plural
 
 API_VERSIONS, LIST_TRANSACTION_GROUPS, DESCRIBE_TRANSACTIONS = 18, 0x7E03, 65
 # A commit point is rolled forward in milliseconds (markers on each member's partitions); a group still
@@ -91,9 +91,9 @@ def progress(group: Group, now_ms: int, hanging_after_ms: int) -> tuple[str, boo
         return "a commit is being decided", False
     hanging = [t for t in group.open if t.hanging]
     if hanging:
-        return f"{len(hanging)} transaction(s) of the next batch open longer than the hanging threshold", True
+        return f"{plural(len(hanging), 'transaction')} of the next batch open longer than the hanging threshold", True
     if group.open:
-        return (f"writing the next batch ({len(group.open)} open transaction(s)); "
+        return (f"writing the next batch ({plural(len(group.open), 'open transaction')}); "
                 f"batch {group.last_committed_sequence} committed"), False
     return f"idle: batch {group.last_committed_sequence} committed, nothing open", False
 
