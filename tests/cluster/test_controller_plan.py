@@ -89,6 +89,19 @@ def test_a_leader_registered_after_its_state_was_written_is_replaced():
     assert controller().plan(registered({1: 400, 2: 100, 3: 100}, topics, states)) == []
     unknown = {("t", 0): PartitionState(1, 4, (1, 2, 3), 6, zk_version=11)}
     assert controller().plan(registered({1: 900, 2: 100, 3: 100}, topics, unknown)) == []
+    # Started after a clean shutdown (every byte fsync'ed): what it held is still there, so it stays.
+    clean = registered({1: 900, 2: 100, 3: 100}, topics, states)
+    clean.brokers[1] = dataclasses.replace(clean.brokers[1], clean_start=True)
+    assert controller().plan(clean) == []
+
+
+def test_a_registration_says_whether_the_broker_started_clean():
+    for clean in (True, False):
+        registration = dataclasses.replace(BrokerRegistration.plaintext(1, "h", 1), clean_start=clean)
+        assert BrokerRegistration.decode(1, registration.encode(), 7).clean_start is clean
+    # Kafka's registrations (and older eoslog's) do not say: read as not clean, the cautious reading.
+    kafka = b'{"version":5,"host":"h","port":1,"endpoints":["PLAINTEXT://h:1"],"jmx_port":-1,"timestamp":"1"}'
+    assert BrokerRegistration.decode(1, kafka, 7).clean_start is False
 
 
 def test_a_restarted_follower_leaves_the_isr():

@@ -251,8 +251,9 @@ class Controller:
 def _registered_since(view: ClusterView, state: PartitionState) -> frozenset[int]:
     """The live brokers whose registration is newer than the state's last write (KIP-380's broker epoch,
     ZooKeeper's czxid, against the state znode's mzxid): restarted since, whether or not a view of ours
-    ever lacked them. Only brokers the state names matter (election.next_state)."""
+    ever lacked them, after an unclean shutdown (a clean one fsync'ed everything they held). Only brokers
+    the state names matter (election.next_state)."""
     if state.zxid < 0:
         return frozenset()
-    return frozenset(b for b in (state.leader, *state.isr)
-                     if (r := view.brokers.get(b)) is not None and r.czxid > state.zxid)
+    return frozenset(b for b in (state.leader, *state.isr) if (r := view.brokers.get(b)) is not None
+                     and r.czxid > state.zxid and not r.clean_start)

@@ -275,9 +275,9 @@ class ReplicaManager:
                 self._update_high_watermark(partition)
                 return
             if self._before_registration(state):
-                # Elected in an earlier life of this broker (the controller has not seen it restart yet):
-                # the log it started with may lack what that life acknowledged (unsynced writes lost with
-                # the power), and followers would truncate to it. Lead nothing until the controller, which
+                # Elected in an earlier life of this broker, which ended in a crash (the controller has
+                # not seen it restart yet): the log it started with may lack what that life acknowledged
+                # (unsynced writes lost with the power), and followers would truncate to it. Lead nothing until the controller, which
                 # treats a leader registered after its state as restarted, decides again in a new epoch.
                 log.info("%s: not leading epoch %d: it was decided before this broker registered; waiting "
                          "for the controller to elect again", partition.name, state.leader_epoch)
@@ -300,7 +300,7 @@ class ReplicaManager:
 
     def _before_registration(self, state: PartitionState) -> bool:
         own = self.view.brokers.get(self.broker_id)
-        return own is not None and state.zxid >= 0 and own.czxid > state.zxid
+        return own is not None and state.zxid >= 0 and own.czxid > state.zxid and not own.clean_start
 
     def _become_leader(self, tp, partition: Partition, replicas, state: PartitionState) -> None:
         self._stop_following(tp)

@@ -139,6 +139,10 @@ class BrokerRegistration:
     # KIP-380), -1 when not read from ZooKeeper. A new one means the broker started (or its session expired)
     # since; the controller and the broker itself compare it with a partition state's ``zxid``.
     czxid: int = field(default=-1, compare=False)
+    # Ours: the broker's logs were closed cleanly before this start (every byte fsync'ed at shutdown), so a
+    # restart the controller did not see cost it nothing it held. False after a crash or power loss, on a
+    # new disk, and in registrations that do not say (Kafka's, older eoslog's): the cautious reading.
+    clean_start: bool = False
 
     @classmethod
     def plaintext(cls, broker_id: int, host: str, port: int, rack: str | None = None, data_dir: str = "",
@@ -164,6 +168,7 @@ class BrokerRegistration:
             "jmx_port": -1,
             "timestamp": str(self.timestamp or int(time.time() * 1000)),
             "eoslog_data_dir": self.data_dir,
+            "eoslog_clean_start": self.clean_start,
         })
 
     @classmethod
@@ -190,7 +195,7 @@ class BrokerRegistration:
                 raise LayoutError(f"{path}: no endpoints and no host and port")
             endpoints.append(Endpoint("PLAINTEXT", "PLAINTEXT", host, port))
         return cls(broker_id, tuple(endpoints), value.get("rack"), value.get("eoslog_data_dir", ""),
-                   int(value.get("timestamp", 0)), czxid)
+                   int(value.get("timestamp", 0)), czxid, value.get("eoslog_clean_start") is True)
 
 
 # ---- /controller and /controller_epoch -------------------------------------------------------------
