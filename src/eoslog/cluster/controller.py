@@ -129,7 +129,8 @@ class Controller:
                             decision.leader, 0, decision.isr, self.epoch, -1), decision.reason))
                     continue
                 decision = election.next_state(replicas, state, live, unclean=unclean,
-                                               preferred=preferred is not None and (topic, index) in preferred)
+                                               preferred=preferred is not None and (topic, index) in preferred,
+                                               restarted=_registered_since(view, state))
                 if decision is not None:
                     writes.append((topic, index, PartitionState(
                         decision.leader, state.leader_epoch + 1, decision.isr, self.epoch, state.zk_version),
@@ -245,3 +246,14 @@ class Controller:
             if preferred:
                 async with self._lock:
                     await self._reconcile(view, preferred)
+
+
+def _registered_since(view: ClusterView, state: PartitionState) -> frozenset[int]:
+    """The live brokers whose registration is newer than the state's last write (KIP-380's broker epoch,
+    ZooKeeper's czxid, against the state znode's mzxid): restarted since, whether or not a view of ours
+    ever lacked them, after an unclean shutdown (a clean one fsync'ed everything they held). Only brokers
+    the state names matter (election.next_state)."""
+    if state.zxid < 0:
+        return frozenset()
+    return frozenset(b for b in (state.leader, *state.isr) if (r := view.brokers.get(b)) is not None
+                     and r.czxid > state.zxid and not r.clean_start)

@@ -17,7 +17,7 @@ the epoch (cluster/isr.py).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eoslog.cluster.zk.layout import NO_LEADER, PartitionState
 
@@ -148,8 +148,20 @@ def initial_state(replicas: tuple[int, ...], live: set[int]) -> Decision | None:
 
 
 def next_state(replicas: tuple[int, ...], state: PartitionState, live: set[int], *, unclean: bool,
-               preferred: bool = False) -> Decision | None:
-    """The change the controller makes to an existing partition, or None when it is fine as it is."""
+               preferred: bool = False, restarted: frozenset[int] = frozenset()) -> Decision | None:
+    """The change the controller makes to an existing partition, or None when it is fine as it is.
+
+    ``restarted``: live brokers that registered again since ``state`` was written (a restart the controller
+    did not see as an absence: the new registration came before it read the old one's removal, or it was
+    elected after both). What the state says of them dates from their previous life, and the log they
+    started with may be shorter than what they held then (unsynced writes lost with the power), so for a
+    partition with a leader they count as offline: a restarted leader is replaced from the rest of the ISR
+    (or the partition goes offline, never unclean, and the next pass elects it again cleanly, in a new
+    epoch), restarted followers leave the ISR and rejoin once caught up."""
+    if state.leader != NO_LEADER and restarted & {state.leader, *state.isr}:
+        decision = next_state(replicas, state, live - restarted, unclean=False, preferred=preferred)
+        return None if decision is None else replace(decision, reason=(
+            f"{decision.reason}; broker(s) {sorted(restarted)} registered again since the state was written"))
     live_isr = tuple(r for r in state.isr if r in live)
     if state.leader == NO_LEADER or state.leader not in live:
         for replica in replicas:

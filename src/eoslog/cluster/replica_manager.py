@@ -274,6 +274,17 @@ class ReplicaManager:
                 leader.set_replicas(replicas, now_ms())
                 self._update_high_watermark(partition)
                 return
+            if self._before_registration(state):
+                # Elected in an earlier life of this broker, which ended in a crash (the controller has
+                # not seen it restart yet): the log it started with may lack what that life acknowledged
+                # (unsynced writes lost with the power), and followers would truncate to it. Lead nothing until the controller, which
+                # treats a leader registered after its state as restarted, decides again in a new epoch.
+                log.info("%s: not leading epoch %d: it was decided before this broker registered; waiting "
+                         "for the controller to elect again", partition.name, state.leader_epoch)
+                if tp in self.leaders:
+                    self._resign(tp, "leadership from before this broker registered")
+                self._stop_following(tp)
+                return
             self._become_leader(tp, partition, replicas, state)
         elif state.leader == NO_LEADER:
             if tp in self.leaders:
@@ -286,6 +297,10 @@ class ReplicaManager:
             if tp in self.leaders:
                 self._resign(tp, f"broker {state.leader} leads epoch {state.leader_epoch}")
             self._become_follower(tp, partition, state)
+
+    def _before_registration(self, state: PartitionState) -> bool:
+        own = self.view.brokers.get(self.broker_id)
+        return own is not None and state.zxid >= 0 and own.czxid > state.zxid and not own.clean_start
 
     def _become_leader(self, tp, partition: Partition, replicas, state: PartitionState) -> None:
         self._stop_following(tp)

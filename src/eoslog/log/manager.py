@@ -195,6 +195,11 @@ class LogDirectory:
                 scrub=self._scrub,
             )
 
+    @property
+    def clean_shutdown(self) -> bool:
+        """Whether every log was closed cleanly before this open (nothing was recovered from a crash)."""
+        return self._clean_shutdown
+
     def _config_of(self, topic: str) -> LogConfig:
         return self._config_for(topic) if self._config_for is not None else self.config
 

@@ -295,7 +295,8 @@ class Broker:
         endpoints = tuple(Endpoint(listener.name, listener.protocol, *self.advertised_address(listener))
                           for listener in self.listeners)
         registration = BrokerRegistration(self.config.node_id, endpoints, self.config.broker_rack,
-                                          str(data_dir.resolve()))
+                                          str(data_dir.resolve()),
+                                          clean_start=registry.log_directory.clean_shutdown)
         self.cluster_id = await self.cluster.start(proposed, registration) if local else \
             await self._start_adopting(proposed, registration)
         self._load_or_create_cluster_id(data_dir, adopt=self.cluster_id)

@@ -272,8 +272,8 @@ class ZooKeeper:
         client, watch = self.client, self._watch
         for child in client.get_children(layout.BROKER_IDS, watch=watch):
             try:
-                data, _ = client.get(layout.broker_path(int(child)), watch=watch)
-                view.brokers[int(child)] = BrokerRegistration.decode(int(child), data)
+                data, stat = client.get(layout.broker_path(int(child)), watch=watch)
+                view.brokers[int(child)] = BrokerRegistration.decode(int(child), data, stat.czxid)
             except (NoNodeError, ValueError):
                 continue
 
@@ -356,7 +356,7 @@ class ZooKeeper:
                 view.states.pop(key, None)
                 missing[key] = (path, client.exists_async(path, watch=watch))
                 continue
-            view.states[key] = PartitionState.decode(path, data, stat.version)
+            view.states[key] = PartitionState.decode(path, data, stat.version, stat.mzxid)
         # One that appeared between the two calls: its watch would only fire on its next change, so
         # read it now.
         appeared = {key: (path, client.get_async(path, watch=watch))
@@ -366,7 +366,7 @@ class ZooKeeper:
                 data, stat = result.get()
             except NoNodeError:
                 continue
-            view.states[key] = PartitionState.decode(path, data, stat.version)
+            view.states[key] = PartitionState.decode(path, data, stat.version, stat.mzxid)
 
     def controller_epoch(self) -> tuple[int, int]:
         data, stat = self.client.get(layout.CONTROLLER_EPOCH)

@@ -135,6 +135,14 @@ class BrokerRegistration:
     # own previous life (same data directory) waiting for its session to expire, not a duplicate id.
     data_dir: str = ""
     timestamp: int = 0
+    # Not in the JSON: the zxid that created this registration (ZooKeeper's czxid, Kafka's broker epoch of
+    # KIP-380), -1 when not read from ZooKeeper. A new one means the broker started (or its session expired)
+    # since; the controller and the broker itself compare it with a partition state's ``zxid``.
+    czxid: int = field(default=-1, compare=False)
+    # Ours: the broker's logs were closed cleanly before this start (every byte fsync'ed at shutdown), so a
+    # restart the controller did not see cost it nothing it held. False after a crash or power loss, on a
+    # new disk, and in registrations that do not say (Kafka's, older eoslog's): the cautious reading.
+    clean_start: bool = False
 
     @classmethod
     def plaintext(cls, broker_id: int, host: str, port: int, rack: str | None = None, data_dir: str = "",
@@ -160,10 +168,11 @@ class BrokerRegistration:
             "jmx_port": -1,
             "timestamp": str(self.timestamp or int(time.time() * 1000)),
             "eoslog_data_dir": self.data_dir,
+            "eoslog_clean_start": self.clean_start,
         })
 
     @classmethod
-    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+    def decode(cls, broker_id: int, data: bytes, czxid: int = -1) -> BrokerRegistration:
         """Kafka's versions 1-5 (endpoints; a name without a map entry is its own protocol, as before
         version 3) and version 0 (host and port only: one PLAINTEXT listener)."""
         path = broker_path(broker_id)
@@ -186,7 +195,7 @@ class BrokerRegistration:
                 raise LayoutError(f"{path}: no endpoints and no host and port")
             endpoints.append(Endpoint("PLAINTEXT", "PLAINTEXT", host, port))
         return cls(broker_id, tuple(endpoints), value.get("rack"), value.get("eoslog_data_dir", ""),
-                   int(value.get("timestamp", 0)))
+                   int(value.get("timestamp", 0)), czxid, value.get("eoslog_clean_start") is True)
 
 
 # ---- /controller and /controller_epoch -------------------------------------------------------------
@@ -298,6 +307,10 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = -1
+    # Not in the JSON: the zxid of the znode's last write (ZooKeeper's mzxid), -1 when not read from it.
+    # What the state says about a broker whose registration is newer (czxid above it) dates from that
+    # broker's previous life: it led or was in sync with a log it may since have lost (a power loss).
+    zxid: int = field(default=-1, compare=False)
 
     def encode(self) -> bytes:
         return _dump({
@@ -309,11 +322,11 @@ class PartitionState:
         })
 
     @classmethod
-    def decode(cls, path: str, data: bytes, zk_version: int) -> PartitionState:
+    def decode(cls, path: str, data: bytes, zk_version: int, zxid: int = -1) -> PartitionState:
         value = _load(data, path)
         try:
             return cls(int(value["leader"]), int(value["leader_epoch"]), tuple(int(b) for b in value["isr"]),
-                       int(value["controller_epoch"]), zk_version)
+                       int(value["controller_epoch"]), zk_version, zxid)
         except (KeyError, TypeError, ValueError):
             raise LayoutError(f"{path}: needs leader, leader_epoch, isr and controller_epoch") from None
 
