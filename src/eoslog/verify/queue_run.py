@@ -40,7 +40,14 @@ from eoslog.verify.faults import ALL_KINDS, FaultWindow, Nemesis
 from eoslog.verify.history import HistoryWriter
 from eoslog.verify.queue_checker import check
 from eoslog.verify.queue_workload import choose, consume_once, consumer_config
-from eoslog.verify.run import VerifyOptions, VerifyResult, WorkerPool, _create_topic, _wait_cluster_led
+from eoslog.verify.run import (
+    VerifyOptions,
+    VerifyResult,
+    WorkerPool,
+    _create_topic,
+    _stop_clients_and_broker,
+    _wait_cluster_led,
+)
 from eoslog.verify.workload import CLIENT_TUNING
 
 LOCK_MS = 2000  # share.record.lock.duration.ms of the run's group: locks run out within the run
@@ -355,16 +362,7 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
             if not read_complete:
                 problems.append(description)
     finally:
-        if pool is not None and not pool.stopping:
-            pool.stop(timeout=5)
-        history.close()
-        if broker is not None:
-            try:
-                broker.__exit__(None, None, None)
-            except Exception as exc:  # noqa: BLE001 - the run's result matters more than a slow shutdown
-                problems.append(f"broker shutdown: {exc}")
-        if proxy is not None:
-            proxy.stop()
+        problems += _stop_clients_and_broker(pool, history, broker, proxy)
         if cluster is not None:
             cluster.stop()
     duration = time.monotonic() - began

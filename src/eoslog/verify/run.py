@@ -249,6 +249,24 @@ def _create_topic(bootstrap: str, topic: str, partitions: int, replication_facto
     raise TimeoutError(f"topic {topic} not visible in metadata")
 
 
+def _stop_clients_and_broker(pool, history: HistoryWriter, broker, proxy) -> list[str]:
+    """The end of a run, for every workload: the workers, the history, the single broker and the fault
+    proxy, in that order; what went wrong on the way, as problems (the run's result matters more than a
+    slow shutdown)."""
+    problems = []
+    if pool is not None and not pool.stopping:
+        pool.stop(timeout=5)
+    history.close()
+    if broker is not None:
+        try:
+            broker.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001 - the run's result matters more than a slow shutdown
+            problems.append(f"broker shutdown: {exc}")
+    if proxy is not None:
+        proxy.stop()
+    return problems
+
+
 def _wait_cluster_led(cluster, topic: str, partitions: int, say, timeout: float = 120.0) -> list[str]:
     """After healing: every broker registered and every partition of the topic led by one of them."""
     try:
@@ -459,16 +477,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         if not final_complete:
             problems.append(description)
     finally:
-        if pool is not None and not pool.stopping:
-            pool.stop(timeout=5)
-        history.close()
-        if broker is not None:
-            try:
-                broker.__exit__(None, None, None)
-            except Exception as exc:  # noqa: BLE001 - the run's result matters more than a slow shutdown
-                problems.append(f"broker shutdown: {exc}")
-        if proxy is not None:
-            proxy.stop()
+        problems += _stop_clients_and_broker(pool, history, broker, proxy)
         if disk is not None:
             disk.stop()
         if cluster is not None:
