@@ -3,7 +3,8 @@ endpoints of the write actions (403 unless the console runs with ``--allow-write
 
 create_app builds the templates and the :class:`pages.Pages` every route group shares, and registers the
 route groups, one module per area: overview_routes, topic_routes, group_routes, share_group_routes,
-transaction_routes, transaction_group_routes. Handlers are async only to hand the blocking admin requests (views.py) to a
+transaction_routes, transaction_group_routes, schema_routes (the schema registry's subjects, when the console
+is given one). Handlers are async only to hand the blocking admin requests (views.py) to a
 worker thread; a request the broker refuses, or a broker out of reach, becomes an error page naming the
 broker's answer. A write action the broker (or the command it reuses) refuses is not an error of the
 page: the page it came from shows the refusal, as it shows a success (pages.py).
@@ -26,6 +27,7 @@ from starlette.templating import Jinja2Templates
 from eoslog.console import (
     group_routes,
     overview_routes,
+    schema_routes,
     share_group_routes,
     topic_routes,
     transaction_group_routes,
@@ -35,6 +37,7 @@ from eoslog.console import (
 from eoslog.console.authorization import NotAuthorized, PageNotAuthorized
 from eoslog.console.pages import Pages, segment
 from eoslog.console.records_view import text
+from eoslog.console.schema_views import SchemaRegistryAccess
 from eoslog.tools.common import plural
 
 HERE = Path(__file__).parent
@@ -65,7 +68,10 @@ def _until(ms: int | None) -> str:
     return f"in {_duration(left)}" if left > 0 else "due"
 
 
-def create_app(session: views.Session, allow_writes: bool = False, hanging_after_ms: int = 900_000) -> Starlette:
+def create_app(session: views.Session, allow_writes: bool = False, hanging_after_ms: int = 900_000,
+               schema_registry: SchemaRegistryAccess | None = None) -> Starlette:
+    """``schema_registry``: where the schema pages read; None, or one without a URL, and they say none is
+    configured."""
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters.update(datetime=_datetime, duration=_duration, until=_until, text=text, segment=segment,
                                  plural=plural)
@@ -96,6 +102,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
         *share_group_routes.routes(pages),
         *transaction_routes.routes(pages),
         *transaction_group_routes.routes(pages),
+        *schema_routes.routes(pages, schema_registry),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,

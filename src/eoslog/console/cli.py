@@ -23,20 +23,32 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
                    "records); without it they answer 403.")
 @click.option("--hanging-after-ms", type=click.IntRange(min=0), default=900_000, show_default=True,
               help="A transaction open longer than this is shown as hanging (transaction.max.timeout.ms).")
+@click.option("--schema-registry-url", default=None, metavar="URL",
+              help="The schema registry whose subjects the schema pages show (Confluent's REST API: eoslog's, "
+                   "Confluent's, Karapace). Without it they say none is configured.")
+@click.option("--schema-registry-user-info", default=None, metavar="USER:PASSWORD",
+              help="HTTP basic credentials for the registry (default: the SASL user and password of "
+                   "--command-config, the principal the console logs in to the cluster as).")
+@click.option("--schema-registry-ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The CA of the registry's HTTPS certificate (default: the system's).")
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the bound port here once the console accepts connections.")
 def console_command(bootstrap: str, security, listen: str, allow_writes: bool, hanging_after_ms: int,
-                    port_file: Path | None) -> None:
+                    schema_registry_url: str | None, schema_registry_user_info: str | None,
+                    schema_registry_ca_file: str | None, port_file: Path | None) -> None:
     """Serve a web console showing brokers, topics (records with aborted transactions marked), consumer
     groups with their lag, and transactions (docs/console.md)."""
     # Without the console extra these imports fail, and the CLI says which extra (tools/extras.py).
     from eoslog.console.app import create_app
+    from eoslog.console.schema_views import SchemaRegistryAccess, user_info_of
     from eoslog.console.server import ConsoleServer
     from eoslog.console.views import Session
 
     session = Session(bootstrap, security)
+    registry = SchemaRegistryAccess(schema_registry_url, schema_registry_user_info or user_info_of(security),
+                                    schema_registry_ca_file)
     try:
-        server = ConsoleServer(create_app(session, allow_writes, hanging_after_ms), listen)
+        server = ConsoleServer(create_app(session, allow_writes, hanging_after_ms, registry), listen)
     except OSError as exc:
         raise click.ClickException(bind_error_line(listen, exc)) from None
     if port_file is not None:

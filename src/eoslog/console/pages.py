@@ -94,7 +94,8 @@ def query_int(request: Request, name: str, default: int | None = None, low: int 
     except ValueError:
         raise HTTPException(400, f"{name} must be an integer, got {raw!r}") from None
     if low is not None and value < low or high is not None and value > high:
-        raise HTTPException(400, f"{name} must be within [{low}, {high}], got {value}")
+        bounds = f"at least {low}" if high is None else f"at most {high}" if low is None else f"within [{low}, {high}]"
+        raise HTTPException(400, f"{name} must be {bounds}, got {value}")
     return value
 
 

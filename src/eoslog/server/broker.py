@@ -642,6 +642,9 @@ class Broker:
 
         self.schema_registry = SchemaRegistryEndpoint(self.config)
         self.schema_registry.start(self.listeners, self.bound_ports)
+        if self.console is not None:  # the console's schema pages show this registry
+            tls = self.schema_registry.tls
+            self.console.use_schema_registry(self.schema_registry.local_url(), tls.client if tls else None)
 
     async def _start_log_cleaner(self) -> None:
         """Compaction of every cleanup.policy=compact log (internal topics included), as a background task:

@@ -55,6 +55,7 @@ class ConsoleEndpoint:
     def __init__(self, config: BrokerConfig) -> None:
         try:
             from eoslog.console.app import create_app
+            from eoslog.console.schema_views import SchemaRegistryAccess, user_info_of
             from eoslog.console.server import ConsoleServer
             from eoslog.console.views import Session
         except ModuleNotFoundError as exc:
@@ -72,6 +73,9 @@ class ConsoleEndpoint:
                 self.security = ClientSecurity.from_file(config.console_command_config)
             except (ClientSecurityError, OSError) as exc:
                 raise ConfigError(f"eoslog.console.command.config: {exc}") from exc
+        # Where the schema pages read: no URL until this broker's own registry, if it serves one, has bound
+        # its port (use_schema_registry); it is asked as the console's principal.
+        self.schema_registry = SchemaRegistryAccess(None, user_info_of(self.security))
 
     def start(self, listeners: list, bound_ports: dict[str, int]) -> None:
         """Binds the console's port (a taken one is an error before the data directory is touched) and
@@ -81,7 +85,7 @@ class ConsoleEndpoint:
         host, port = self.config.console_listen
         self.session = self._session_class(bootstrap, self.security)
         app = self._create_app(self.session, self.config.console_allow_writes,
-                               self.config.transaction_max_timeout_ms)
+                               self.config.transaction_max_timeout_ms, self.schema_registry)
         try:
             self.server = self._server_class(app, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
         except OSError as exc:
@@ -89,6 +93,11 @@ class ConsoleEndpoint:
         self.server.start()
         log.info("console on %s (through listener %s at %s, %s)", self.server.url, listener.name, bootstrap,
                  "writes allowed" if self.config.console_allow_writes else "read-only")
+
+    def use_schema_registry(self, url: str, context=None) -> None:
+        """Show the schemas of this broker's own registry, at ``url`` (HTTPS: trusted with ``context``)."""
+        self.schema_registry.context = context
+        self.schema_registry.url = url
 
     @property
     def bound_port(self) -> int | None:

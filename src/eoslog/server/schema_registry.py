@@ -61,6 +61,7 @@ class SchemaRegistryEndpoint:
         self.config = config
         self._server_class = RegistryServer
         self.server = None
+        self.tls = None  # RegistryTls with HTTPS: its client context trusts this registry too
         self.properties: dict[str, str] = {}
         if config.schema_registry_command_config is not None:
             from eoslog.security.properties import read_properties
@@ -110,12 +111,20 @@ class SchemaRegistryEndpoint:
                                              min_insync_replicas=min_isr)
         except OSError as exc:
             raise ConfigError(f"eoslog.schema.registry.listen {host}:{port}: {exc}") from exc
+        self.tls = tls
         self.server.start()
         log.info("schema registry on %s (through listener %s at %s)", self.server.url, listener.name, bootstrap)
 
     @property
     def bound_port(self) -> int | None:
         return None if self.server is None else self.server.port
+
+    def local_url(self) -> str:
+        """The registry's URL from this machine (a wildcard bind is reached on loopback), for the console."""
+        host, _ = self.config.schema_registry_listen
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        scheme = "https" if self.config.schema_registry_https else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{self.bound_port}"
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.close)  # joins threads whose Kafka calls this broker's loop answers
