@@ -93,6 +93,7 @@ def create_app(session: views.Session, allow_writes: bool = False, hanging_after
             return PlainTextResponse(f"not authorized: {exc.detail}")
         return templates.TemplateResponse(request, "not_authorized.html", {"page": None, "detail": exc.detail,
                                                                            "error": exc.error,
+                                                                           "refused_by": exc.refused_by,
                                                                            "principal": principal})
 
     routes = [

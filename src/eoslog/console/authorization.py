@@ -37,9 +37,9 @@ class NotAuthorized:
 class PageNotAuthorized(Exception):
     """The request a whole page rests on was refused for lack of rights (app.py renders a note)."""
 
-    def __init__(self, detail: str, error: str) -> None:
+    def __init__(self, detail: str, error: str, refused_by: str = "the broker") -> None:
         super().__init__(detail)
-        self.detail, self.error = detail, error
+        self.detail, self.error, self.refused_by = detail, error, refused_by
 
 
 def refusal(exc: click.ClickException) -> str | None:

@@ -68,9 +68,10 @@ class SchemaRegistryAccess:
             code, message = None, exc.reason
         if exc.code == 401:
             who = f"User:{self.user_info.partition(':')[0]}" if self.user_info else "no credentials"
-            return PageNotAuthorized(f"the schema registry's login ({who}): {message}", "HTTP 401")
+            return PageNotAuthorized(f"the login ({who}): {message}", "HTTP 401", "the schema registry")
         if exc.code == 403:
-            return PageNotAuthorized(f"GET {path} at the schema registry: {message}", f"error code {code}")
+            return PageNotAuthorized(f"GET {path}: {message} (error code {code})", f"error code {code}",
+                                     "the schema registry")
         if code in (SUBJECT_NOT_FOUND, VERSION_NOT_FOUND):
             return HTTPException(404, f"{message} (schema registry at {self.url})")
         return HTTPException(502, f"the schema registry at {self.url} refused GET {path}: HTTP {exc.code}: "
