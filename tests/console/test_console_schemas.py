@@ -257,6 +257,9 @@ def test_the_browser_picks_two_versions_and_sees_their_diff(served, browser):
     browser.find_element(By.ID, "compare-button").click()
     wait_until(lambda: "diff?from=1&to=3" in browser.current_url and browser.find_elements(By.ID, "diff"), 10,
                "the diff page")
+    # the form on the diff page shows the two versions compared
+    assert Select(browser.find_element(By.ID, "diff-from")).first_selected_option.text == "1"
+    assert Select(browser.find_element(By.ID, "diff-to")).first_selected_option.text == "3"
     added = texts(browser, "#diff .diff-add")
     assert any('"name": "currency"' in line for line in added) and any('"name": "note"' in line for line in added)
     assert texts(browser, "#diff .diff-del") == []

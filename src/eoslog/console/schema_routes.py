@@ -78,7 +78,8 @@ def routes(pages: Pages, registry: SchemaRegistryAccess | None) -> list[Route]:
         changes = field_changes(new.schema_type, old.schema, new.schema) if old.schema_type == new.schema_type \
             else None
         return render(request, "schema_diff.html", page="schemas", registry_url=registry.url, view=view, old=old,
-                      new=new, lines=line_diff(old_text, new_text), changes=changes, **_choices(view))
+                      new=new, lines=line_diff(old_text, new_text), changes=changes,
+                      default_from=old.version, default_to=new.version)  # the form shows what is compared
 
     return [Route("/schemas", listing), Route("/schemas/{rest:path}", subject_route)]
 
