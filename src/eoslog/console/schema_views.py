@@ -107,9 +107,14 @@ def subject_rows(registry: SchemaRegistryAccess) -> list[SubjectRow]:
     rows = []
     for subject in registry.get("/subjects", deleted=True):
         path = subject_path(subject)
-        versions = registry.get(path + "/versions", deleted=subject not in live)
-        latest = registry.get(f"{path}/versions/{max(versions)}", deleted=True)
-        level = registry.get("/config/" + urllib.parse.quote(subject, safe=""), defaultToGlobal=True)
+        try:
+            versions = registry.get(path + "/versions", deleted=subject not in live)
+            latest = registry.get(f"{path}/versions/{max(versions)}", deleted=True)
+            level = registry.get("/config/" + urllib.parse.quote(subject, safe=""), defaultToGlobal=True)
+        except HTTPException as exc:
+            if exc.status_code == 404:
+                continue  # deleted since it was listed (or soft-deleted since: the next load shows it)
+            raise
         rows.append(SubjectRow(subject, latest.get("schemaType", DEFAULT_SCHEMA_TYPE), latest["version"],
                                len(versions), level.get("compatibilityLevel", "-"), subject not in live))
     return sorted(rows, key=lambda r: r.subject)
