@@ -116,6 +116,7 @@ class ReplicaManager:
         self.on_leaders_writable: Callable[[], None] = lambda: None  # the service wakes whoever waits
         self._new_leaders: list[tuple[tuple[str, int], Partition, int]] = []  # this view's, until durable
         self.view = ClusterView()
+        self._broker_epochs: dict[int, int] = {}  # KIP-903: each live broker's registration czxid, by the view
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.leaders: dict[tuple[str, int], LeaderIsr] = {}
         self.followers: dict[tuple[str, int], FollowerRole] = {}
@@ -166,6 +167,7 @@ class ReplicaManager:
 
     def apply_view(self, view: ClusterView) -> None:
         self.view = view
+        self._broker_epochs = {b: r.czxid for b, r in view.brokers.items() if r.czxid >= 0}
         self.fenced = False
         wanted: set[tuple[str, int]] = set()
         new_logs: dict[str, list[int]] = {}
@@ -353,10 +355,6 @@ class ReplicaManager:
             epochs[replica] = RESTARTED_BROKER_EPOCH if restarted else registration.czxid
         return epochs
 
-    def _registered_epochs(self) -> dict[int, int]:
-        """KIP-903's broker epochs: each live broker's registration czxid, by this broker's view."""
-        return {b: r.czxid for b, r in self.view.brokers.items() if r.czxid >= 0}
-
     def broker_epoch(self) -> int:
         """This broker's own epoch, which its fetches carry (UNKNOWN_BROKER_EPOCH before its view has it)."""
         own = self.view.brokers.get(self.broker_id)
@@ -369,7 +367,7 @@ class ReplicaManager:
         leader = self.leaders.get(tp)
         if leader is None or leader.pending is not None or tp in self._isr_writes:
             return  # after the write in flight: _write_isr looks again
-        restarted = leader.restarted_members(self._registered_epochs())
+        restarted = leader.restarted_members(self._broker_epochs)
         if restarted:
             self._change_isr(tp, leader.isr, "")  # which takes the restarted members out
 
@@ -540,13 +538,13 @@ class ReplicaManager:
         if leader.is_stale(replica_id, broker_epoch):
             raise StaleBrokerEpochError(f"{partition.name}: broker {replica_id} fetches under broker epoch "
                                         f"{broker_epoch}, older than its {leader.followers[replica_id].broker_epoch}")
-        if leader.record_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms(), broker_epoch):
+        restarted = leader.record_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms(), broker_epoch)
+        self._update_high_watermark(partition)
+        if restarted:
             log.info("%s: broker %d fetches under a new broker epoch %d: it restarted", partition.name,
                      replica_id, broker_epoch)
-        self._update_high_watermark(partition)
-        self._remove_restarted(tp)
-        registration = self.view.brokers.get(replica_id)
-        registered = registration.czxid if registration is not None and registration.czxid >= 0 else UNKNOWN_BROKER_EPOCH
+            self._remove_restarted(tp)
+        registered = self._broker_epochs.get(replica_id, UNKNOWN_BROKER_EPOCH)
         if leader.pending is None and leader.may_join(replica_id, partition.high_watermark, registered):
             self._change_isr(tp, (*leader.isr, replica_id), f"broker {replica_id} caught up")
         return partition
@@ -592,7 +590,7 @@ class ReplicaManager:
         # Whatever the change, a state this leader writes never names a member that restarted since it
         # was caught up: written after its new registration, the state would vouch for it (the
         # controller trusts members registered before a state's last write).
-        restarted = leader.restarted_members(self._registered_epochs())
+        restarted = leader.restarted_members(self._broker_epochs)
         if restarted:
             isr = tuple(r for r in isr if r not in restarted)
             restart = f"brokers {list(restarted)} restarted (a new broker epoch): out until caught up again"
