@@ -42,6 +42,7 @@ class HeldTransactionLog:
         runtime.write_durably = self._held
         self.armed = False
         self.holding = threading.Event()
+        self.appender: asyncio.Task | None = None  # the task that made the held append
         self._gate: asyncio.Event | None = None
 
     def _held(self, topic: str, index: int, batch: bytes):
@@ -49,6 +50,7 @@ class HeldTransactionLog:
         if topic != TRANSACTION_STATE or not self.armed:
             return future
         self.armed = False
+        self.appender = asyncio.current_task()
         self._gate = asyncio.Event()
 
         async def after_release():
@@ -62,29 +64,38 @@ class HeldTransactionLog:
         self.embedded.call(lambda: self._gate.set())
 
 
+def _open_transaction(embedded: EmbeddedBroker):
+    """A transaction with RECORDS records, left open; (its shard, producer id, producer epoch)."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": embedded.bootstrap, "transactional.id": TRANSACTIONAL_ID})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(RECORDS):
+        producer.produce(TOPIC, value=b"committed-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    shard = embedded.call(lambda: embedded.broker.coordinators.shard(TRANSACTION_STATE))
+    metadata = embedded.call(lambda: shard.get(TRANSACTIONAL_ID))
+    return shard, metadata.producer_id, metadata.producer_epoch
+
+
+def _end_txn(bootstrap: str, producer_id: int, producer_epoch: int) -> BrokerConnection:
+    wire = BrokerConnection.from_bootstrap(bootstrap)
+    wire.send(26, 3, messages.EndTxnRequest(transactional_id=TRANSACTIONAL_ID, producer_id=producer_id,
+                                            producer_epoch=producer_epoch, committed=True))
+    return wire
+
+
 def test_an_end_txn_cancelled_mid_append_completes_as_committed(tmp_path):
     with EmbeddedBroker(tmp_path / "data") as embedded:
         bootstrap = embedded.bootstrap
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        for i in range(RECORDS):
-            producer.produce(TOPIC, value=b"committed-%d" % i, partition=0)
-        assert producer.flush(30) == 0
-        shard = embedded.call(lambda: embedded.broker.coordinators.shard(TRANSACTION_STATE))
-        metadata = embedded.call(lambda: shard.get(TRANSACTIONAL_ID))
-        producer_id, producer_epoch = metadata.producer_id, metadata.producer_epoch
+        shard, producer_id, producer_epoch = _open_transaction(embedded)
 
         held = HeldTransactionLog(embedded)
-        wire = BrokerConnection.from_bootstrap(bootstrap)
+        held.armed = True
+        wire = _end_txn(bootstrap, producer_id, producer_epoch)
         host, port = wire.sock.getsockname()[:2]
-        local = f"{host}:{port}"
         closed = threading.Event()
         embedded.broker.dispatcher.close_listeners.append(
-            lambda connection: connection.peer == local and closed.set())
-        held.armed = True
-        wire.send(26, 3, messages.EndTxnRequest(transactional_id=TRANSACTIONAL_ID, producer_id=producer_id,
-                                                producer_epoch=producer_epoch, committed=True))
+            lambda connection: connection.peer == f"{host}:{port}" and closed.set())
         assert held.holding.wait(30), "the PrepareCommit append never started"
         wire.close()  # the client hangs up: the broker cancels the EndTxn it is serving
         assert closed.wait(30), "the broker never saw the connection close"
@@ -100,6 +111,25 @@ def test_an_end_txn_cancelled_mid_append_completes_as_committed(tmp_path):
         successor = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID})
         successor.init_transactions(60)
         assert _read_committed(bootstrap) == [b"committed-%d" % i for i in range(RECORDS)]
+
+
+def test_a_decision_held_at_shutdown_is_cancelled_and_awaited(tmp_path):
+    """The shielded append belongs to the shard: the broker's shutdown cancels and awaits it rather
+    than leaving it pending on a closed loop."""
+    embedded = EmbeddedBroker(tmp_path / "data")
+    embedded.start()
+    try:
+        _, producer_id, producer_epoch = _open_transaction(embedded)
+        held = HeldTransactionLog(embedded)
+        held.armed = True
+        wire = _end_txn(embedded.bootstrap, producer_id, producer_epoch)
+        assert held.holding.wait(30), "the PrepareCommit append never started"
+    finally:
+        started = time.monotonic()
+        embedded.stop()
+    wire.close()
+    assert time.monotonic() - started < 25, "the shutdown waited for the held append"
+    assert held.appender is not None and held.appender.done(), "the held decision outlived the broker"
 
 
 def _read_committed(bootstrap: str) -> list[bytes]:
