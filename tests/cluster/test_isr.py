@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eoslog.cluster.isr import LeaderIsr
+from eoslog.cluster.isr import RESTARTED_BROKER_EPOCH, LeaderIsr
 
 
 def leader(isr=(1, 2, 3), now=0):
@@ -61,3 +61,55 @@ def test_join_needs_the_high_watermark_and_the_epoch_start():
     assert not state.may_join(2, 130)
     assert state.may_join(2, 120)
     assert not state.may_join(1, 0)  # the leader is in already
+
+
+# ---- KIP-903: a follower's broker epoch -----------------------------------------------------------------
+
+def test_a_fetch_under_a_new_broker_epoch_is_a_restart_and_resets_what_the_follower_reported():
+    state = LeaderIsr.become_leader(1, 5, 100, (1, 2, 3), (1, 2, 3), 0, {2: 40, 3: 41})
+    assert not state.record_fetch(2, 150, 150, 10, broker_epoch=40)
+    assert state.restarted_members({2: 40, 3: 41}) == ()
+    assert state.record_fetch(2, 150, 150, 20, broker_epoch=77)  # restarted: its page cache may be gone
+    assert state.followers[2].restarted and state.followers[2].broker_epoch == 77
+    assert state.restarted_members({2: 77, 3: 41}) == (2,)  # even though its view is current and it is caught up
+    state.commit((1, 3))
+    assert not state.followers[2].restarted
+    assert state.may_join(2, 150, registered_epoch=77)  # caught up under the new epoch
+
+
+def test_a_fetch_without_a_broker_epoch_changes_nothing():
+    state = LeaderIsr.become_leader(1, 5, 100, (1, 2, 3), (1, 2, 3), 0, {2: 40})
+    assert not state.record_fetch(2, 150, 150, 10)  # Fetch before v15
+    assert state.followers[2].broker_epoch == 40
+    assert not state.record_fetch(3, 150, 150, 10, broker_epoch=41)  # first epoch heard: adopted
+    assert state.followers[3].broker_epoch == 41
+
+
+def test_an_isr_member_whose_registration_is_newer_than_its_fetches_is_restarted_before_it_fetches():
+    state = LeaderIsr.become_leader(1, 5, 100, (1, 2, 3), (1, 2, 3), 0, {2: 40, 3: 41})
+    state.record_fetch(2, 150, 150, 10, broker_epoch=40)
+    assert state.restarted_members({2: 90, 3: 41}) == (2,)
+    assert state.restarted_members({3: 41}) == ()  # not registered at all: the lag rule's business
+
+
+def test_a_member_registered_after_the_state_counts_as_restarted_at_its_first_fetch():
+    state = LeaderIsr.become_leader(1, 5, 100, (1, 2, 3), (1, 2, 3), 0, {2: RESTARTED_BROKER_EPOCH})
+    assert state.restarted_members({2: 90}) == (2,)
+    assert state.record_fetch(2, 150, 150, 10, broker_epoch=90)
+    assert state.followers[2].restarted
+
+
+def test_only_fetches_under_the_current_registration_earn_a_place():
+    state = leader(isr=(1,))
+    state.record_fetch(2, 150, 150, 10, broker_epoch=40)
+    assert not state.may_join(2, 150, registered_epoch=90)  # an earlier life's fetch (KIP-903)
+    assert state.may_join(2, 150, registered_epoch=40)
+    assert state.may_join(2, 150)  # no registration known: the offsets decide, as before
+
+
+def test_a_fetch_from_an_earlier_life_is_stale_and_changes_nothing():
+    state = LeaderIsr.become_leader(1, 5, 100, (1, 2, 3), (1, 2, 3), 0, {2: 40})
+    assert state.record_fetch(2, 0, 150, 10, broker_epoch=77)
+    assert state.is_stale(2, 40) and not state.is_stale(2, 77) and not state.is_stale(2, -1)
+    assert not state.record_fetch(2, 150, 150, 20, broker_epoch=40)  # left in a dead connection's buffer
+    assert state.followers[2].broker_epoch == 77

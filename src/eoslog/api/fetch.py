@@ -6,7 +6,8 @@ full fetch and never create fetch sessions (session id 0), which KIP-227 allows.
 
 v13+ name topics by topic id (KIP-516): ids are resolved to names on arrival, an unknown id is answered
 UNKNOWN_TOPIC_ID for its partitions, and the response names topics by the ids asked for. v15+ carry the
-follower's id in ReplicaState. v16+ refused partitions name their current leader (KIP-951,
+follower's id in ReplicaState, with its broker epoch (KIP-903: a follower that restarted since it was
+caught up leaves the ISR, cluster/isr.py). v16+ refused partitions name their current leader (KIP-951,
 api/_leader_hints.py). v17 and v18 add only tagged request fields for KRaft followers (a replica's
 directory id, its high watermark), which consumers never set and we do not need.
 
@@ -69,6 +70,8 @@ def _read_all(services, request, denied=frozenset()):
     isolation = request.isolation_level
     replicas = services.replicas
     follower = request.replica_id >= 0
+    # KIP-903's ReplicaEpoch (v15+; the default -1 before, and from KRaft-less senders that leave it out).
+    broker_epoch = request.replica_state.replica_epoch if request.replica_state is not None else -1
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
@@ -86,7 +89,8 @@ def _read_all(services, request, denied=frozenset()):
                 limit = min(wanted.partition_max_bytes, remaining)
                 if follower:
                     partition = replicas.follower_fetch(request.replica_id, topic.topic, wanted.partition,
-                                                        wanted.fetch_offset, wanted.current_leader_epoch)
+                                                        wanted.fetch_offset, wanted.current_leader_epoch,
+                                                        broker_epoch)
                     result = partition.read_for_replica(wanted.fetch_offset, limit)
                 else:
                     partition = replicas.leader_partition(topic.topic, wanted.partition,

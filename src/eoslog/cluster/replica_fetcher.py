@@ -5,6 +5,10 @@ log end offset with the current leader epoch (KIP-320), append what comes exactl
 make it durable when the topic fsyncs on acknowledgement (so the offset we report next — which the
 leader counts towards its high watermark — is on disk here), and take the leader's high watermark.
 A partition whose fetch fails with an epoch or leadership error waits for the next ZooKeeper view.
+
+Fetches carry this broker's epoch (its registration's czxid) in ReplicaState (v15, KIP-903), so the leader
+notices a restart the controller may have missed; v15 names topics by id, so a fetch that includes a
+topic without one (made by a tool that wrote no id) goes as v11, without the epoch.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,9 +31,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH_KEY, FETCH_VERSION = 1, 11  # v9+ carries current_leader_epoch; v11 is the last before tagged fields
+FETCH_KEY, FETCH_VERSION = 1, 15  # v15: ReplicaState with the broker epoch (KIP-903), topics by id
+FETCH_VERSION_BY_NAME = 11  # v9+ carries current_leader_epoch; v11 is the last naming topics without ids
 EPOCH_KEY, EPOCH_VERSION = 23, 3  # v3 carries the replica id
 UNDEFINED_EPOCH = -1
+_NO_TOPIC_ID = uuid.UUID(int=0)
 # Errors after which a partition waits for the controller's next decision rather than retrying at once.
 _WAIT_FOR_METADATA = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -162,19 +169,26 @@ class ReplicaFetcher:
             topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
                 partition=index, current_leader_epoch=state.leader_epoch, fetch_offset=offset,
                 log_start_offset=partition.log_start_offset, partition_max_bytes=config.replica_fetch_max_bytes))
+        view_topics = self.manager.view.topics
+        ids = {t: a.topic_id if (a := view_topics.get(t)) is not None else _NO_TOPIC_ID for t in topics}
+        by_id = _NO_TOPIC_ID not in ids.values()
         request = FetchRequest(
             replica_id=self.manager.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=1,
             max_bytes=config.replica_fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
-            forgotten_topics_data=[], rack_id="")
-        response = await self._client.request(FETCH_KEY, FETCH_VERSION, request,
-                                              config.replica_fetch_wait_max_ms / 1000 + 30)
+            topics=[FetchRequest.FetchTopic(topic=t, topic_id=ids[t], partitions=p) for t, p in topics.items()],
+            forgotten_topics_data=[], rack_id="",
+            replica_state=FetchRequest.ReplicaState(replica_id=self.manager.broker_id,
+                                                    replica_epoch=self.manager.broker_epoch()))
+        response = await self._client.request(FETCH_KEY, FETCH_VERSION if by_id else FETCH_VERSION_BY_NAME,
+                                              request, config.replica_fetch_wait_max_ms / 1000 + 30)
         if response.error_code:
             raise BrokerConnectionError(f"fetch refused: {ErrorCode(response.error_code).name}")
+        names = {topic_id: t for t, topic_id in ids.items()}
         flushes = []
         for topic in response.responses:
+            name = names.get(topic.topic_id) if by_id else topic.topic
             for data in topic.partitions:
-                tp = (topic.topic, data.partition_index)
+                tp = (name, data.partition_index)
                 state, offset = sent.get(tp, (None, 0))
                 if state is None or self.partitions.get(tp) is not state:
                     continue  # no longer following there

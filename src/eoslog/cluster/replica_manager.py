@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from eoslog.cluster.broker_client import PLAINTEXT_LINK, BrokerLink
-from eoslog.cluster.isr import LeaderIsr
+from eoslog.cluster.isr import RESTARTED_BROKER_EPOCH, UNKNOWN_BROKER_EPOCH, LeaderIsr
 from eoslog.cluster.zk.layout import NO_LEADER, ClusterView, PartitionState
 from eoslog.log.checkpoint import make_durable
 from eoslog.log.leader_epoch import LeaderEpochCache
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 LeaderNotAvailableError = error_for_code(ErrorCode.LEADER_NOT_AVAILABLE)
 NotEnoughReplicasError = error_for_code(ErrorCode.NOT_ENOUGH_REPLICAS)
 NotEnoughReplicasAfterAppendError = error_for_code(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+StaleBrokerEpochError = error_for_code(ErrorCode.STALE_BROKER_EPOCH)
 NO_EPOCH = -1
 
 
@@ -115,6 +116,7 @@ class ReplicaManager:
         self.on_leaders_writable: Callable[[], None] = lambda: None  # the service wakes whoever waits
         self._new_leaders: list[tuple[tuple[str, int], Partition, int]] = []  # this view's, until durable
         self.view = ClusterView()
+        self._broker_epochs: dict[int, int] = {}  # KIP-903: each live broker's registration czxid, by the view
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.leaders: dict[tuple[str, int], LeaderIsr] = {}
         self.followers: dict[tuple[str, int], FollowerRole] = {}
@@ -165,6 +167,7 @@ class ReplicaManager:
 
     def apply_view(self, view: ClusterView) -> None:
         self.view = view
+        self._broker_epochs = {b: r.czxid for b, r in view.brokers.items() if r.czxid >= 0}
         self.fenced = False
         wanted: set[tuple[str, int]] = set()
         new_logs: dict[str, list[int]] = {}
@@ -273,6 +276,7 @@ class ReplicaManager:
                     leader.commit(state.isr)
                 leader.set_replicas(replicas, now_ms())
                 self._update_high_watermark(partition)
+                self._remove_restarted(tp)
                 return
             if self._before_registration(state):
                 # Elected in an earlier life of this broker, which ended in a crash (the controller has
@@ -315,7 +319,7 @@ class ReplicaManager:
         keeps_leading = tp in self.leaders and partition.writable
         partition.leader_epochs.assign(state.leader_epoch, end, durable=False)
         self.leaders[tp] = LeaderIsr.become_leader(self.broker_id, state.leader_epoch, end, replicas,
-                                                   state.isr, now_ms())
+                                                   state.isr, now_ms(), self._isr_broker_epochs(state))
         partition.become_leader(state.leader_epoch, self._update_high_watermark, take_writes=keeps_leading)
         log.info("%s: leader for epoch %d from offset %d, ISR %s, high watermark %d",
                  partition.name, state.leader_epoch, end, list(state.isr), partition.high_watermark)
@@ -337,6 +341,35 @@ class ReplicaManager:
             partition.take_writes()
             self._notify_became_leader(tp)
         self.on_leaders_writable()
+
+    def _isr_broker_epochs(self, state: PartitionState) -> dict[int, int]:
+        """Each ISR member's broker epoch as the state knows it: its registration's, unless it registered
+        after the state was written, following an unclean shutdown (the controller's rule, cluster/
+        controller.py ``_registered_since``): then it is restarted, and its first fetch says so."""
+        epochs = {}
+        for replica in state.isr:
+            registration = self.view.brokers.get(replica)
+            if registration is None or registration.czxid < 0:
+                continue
+            restarted = state.zxid >= 0 and registration.czxid > state.zxid and not registration.clean_start
+            epochs[replica] = RESTARTED_BROKER_EPOCH if restarted else registration.czxid
+        return epochs
+
+    def broker_epoch(self) -> int:
+        """This broker's own epoch, which its fetches carry (UNKNOWN_BROKER_EPOCH before its view has it)."""
+        own = self.view.brokers.get(self.broker_id)
+        return own.czxid if own is not None and own.czxid >= 0 else UNKNOWN_BROKER_EPOCH
+
+    def _remove_restarted(self, tp) -> None:
+        """KIP-903: an ISR member that restarted since it was caught up leaves the ISR now, not after
+        replica.lag.time.max.ms: it fetches at once and looks in sync, but what it acknowledged before
+        may be gone with its page cache, and a state naming it could make it leader on a short log."""
+        leader = self.leaders.get(tp)
+        if leader is None or leader.pending is not None or tp in self._isr_writes:
+            return  # after the write in flight: _write_isr looks again
+        restarted = leader.restarted_members(self._broker_epochs)
+        if restarted:
+            self._change_isr(tp, leader.isr, "")  # which takes the restarted members out
 
     def _become_follower(self, tp, partition: Partition, state: PartitionState) -> None:
         self._stop_following(tp)
@@ -487,8 +520,9 @@ class ReplicaManager:
     # ---- the leader's side of replication --------------------------------------------------------------
 
     def follower_fetch(self, replica_id: int, topic: str, index: int, fetch_offset: int,
-                       current_leader_epoch: int) -> Partition:
-        """Validates a follower's fetch and records where it is; returns the partition to read."""
+                       current_leader_epoch: int, broker_epoch: int = UNKNOWN_BROKER_EPOCH) -> Partition:
+        """Validates a follower's fetch and records where it is; returns the partition to read.
+        ``broker_epoch``: the follower's registration czxid (Fetch v15+ ReplicaState.ReplicaEpoch)."""
         tp = (topic, index)
         partition = self.leader_partition(topic, index)
         self.check_current_leader_epoch(tp, current_leader_epoch)
@@ -501,9 +535,17 @@ class ReplicaManager:
             raise OffsetOutOfRangeError(
                 f"{partition.name}: replica {replica_id} fetches {fetch_offset}, past the log end "
                 f"{partition.log_end_offset}")
-        leader.record_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms())
+        if leader.is_stale(replica_id, broker_epoch):
+            raise StaleBrokerEpochError(f"{partition.name}: broker {replica_id} fetches under broker epoch "
+                                        f"{broker_epoch}, older than its {leader.followers[replica_id].broker_epoch}")
+        restarted = leader.record_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms(), broker_epoch)
         self._update_high_watermark(partition)
-        if leader.pending is None and leader.may_join(replica_id, partition.high_watermark):
+        if restarted:
+            log.info("%s: broker %d fetches under a new broker epoch %d: it restarted", partition.name,
+                     replica_id, broker_epoch)
+            self._remove_restarted(tp)
+        registered = self._broker_epochs.get(replica_id, UNKNOWN_BROKER_EPOCH)
+        if leader.pending is None and leader.may_join(replica_id, partition.high_watermark, registered):
             self._change_isr(tp, (*leader.isr, replica_id), f"broker {replica_id} caught up")
         return partition
 
@@ -537,11 +579,23 @@ class ReplicaManager:
                 if lagging:
                     self._change_isr(tp, tuple(r for r in leader.isr if r not in lagging),
                                      f"brokers {list(lagging)} fell behind for replica.lag.time.max.ms")
+                else:
+                    self._remove_restarted(tp)
 
     def _change_isr(self, tp, isr: tuple[int, ...], reason: str) -> None:
         leader = self.leaders[tp]
         state = self.states.get(tp)
         if state is None or tp in self._isr_writes:
+            return
+        # Whatever the change, a state this leader writes never names a member that restarted since it
+        # was caught up: written after its new registration, the state would vouch for it (the
+        # controller trusts members registered before a state's last write).
+        restarted = leader.restarted_members(self._broker_epochs)
+        if restarted:
+            isr = tuple(r for r in isr if r not in restarted)
+            restart = f"brokers {list(restarted)} restarted (a new broker epoch): out until caught up again"
+            reason = f"{reason}; {restart}" if reason else restart
+        if isr == leader.isr:
             return
         leader.propose(isr)
         self._isr_writes.add(tp)
@@ -578,6 +632,7 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is not None:
             self._update_high_watermark(partition)
+        self._remove_restarted(tp)  # a member that restarted while this write was in flight
 
     # ---- for describe tools --------------------------------------------------------------------------
 

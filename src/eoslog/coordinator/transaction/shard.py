@@ -299,9 +299,24 @@ class TransactionShard(TransactionApis):
 
     async def _carry_out(self, transactional_id: str, metadata: TransactionMetadata | None,
                          decision: Decision) -> TxnError:
-        """Steps 1-3 of decisions.py's docstring; returns the error to answer."""
+        """Steps 1-3 of decisions.py's docstring; returns the error to answer.
+
+        Once prepared, a decision is logged and applied (or fails as a whole) whatever happens to the
+        request that made it, as in Kafka: the broker cancels a closed connection's requests
+        (server/network.py), and a cancelled EndTxn must not leave its Prepare record in the log with
+        the id's memory rolled back, where a time-out or InitProducerId could still abort a transaction
+        the log says commits. So the append and apply run in a task of the shard, shielded from the
+        caller; :meth:`stop` cancels and awaits it like the shard's other tasks, and an unloaded
+        partition's append fails on its own (no longer leader)."""
         if decision.transit is None:
             return decision.error
+        if self._stopping:  # stop() is cancelling the shard's tasks: a new one would outlive it
+            return await self._log_and_apply(transactional_id, metadata, decision)
+        return await asyncio.shield(self.spawn(self._log_and_apply(transactional_id, metadata, decision)))
+
+    async def _log_and_apply(self, transactional_id: str, metadata: TransactionMetadata | None,
+                             decision: Decision) -> TxnError:
+        assert decision.transit is not None
         cache = self._cache(transactional_id)
         if decision.new_metadata is not None:
             metadata = decision.new_metadata
