@@ -1,13 +1,14 @@
-"""What schema id validation on the broker (``confluent.value.schema.validation``, issue 39) costs produce
-throughput; the aim is at most 10 %. One run, so the ratios compare:
+"""What schema validation on the broker (``confluent.value.schema.validation``, issue 39) costs produce
+throughput; the aim is at most 10 % for the id check. One run, so the ratios compare:
 
     PYTHONPATH=src .venv/bin/python bench/schema_validation_bench.py [--records 200000] [--rounds 5]
-        [--value-bytes 100] [--compression none] [--acks all]
+        [--value-bytes 100] [--compression none] [--acks all] [--payload]
 
 - produce: an embedded broker serving its own registry; two topics, one with validation on and one
-  without, and the same records (the wire format: magic byte, a registered schema id, a payload) produced
-  to each by confluent-kafka's Producer, in alternating rounds so that drift of the shared machine falls on
-  both alike. Records a second per topic (median over the rounds) and their ratio;
+  without (with ``--payload`` a third, whose values are decoded too: ``eoslog.value.schema.validation.level
+  =payload``), and the same records (the wire format: magic byte, a registered Avro schema's id, a valid
+  Avro payload) produced to each by confluent-kafka's Producer, in rounds whose order rotates so that drift
+  of the shared machine falls on all alike. Records a second per topic (median over the rounds) and ratios;
 - the broker's check alone: ``validate_records`` over one client batch of 500 records, without a check,
   with a check that reads nothing (what decoding the batch into records costs: the RecordCheck hook sees
   decoded records), and with the schema id check, in µs per batch and per record. This is the cost the
@@ -20,6 +21,7 @@ pessimistic; what differs between the two topics is the check alone.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import statistics
 import sys
@@ -65,11 +67,27 @@ def produce(bootstrap: str, topic: str, value: bytes, count: int, compression: s
     return count / elapsed
 
 
-def check_alone(schema_id: int, value: bytes, view) -> tuple[float, float, float, float]:
+def avro_value(schema_id: int, size: int) -> bytes:
+    """A record of SCHEMA in the wire format, ``size`` bytes in all (its ``data`` filling what is left)."""
+    from fastavro import parse_schema, schemaless_writer
+
+    parsed = parse_schema(SCHEMA)
+    length = max(0, size - 5 - 1)
+    while True:
+        out = io.BytesIO()
+        schemaless_writer(out, parsed, {"data": b"x" * length})
+        value = b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
+        if len(value) <= size or length == 0:
+            return value
+        length -= 1
+
+
+def check_alone(schema_id: int, value: bytes, view) -> tuple[float, float, float, float, float]:
     """µs per 500-record batch through validate_records: without a check, with a check that refuses nothing
     and reads nothing (the cost of decoding the batch into records), with the schema id check, and with
     it on values whose sizes differ from record to record (half to one and a half times ``value``'s: the
-    scan then walks the record lengths in Python, schema_registry/wire_scan.py)."""
+    scan then walks the record lengths in Python, schema_registry/wire_scan.py), and with payload
+    validation (each record decoded, then its payload by fastavro)."""
     from eoslog.log.config import LogConfig
     from eoslog.log.record_validation import validate_records
     from eoslog.records.builder import SimpleRecord, build_batch
@@ -95,7 +113,12 @@ def check_alone(schema_id: int, value: bytes, view) -> tuple[float, float, float
     (varied_header,) = iter_headers(varied_view)
     on_varied = timeit.timeit(lambda: validate_records(varied_view, varied_header, config, topic_partition="t-0",
                                                        now_ms=now, checks=(check,)), number=runs)
-    return off / runs * 1e6, nothing / runs * 1e6, on / runs * 1e6, on_varied / runs * 1e6
+    payload_check = record_check(TopicValidation("bench-on", "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+                                                 None, True), view)
+    payload = timeit.timeit(lambda: validate_records(view_, header, config, topic_partition="t-0", now_ms=now,
+                                                     checks=(payload_check,)), number=runs // 4)
+    return (off / runs * 1e6, nothing / runs * 1e6, on / runs * 1e6, on_varied / runs * 1e6,
+            payload / (runs // 4) * 1e6)
 
 
 def main() -> None:
@@ -105,39 +128,54 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--compression", default="none")
     parser.add_argument("--acks", default="all")
+    parser.add_argument("--payload", action="store_true", help="a third topic with payload validation")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as data_dir, EmbeddedBroker(
             Path(data_dir), properties={"eoslog.schema.registry.listen": "127.0.0.1:0"}) as embedded:
         server = embedded.broker.schema_registry.server
         wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 60, "the writer")
         admin = AdminClient({"bootstrap.servers": embedded.bootstrap})
-        topics = {"off": "bench-off", "on": "bench-on"}
-        futures = admin.create_topics([NewTopic(topics["off"], 1, 1),
-                                       NewTopic(topics["on"], 1, 1, config={"confluent.value.schema.validation": "true"})])
+        topics = {"off": "bench-off", "on": "bench-on", "payload": "bench-payload"}
+        validated = {"confluent.value.schema.validation": "true"}
+        futures = admin.create_topics([
+            NewTopic(topics["off"], 1, 1), NewTopic(topics["on"], 1, 1, config=validated),
+            NewTopic(topics["payload"], 1, 1, config={**validated, "eoslog.value.schema.validation.level": "payload"})])
         for future in futures.values():
             future.result(30)
         client = SchemaRegistryClient({"url": server.url})
         schema_id = client.register_schema("bench-on-value", Schema(json.dumps(SCHEMA), "AVRO"))
-        value = b"\x00" + schema_id.to_bytes(4, "big") + b"x" * max(0, args.value_bytes - 5)
+        assert client.register_schema("bench-payload-value", Schema(json.dumps(SCHEMA), "AVRO")) == schema_id
+        value = avro_value(schema_id, args.value_bytes)
         view = embedded.broker.schema_validation.view
-        wait_until(lambda: schema_id in view.ids("bench-on-value"), 30, "the broker sees the id")
-        produce(embedded.bootstrap, topics["on"], value, 1000, args.compression, args.acks)  # warm-up, and a check
-        rates: dict[str, list[float]] = {"off": [], "on": []}
+        wait_until(lambda: schema_id in view.ids("bench-payload-value"), 30, "the broker sees the id")
+        kinds = ["off", "on", "payload"] if args.payload else ["off", "on"]
+        for kind in kinds[1:]:  # warm-up, and a check that the values pass
+            produce(embedded.bootstrap, topics[kind], value, 1000, args.compression, args.acks)
+        rates: dict[str, list[float]] = {kind: [] for kind in kinds}
         for round_ in range(args.rounds):
-            for kind in (("off", "on") if round_ % 2 == 0 else ("on", "off")):
+            shift = round_ % len(kinds)
+            for kind in kinds[shift:] + kinds[:shift]:
                 rates[kind].append(produce(embedded.bootstrap, topics[kind], value, args.records, args.compression,
                                            args.acks))
-        off_us, decode_us, on_us, varied_us = check_alone(schema_id, value, view)
+        off_us, decode_us, on_us, varied_us, payload_us = check_alone(schema_id, value, view)
     off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
-    print(f"records: {args.records} x {args.rounds} rounds per topic, {args.value_bytes}-byte values, "
+    print(f"records: {args.records} x {args.rounds} rounds per topic, {len(value)}-byte values, "
           f"compression {args.compression}, acks {args.acks}")
     print(f"validation off: {off:10,.0f} records/s  (rounds: {', '.join(f'{r:,.0f}' for r in rates['off'])})")
     print(f"validation on:  {on:10,.0f} records/s  (rounds: {', '.join(f'{r:,.0f}' for r in rates['on'])})")
+    if args.payload:
+        payload = statistics.median(rates["payload"])
+        print(f"payload:        {payload:10,.0f} records/s  (rounds: "
+              f"{', '.join(f'{r:,.0f}' for r in rates['payload'])})")
     print(f"on / off: {on / off:.3f}  (cost {100 * (1 - on / off):.1f} %)")
+    if args.payload:
+        print(f"payload / off: {payload / off:.3f}  (cost {100 * (1 - payload / off):.1f} %); "
+              f"payload / on: {payload / on:.3f}")
     print(f"validate_records on a 500-record batch: {off_us:8.1f} µs without a check, {decode_us:8.1f} µs with "
           f"one that reads nothing (the batch decoded: {(decode_us - off_us) / 500:.2f} µs a record), {on_us:8.1f} µs "
           f"with the schema id check ({(on_us - off_us) / 500:.3f} µs a record; {(varied_us - off_us) / 500:.3f} µs "
-          f"with sizes that differ from record to record)")
+          f"with sizes that differ from record to record); {payload_us:8.1f} µs with payload validation "
+          f"({(payload_us - off_us) / 500:.2f} µs a record)")
 
 
 if __name__ == "__main__":
