@@ -2,13 +2,16 @@
 throughput; the aim is at most 10 % for the id check. One run, so the ratios compare:
 
     PYTHONPATH=src .venv/bin/python bench/schema_validation_bench.py [--records 200000] [--rounds 5]
-        [--value-bytes 100] [--compression none] [--acks all] [--payload]
+        [--value-bytes 100] [--compression none] [--acks all] [--payload] [--general]
 
 - produce: an embedded broker serving its own registry; two topics, one with validation on and one
   without (with ``--payload`` a third, whose values are decoded too: ``eoslog.value.schema.validation.level
   =payload``), and the same records (the wire format: magic byte, a registered Avro schema's id, a valid
   Avro payload) produced to each by confluent-kafka's Producer, in rounds whose order rotates so that drift
-  of the shared machine falls on all alike. Records a second per topic (median over the rounds) and ratios;
+  of the shared machine falls on all alike. Records a second per topic (median over the rounds) and ratios.
+  ``--general`` adds a validated topic whose check reads batches with the general scan alone (wire_scan's
+  ``scan_general``, what the id check did before it looked for runs of alike records): before and after
+  in one run;
 - the broker's check alone: ``validate_records`` over one client batch of 500 records, without a check,
   with a check that reads nothing (what decoding the batch into records costs: the RecordCheck hook sees
   decoded records), and with the schema id check, in µs per batch and per record. This is the cost the
@@ -128,27 +131,35 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--compression", default="none")
     parser.add_argument("--acks", default="all")
-    parser.add_argument("--payload", action="store_true", help="a third topic with payload validation")
+    parser.add_argument("--payload", action="store_true", help="a topic with payload validation")
+    parser.add_argument("--general", action="store_true", help="a validated topic read by the general scan alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as data_dir, EmbeddedBroker(
             Path(data_dir), properties={"eoslog.schema.registry.listen": "127.0.0.1:0"}) as embedded:
         server = embedded.broker.schema_registry.server
         wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 60, "the writer")
         admin = AdminClient({"bootstrap.servers": embedded.bootstrap})
-        topics = {"off": "bench-off", "on": "bench-on", "payload": "bench-payload"}
+        topics = {"off": "bench-off", "on": "bench-on", "payload": "bench-payload", "general": "bench-general"}
         validated = {"confluent.value.schema.validation": "true"}
         futures = admin.create_topics([
             NewTopic(topics["off"], 1, 1), NewTopic(topics["on"], 1, 1, config=validated),
+            NewTopic(topics["general"], 1, 1, config=validated),
             NewTopic(topics["payload"], 1, 1, config={**validated, "eoslog.value.schema.validation.level": "payload"})])
         for future in futures.values():
             future.result(30)
         client = SchemaRegistryClient({"url": server.url})
         schema_id = client.register_schema("bench-on-value", Schema(json.dumps(SCHEMA), "AVRO"))
-        assert client.register_schema("bench-payload-value", Schema(json.dumps(SCHEMA), "AVRO")) == schema_id
+        for topic in ("bench-payload", "bench-general"):
+            assert client.register_schema(f"{topic}-value", Schema(json.dumps(SCHEMA), "AVRO")) == schema_id
         value = avro_value(schema_id, args.value_bytes)
         view = embedded.broker.schema_validation.view
-        wait_until(lambda: schema_id in view.ids("bench-payload-value"), 30, "the broker sees the id")
-        kinds = ["off", "on", "payload"] if args.payload else ["off", "on"]
+        wait_until(lambda: schema_id in view.ids("bench-general-value"), 30, "the broker sees the id")
+        kinds = ["off", "on"] + ["payload"] * args.payload + ["general"] * args.general
+        if args.general:
+            from eoslog.schema_registry.wire_scan import scan_general
+
+            (check,) = embedded.call(lambda: embedded.broker.registry.partition(topics["general"], 0).record_checks)
+            check._scan = lambda records, count, _keys=True: scan_general(records, count)
         for kind in kinds[1:]:  # warm-up, and a check that the values pass
             produce(embedded.bootstrap, topics[kind], value, 1000, args.compression, args.acks)
         rates: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -167,7 +178,13 @@ def main() -> None:
         payload = statistics.median(rates["payload"])
         print(f"payload:        {payload:10,.0f} records/s  (rounds: "
               f"{', '.join(f'{r:,.0f}' for r in rates['payload'])})")
+    if args.general:
+        general = statistics.median(rates["general"])
+        print(f"on, general scan: {general:8,.0f} records/s  (rounds: "
+              f"{', '.join(f'{r:,.0f}' for r in rates['general'])})")
     print(f"on / off: {on / off:.3f}  (cost {100 * (1 - on / off):.1f} %)")
+    if args.general:
+        print(f"general scan / off: {general / off:.3f}  (cost {100 * (1 - general / off):.1f} %)")
     if args.payload:
         print(f"payload / off: {payload / off:.3f}  (cost {100 * (1 - payload / off):.1f} %); "
               f"payload / on: {payload / on:.3f}")

@@ -235,7 +235,7 @@ class SchemaIdCheck:
         decodes each record's payload and so needs the records."""
         if self._scan is None or self.value_payload or self.key_payload:
             return False
-        prefixes = self._scan(records, header.records_count)
+        prefixes = self._scan(records, header.records_count, self.key_strategy is not None)
         if prefixes is None:
             return False
         return ((self.value_strategy is None or self._all_pass(prefixes.values, "value", self.value_strategy))
@@ -244,10 +244,17 @@ class SchemaIdCheck:
     def _all_pass(self, prefixes, part: str, strategy: str) -> bool:
         """Every id is asked once per batch, through the same :func:`check_data` the records path uses: a
         batch's records nearly always carry one id, or a few."""
-        ids, null, wire = prefixes
+        ids, null, wire = prefixes.ids, prefixes.null, prefixes.wire
         if null is True:
             return True
-        if not wire.all():
+        if wire is False:
+            return False
+        if prefixes.distinct is not None and (wire is True or null is not False):
+            # every record that is not null is in the wire format, and the scan knows their ids
+            if wire is not True and not (wire | null).all():
+                return False
+            return all(self._known(schema_id, part, strategy) for schema_id in prefixes.distinct)
+        if wire is not True and not wire.all():
             if null is False or not (wire | null).all():
                 return False
             ids = ids[wire]
