@@ -173,11 +173,34 @@ def test_bad_levels_are_refused(configs):
         check_values(configs)
 
 
-def test_payload_validation_needs_the_records_so_it_never_vouches_for_a_whole_batch(view):
-    validation = TopicValidation("pay", TOPIC, None, True, False)
-    check_ = SchemaIdCheck(validation, view)
-    assert check_.whole_batch(None, b"") is False
+def test_a_batch_of_good_payloads_passes_whole_and_a_bad_one_is_named_record_by_record(view, monkeypatch):
+    """The scan's runs place every payload, so a batch whose payloads all decode passes without a record
+    decoded into an object; one bad payload among records of the same size (so in the same run) sends
+    the batch record by record, which names it."""
+    from eoslog.log import record_validation
+    from eoslog.log.config import LogConfig
+    from eoslog.log.record_validation import RecordValidationError, validate_records
+    from eoslog.records.builder import SimpleRecord, build_batch
+    from eoslog.records.header import read_header
+
+    check_ = SchemaIdCheck(TopicValidation("pay", TOPIC, None, True, False), view)
     good = avro(PAYMENT, {"id": "p1", "amount": 2.5}, 1)
-    assert check_(None, Record(0, 0, None, good, ()), 0) is None
-    assert "2 byte(s) left after the record" in check_(None, Record(0, 0, None, good + b"xx", ()), 0)
+    bad = good[:5] + b"\x06" + good[6:]  # the id's string takes a byte more: the double runs short
+    assert len(bad) == len(good)
+
+    def validate(values) -> None:
+        batch = build_batch([SimpleRecord(None, v) for v in values])
+        validate_records(memoryview(batch), read_header(batch, 0), LogConfig(), topic_partition="pay-0",
+                         now_ms=int(time.time() * 1000), checks=(check_,))
+
+    decoded = []
+    real_parse = record_validation.parse_records
+    monkeypatch.setattr(record_validation, "parse_records", lambda *a, **k: decoded.append(1) or real_parse(*a, **k))
+    validate([good] * 100 + [None] * 10)
+    assert decoded == []
+    with pytest.raises(RecordValidationError) as refused:
+        validate([good] * 70 + [bad] + [good] * 29)
+    assert decoded == [1]
+    ((index, message),) = refused.value.record_errors
+    assert index == 70 and "(id 1, AVRO): the payload ends before the record does" in message
     assert check_(None, Record(0, 0, None, None, ()), 0) is None  # a tombstone

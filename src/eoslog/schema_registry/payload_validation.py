@@ -54,11 +54,14 @@ class PayloadDecoders:
         self._decoders: dict[int, Decoder] = {}
 
     def check(self, schema_id: int, payload: memoryview) -> str | None:
+        return self.decoder(schema_id)(payload)
+
+    def decoder(self, schema_id: int) -> Decoder:
         decoder = self._decoders.get(schema_id)
         if decoder is None:
             record = self.state.contents.get(schema_id)
             if record is None:  # the id check passed, so a hard delete since: the id check's next batch says so
-                return f"schema {schema_id} is no longer registered"
+                return _refuse(f"schema {schema_id} is no longer registered")
             try:
                 decoder = _compile(self.state, record)
             except SchemaUnusable as exc:
@@ -66,7 +69,7 @@ class PayloadDecoders:
                 log.error("payload validation: %s", reason)
                 decoder = _refuse(reason)
             self._decoders[schema_id] = decoder
-        return decoder(payload)
+        return decoder
 
 
 def _refuse(reason: str) -> Decoder:

@@ -64,6 +64,9 @@ class Prefixes(NamedTuple):
 class BatchPrefixes(NamedTuple):
     keys: Prefixes | None  # None when they were not asked for
     values: Prefixes
+    # From :func:`_scan_runs`: each run's first byte, record count and layout, which place every record's
+    # key and value (payload validation reads them without decoding the records); None otherwise.
+    runs: tuple[tuple[int, int, _Layout], ...] | None = None
 
 
 def scan(records, count: int, keys: bool = True) -> BatchPrefixes | None:
@@ -105,6 +108,8 @@ class _Layout(NamedTuple):
     mask: np.ndarray
     key: tuple[int, bool, bool]  # schema id, null, in the wire format
     value: tuple[int, bool, bool]
+    key_bytes: tuple[int, int]  # where the key's bytes begin in the record, and how many (-1: null)
+    value_bytes: tuple[int, int]
 
 
 def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
@@ -116,6 +121,7 @@ def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
     position = found = 0
     lengths: list[int] = []
     layouts: list[_Layout] = []
+    starts: list[int] = []
     while found < count:
         if len(layouts) == MAX_RUNS:
             return None
@@ -131,12 +137,14 @@ def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
             return None
         lengths.append(run)
         layouts.append(layout)
+        starts.append(position)
         position += run * layout.size
         found += run
     if position != end:
         return None
     return BatchPrefixes(_repeat([layout.key for layout in layouts], lengths) if keys else None,
-                         _repeat([layout.value for layout in layouts], lengths))
+                         _repeat([layout.value for layout in layouts], lengths),
+                         tuple(zip(starts, lengths, layouts, strict=True)))
 
 
 MAX_RUNS = 8
@@ -202,6 +210,7 @@ def _read_layout(first: bytes, size: int, length_bytes: int, last: int, keys: bo
         mask.extend([first_mask] + [_CONTINUATION] * (width - 1))
         at += width
     prefixes = []
+    places = []
     for wanted in (keys, True):  # the key, then the value
         head = _length(first, at, len(first), signed=True)
         if head is None:
@@ -210,6 +219,7 @@ def _read_layout(first: bytes, size: int, length_bytes: int, last: int, keys: bo
         columns.extend(range(at, at + width))
         mask.extend([_EXACT] * width)
         at += width
+        places.append((at, part))
         if part < 0:
             prefixes.append((0, True, False))
             continue
@@ -229,7 +239,8 @@ def _read_layout(first: bytes, size: int, length_bytes: int, last: int, keys: bo
         return None
     columns.append(at)
     mask.append(_EXACT)
-    return _Layout(size, np.array(columns, np.intp), np.array(mask, np.uint8), prefixes[0], prefixes[1])
+    return _Layout(size, np.array(columns, np.intp), np.array(mask, np.uint8), prefixes[0], prefixes[1],
+                   places[0], places[1])
 
 
 def _varint_bytes(records, position: int, end: int) -> int | None:
