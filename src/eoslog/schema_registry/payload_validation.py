@@ -117,7 +117,12 @@ def _avro_decoder(state: RegistryState, record) -> Decoder:
                     "checked by id only", record.id)
         return _accept
     if recursive:  # fastavro's pure-Python reader: bounded by Python's recursion limit, not the C stack
-        from fastavro._read_py import schemaless_reader
+        try:
+            from fastavro._read_py import schemaless_reader
+        except ImportError:  # an internal module of fastavro's: never the compiled reader instead
+            log.warning("payload validation: schema %s is recursive and this fastavro has no pure-Python "
+                        "reader; its records are checked by id only", record.id)
+            return _accept
     else:
         from fastavro import schemaless_reader
 
