@@ -213,3 +213,20 @@ def test_idempotent_and_transactional_producers_go_on_after_a_refused_payload(se
         pytest.fail("the transaction never committed")
     assert outcomes[-1] == "delivered"
     assert [m.value() for m in read_back(broker.bootstrap, topic, 3, "read_committed")] == [good] * 3
+
+
+def test_a_compacted_topic_takes_tombstones_and_refuses_bad_payloads(served, admin, client):
+    """Compaction's rule (a key on every record) and payload validation apply together, record by record;
+    a tombstone passes both, so it still deletes."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    broker, _ = served
+    topic = new_topic(admin, {**PAYLOAD, "cleanup.policy": "compact"}, prefix="compacted-payload")
+    good = AvroSerializer(client, json.dumps(PAYMENT))({"id": "p", "amount": 1.0},
+                                                       SerializationContext(topic, MessageField.VALUE))
+    assert deliveries(broker.bootstrap, topic, [(b"k1", good), (b"k1", None)]) == ["delivered"] * 2
+    partition = produce_raw(broker.bootstrap, topic, [(b"k2", good + b"\x00"), (None, good)])
+    assert [(index, message.split(":")[0]) for index, message in errors_of(partition)] == [
+        (0, f"The value of the record does not match its schema (id {int.from_bytes(good[1:5], 'big')}, AVRO)"),
+        (1, "Compacted topic cannot accept message without key in topic partition " + f"{topic}-0")]
+    assert end_offset(broker.bootstrap, topic) == 2
