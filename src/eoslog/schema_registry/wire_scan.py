@@ -106,6 +106,7 @@ class _Layout(NamedTuple):
     size: int
     columns: np.ndarray
     mask: np.ndarray
+    expected: np.ndarray  # the columns of the record the layout was read from, under ``mask``
     key: tuple[int, bool, bool]  # schema id, null, in the wire format
     value: tuple[int, bool, bool]
     key_bytes: tuple[int, int]  # where the key's bytes begin in the record, and how many (-1: null)
@@ -116,7 +117,6 @@ def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
     """The prefixes of a batch made of a few long runs of alike records (see the module docstring), or
     None: a record the layout reader declines, a run shorter than :data:`MIN_RUN` before the last, more
     than :data:`MAX_RUNS` runs, or records that do not fill the bytes exactly."""
-    data = np.frombuffer(records, np.uint8)
     end = len(records)
     position = found = 0
     lengths: list[int] = []
@@ -129,10 +129,11 @@ def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
         if layout is None:
             return None
         candidates = min((end - position) // layout.size, count - found)
-        rows = data[position:position + candidates * layout.size].reshape(candidates, layout.size)
-        shown = rows[:, layout.columns] & layout.mask
-        alike = (shown == shown[0]).all(axis=1)  # row 0 is the record the layout was read from
-        run = candidates if alike.all() else int(alike.argmin())
+        # Every numpy call costs about a µs (more on the broker, where they run cold), so: few of them.
+        rows = np.ndarray((candidates, layout.size), np.uint8, records, position)
+        alike = ((rows[:, layout.columns] & layout.mask) == layout.expected).all(axis=1)
+        first_unlike = int(alike.argmin())  # row 0 is alike: it is the record the layout was read from
+        run = first_unlike if first_unlike else candidates
         if run < MIN_RUN and found + run < count:
             return None
         lengths.append(run)
@@ -239,8 +240,10 @@ def _read_layout(first: bytes, size: int, length_bytes: int, last: int, keys: bo
         return None
     columns.append(at)
     mask.append(_EXACT)
-    return _Layout(size, np.array(columns, np.intp), np.array(mask, np.uint8), prefixes[0], prefixes[1],
-                   places[0], places[1])
+    record = first + bytes(max(0, size - len(first) - 1)) + bytes((last,))  # the columns lie in both ends
+    expected = bytes(record[column] & bits for column, bits in zip(columns, mask, strict=True))
+    return _Layout(size, np.array(columns, np.intp), np.array(mask, np.uint8), np.frombuffer(expected, np.uint8),
+                   prefixes[0], prefixes[1], places[0], places[1])
 
 
 def _varint_bytes(records, position: int, end: int) -> int | None:
