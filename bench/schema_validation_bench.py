@@ -2,7 +2,7 @@
 throughput; the aim is at most 10 % for the id check. One run, so the ratios compare:
 
     PYTHONPATH=src .venv/bin/python bench/schema_validation_bench.py [--records 200000] [--rounds 5]
-        [--value-bytes 100] [--compression none] [--acks all] [--payload] [--general]
+        [--value-bytes 100] [--compression none] [--acks all] [--payload] [--general] [--producer-process]
 
 - produce: an embedded broker serving its own registry; two topics, one with validation on and one
   without (with ``--payload`` a third, whose values are decoded too: ``eoslog.value.schema.validation.level
@@ -11,7 +11,9 @@ throughput; the aim is at most 10 % for the id check. One run, so the ratios com
   of the shared machine falls on all alike. Records a second per topic (median over the rounds) and ratios.
   ``--general`` adds a validated topic whose check reads batches with the general scan alone (wire_scan's
   ``scan_general``, what the id check did before it looked for runs of alike records): before and after
-  in one run;
+  in one run. With the records a second, the CPU time the broker's event loop thread spent per record
+  (its pthread CPU clock): the shared machine's load scatters it far less. ``--producer-process`` runs
+  the producer in a child process instead of this one, where it shares the broker's GIL;
 - the broker's check alone: ``validate_records`` over one client batch of 500 records, without a check,
   with a check that reads nothing (what decoding the batch into records costs: the RecordCheck hook sees
   decoded records), and with the schema id check, in µs per batch and per record. This is the cost the
