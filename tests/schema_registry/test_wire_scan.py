@@ -125,6 +125,10 @@ def test_a_clients_batch_is_read_as_a_few_runs_of_alike_records():
     one_run = _scan_runs(same, 500, True)
     assert one_run.values.wire is True and one_run.values.null is False and one_run.keys.null is True
     assert set(one_run.values.ids.tolist()) == {7} and len(one_run.values.ids) == 500
+    varied = [wire(7, 50 + (i * 37) % 400) for i in range(100)]  # sizes that change: the general scan's
+    body = records_section(build_batch([SimpleRecord(None, v) for v in varied]))
+    assert _scan_runs(body, 100, False) is None
+    agrees(scan(body, 100).values, varied)
 
 
 @pytest.mark.parametrize("count", [0, 2, 4])

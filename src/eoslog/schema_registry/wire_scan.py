@@ -125,6 +125,8 @@ def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
     while found < count:
         if len(layouts) == MAX_RUNS:
             return None
+        if not _starts_a_run(records, position, end, count - found):
+            return None
         layout = _layout(records, position, end, keys)
         if layout is None:
             return None
@@ -149,6 +151,20 @@ def _scan_runs(records, count: int, keys: bool) -> BatchPrefixes | None:
 
 
 MAX_RUNS = 8
+
+
+def _starts_a_run(records, position: int, end: int, left: int) -> bool:
+    """Whether the next :data:`MIN_RUN` records (or all that are left) repeat the length varint of the one
+    at ``position``: a few byte comparisons in Python, so that a batch whose sizes change from record to
+    record goes to the general scan before any numpy call is spent on a run."""
+    head = _length(records, position, end)
+    if head is None:
+        return False
+    width, body = head
+    size = width + body
+    first = records[position:position + width]
+    return all(records[at:at + width] == first
+               for at in range(position + size, min(end, position + size * min(left, MIN_RUN)), size))
 
 
 def _repeat(prefixes: list[tuple[int, bool, bool]], lengths: list[int]) -> Prefixes:
