@@ -2,7 +2,8 @@
 throughput; the aim is at most 10 % for the id check. One run, so the ratios compare:
 
     PYTHONPATH=src .venv/bin/python bench/schema_validation_bench.py [--records 200000] [--rounds 5]
-        [--value-bytes 100] [--compression none] [--acks all] [--payload] [--general] [--producer-process]
+        [--value-bytes 100] [--compression none] [--acks all] [--payload] [--general] [--vary]
+        [--producer-process]
 
 - produce: an embedded broker serving its own registry; two topics, one with validation on and one
   without (with ``--payload`` a third, whose values are decoded too: ``eoslog.value.schema.validation.level
@@ -49,17 +50,18 @@ from eoslog.testing.wait import wait_until
 SCHEMA = {"type": "record", "name": "Reading", "namespace": "bench", "fields": [{"name": "data", "type": "bytes"}]}
 
 
-def produce(bootstrap: str, topic: str, value: bytes, count: int, compression: str, acks: str,
+def produce(bootstrap: str, topic: str, values: list[bytes], count: int, compression: str, acks: str,
             loop_clock: int | None = None, child_process: bool = False) -> tuple[float, float]:
-    """Records a second for ``count`` records of ``value``, from the first send to the last delivery, and
+    """Records a second for ``count`` records (``values`` in turn), from the first send to the last delivery, and
     the CPU time the broker's event loop thread (``loop_clock``) spent meanwhile, in µs a record. The
     producer runs in this process unless ``child_process``: here its Python loop shares the broker's GIL,
     so every numpy call that lets the GIL go may hand it to the producer, which a broker serving other
     processes' producers does not see."""
     if not child_process:
-        return _produce(bootstrap, topic, value, count, compression, acks, loop_clock)
+        return _produce(bootstrap, topic, values, count, compression, acks, loop_clock)
     # The child says when it starts sending and when the last delivery came: the loop's CPU is read then.
-    with subprocess.Popen([sys.executable, __file__, "--child", bootstrap, topic, value.hex(), str(count),
+    with subprocess.Popen([sys.executable, __file__, "--child", bootstrap, topic, ",".join(v.hex() for v in values),
+                           str(count),
                            compression, acks], stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None
         lines = iter(child.stdout.readline, "")
@@ -73,7 +75,7 @@ def produce(bootstrap: str, topic: str, value: bytes, count: int, compression: s
     return rate, loop_cpu / count * 1e6
 
 
-def _produce(bootstrap: str, topic: str, value: bytes, count: int, compression: str, acks: str,
+def _produce(bootstrap: str, topic: str, values: list[bytes], count: int, compression: str, acks: str,
              loop_clock: int | None = None, announce: bool = False) -> tuple[float, float]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 256 * 1024,
                          "compression.type": compression, "acks": acks, "queue.buffering.max.messages": 1_000_000})
@@ -87,7 +89,9 @@ def _produce(bootstrap: str, topic: str, value: bytes, count: int, compression: 
         print("sending", flush=True)
     started = time.perf_counter()
     loop_started = time.clock_gettime(loop_clock) if loop_clock is not None else 0.0
-    for _ in range(count):
+    turn = len(values)
+    for index in range(count):
+        value = values[index % turn]
         while True:
             try:
                 producer.produce(topic, value, on_delivery=report)
@@ -158,8 +162,9 @@ def check_alone(schema_id: int, value: bytes, view) -> tuple[float, float, float
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:  # a producer for produce(), in its own process
-        bootstrap, topic, value, count, compression, acks = sys.argv[2:8]
-        print(_produce(bootstrap, topic, bytes.fromhex(value), int(count), compression, acks, announce=True)[0],
+        bootstrap, topic, values, count, compression, acks = sys.argv[2:8]
+        print(_produce(bootstrap, topic, [bytes.fromhex(v) for v in values.split(",")], int(count), compression,
+                       acks, announce=True)[0],
               flush=True)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -170,6 +175,8 @@ def main() -> None:
     parser.add_argument("--acks", default="all")
     parser.add_argument("--payload", action="store_true", help="a topic with payload validation")
     parser.add_argument("--general", action="store_true", help="a validated topic read by the general scan alone")
+    parser.add_argument("--vary", action="store_true",
+                        help="values of 17 sizes from half to one and a half --value-bytes, changing every record")
     parser.add_argument("--producer-process", action="store_true",
                         help="the producer in a child process, not sharing the broker's GIL")
     args = parser.parse_args()
@@ -191,6 +198,9 @@ def main() -> None:
         for topic in ("bench-payload", "bench-general"):
             assert client.register_schema(f"{topic}-value", Schema(json.dumps(SCHEMA), "AVRO")) == schema_id
         value = avro_value(schema_id, args.value_bytes)
+        # --vary: a size that changes from record to record, as Avro values with strings of any length have
+        values = ([avro_value(schema_id, args.value_bytes // 2 + (i * 7 % 17) * args.value_bytes // 16)
+                   for i in range(17)] if args.vary else [value])
         view = embedded.broker.schema_validation.view
         wait_until(lambda: schema_id in view.ids("bench-general-value"), 30, "the broker sees the id")
         kinds = ["off", "on"] + ["payload"] * args.payload + ["general"] * args.general
@@ -200,7 +210,7 @@ def main() -> None:
             (check,) = embedded.call(lambda: embedded.broker.registry.partition(topics["general"], 0).record_checks)
             check._scan = lambda records, count, _keys=True: scan_general(records, count)
         for kind in kinds[1:]:  # warm-up, and a check that the values pass
-            produce(embedded.bootstrap, topics[kind], value, 1000, args.compression, args.acks)
+            produce(embedded.bootstrap, topics[kind], values, 1000, args.compression, args.acks)
         rates: dict[str, list[float]] = {kind: [] for kind in kinds}
         loop_us: dict[str, list[float]] = {kind: [] for kind in kinds}
         # The broker's event loop runs in one thread: its CPU time per record is the cost that does not
@@ -209,13 +219,15 @@ def main() -> None:
         for round_ in range(args.rounds):
             shift = round_ % len(kinds)
             for kind in kinds[shift:] + kinds[:shift]:
-                rate, cpu = produce(embedded.bootstrap, topics[kind], value, args.records, args.compression,
+                rate, cpu = produce(embedded.bootstrap, topics[kind], values, args.records, args.compression,
                                     args.acks, loop_clock, args.producer_process)
                 rates[kind].append(rate)
                 loop_us[kind].append(cpu)
         off_us, decode_us, on_us, varied_us, payload_us = check_alone(schema_id, value, view)
     off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
-    print(f"records: {args.records} x {args.rounds} rounds per topic, {len(value)}-byte values, "
+    sizes = sorted({len(v) for v in values})
+    shown = f"{sizes[0]}-byte" if len(sizes) == 1 else f"{sizes[0]}- to {sizes[-1]}-byte"
+    print(f"records: {args.records} x {args.rounds} rounds per topic, {shown} values, "
           f"compression {args.compression}, acks {args.acks}, producer in "
           f"{'a child' if args.producer_process else 'the broker'} process")
     print(f"validation off: {off:10,.0f} records/s  (rounds: {', '.join(f'{r:,.0f}' for r in rates['off'])})")
