@@ -203,4 +203,13 @@ def test_a_batch_of_good_payloads_passes_whole_and_a_bad_one_is_named_record_by_
     assert decoded == [1]
     ((index, message),) = refused.value.record_errors
     assert index == 70 and "(id 1, AVRO): the payload ends before the record does" in message
+    # sizes that change from record to record: the general scan places each payload
+    varied = [avro(PAYMENT, {"id": "p" * (i % 9), "amount": 2.5}, 1) for i in range(60)]
+    decoded.clear()
+    validate(varied)
+    assert decoded == []
+    bad = varied[31][:5] + bytes((varied[31][5] + 2,)) + varied[31][6:]  # the string runs a byte long
+    with pytest.raises(RecordValidationError) as refused:
+        validate(varied[:31] + [bad] + varied[32:])
+    assert decoded == [1] and [e.batch_index for e in refused.value.record_errors] == [31]
     assert check_(None, Record(0, 0, None, None, ()), 0) is None  # a tombstone

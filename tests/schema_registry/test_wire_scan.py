@@ -53,7 +53,19 @@ def check_against_decoder(body: bytes, count: int) -> bool:
             records = parse_records(body, count)  # raises if a scan vouched for a batch the decoder refuses
             agrees(answer.values, [r.value for r in records])
             agrees(answer.keys, [r.key for r in records])
+            for part, held in ((answer.values, [r.value for r in records]), (answer.keys, [r.key for r in records])):
+                placed(body, part, held)
     return prefixes is not None
+
+
+def placed(body: bytes, prefixes, parts: list[bytes | None]) -> None:
+    """Where the general scan says each part's bytes are (payload validation reads them there)."""
+    if prefixes.places is None:
+        return
+    starts, lengths = prefixes.places
+    for index, data in enumerate(parts):
+        if data is not None:
+            assert body[starts[index]:starts[index] + lengths[index]] == data, index
 
 
 parts = st.one_of(

@@ -242,17 +242,19 @@ class SchemaIdCheck:
         if not ((self.value_strategy is None or self._all_pass(prefixes.values, "value", self.value_strategy))
                 and (self.key_strategy is None or self._all_pass(prefixes.keys, "key", self.key_strategy))):
             return False
-        return not (self.value_payload or self.key_payload) or self._payloads_pass(records, prefixes.runs)
+        return not (self.value_payload or self.key_payload) or self._payloads_pass(records, prefixes)
 
-    def _payloads_pass(self, records, runs) -> bool:
+    def _payloads_pass(self, records, prefixes) -> bool:
         """Whether every payload of the batch decodes, its ids having passed: each record's key and value
-        are where its run's layout places them, so the records are not decoded into objects (about 3 µs
-        a record). False when one does not (the records path then names it) or the scan found no runs."""
-        if runs is None:
-            return False
+        are where the scan found them (its runs' layouts, or the general scan's places), so the records
+        are not decoded into objects (about 3 µs a record). False when one does not: the records path
+        then names it."""
         data = memoryview(records)
         payloads = self.view.payloads
-        for position, count, layout in runs:
+        if prefixes.runs is None:
+            return all(self._places_pass(data, part) for on, part in ((self.value_payload, prefixes.values),
+                                                                       (self.key_payload, prefixes.keys)) if on)
+        for position, count, layout in prefixes.runs:
             size = layout.size
             for on, (schema_id, null, _wire), (at, length) in ((self.value_payload, layout.value, layout.value_bytes),
                                                                 (self.key_payload, layout.key, layout.key_bytes)):
@@ -264,6 +266,22 @@ class SchemaIdCheck:
                 for offset in range(0, count * size, size):
                     if decode(data[start + offset:stop + offset]) is not None:
                         return False
+        return True
+
+    def _places_pass(self, data: memoryview, part) -> bool:
+        if part is None or part.null is True:
+            return True
+        if part.places is None:
+            return False
+        decoder = self.view.payloads.decoder
+        null = part.null
+        starts, lengths = part.places
+        for index, (start, length, schema_id) in enumerate(zip(starts.tolist(), lengths.tolist(), part.ids.tolist(),
+                                                               strict=True)):
+            if null is not False and null[index]:
+                continue
+            if decoder(schema_id)(data[start + WIRE_HEADER_BYTES:start + length]) is not None:
+                return False
         return True
 
     def _all_pass(self, prefixes, part: str, strategy: str) -> bool:

@@ -53,12 +53,15 @@ class Prefixes(NamedTuple):
     (``wire``: five bytes or more, the first 0); ``null`` and ``wire`` may be one bool for every record.
     ``ids`` is meaningless where ``wire`` is False; :data:`ALL_NULL` stands for a batch whose parts are
     all null. ``distinct``: the ids of the records in the wire format, once each, when the scan knows
-    them without asking ``ids`` (:func:`_scan_runs` does); else None."""
+    them without asking ``ids`` (:func:`_scan_runs` does); else None. ``places``: where each record's
+    bytes of the part begin in the records section, and how many there are (the general scan's; payload
+    validation reads them); else None."""
 
     ids: np.ndarray
     null: np.ndarray | bool
     wire: np.ndarray | bool
     distinct: tuple[int, ...] | None = None
+    places: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class BatchPrefixes(NamedTuple):
@@ -496,7 +499,7 @@ def _part(data: np.ndarray, little: np.ndarray, big: np.ndarray, at: np.ndarray)
     if has_null:
         length[null] = 0
     wire = (length >= 5) & (data[at] == 0)
-    return Prefixes(big[at + 1], null if has_null else False, wire), at + length
+    return Prefixes(big[at + 1], null if has_null else False, wire, None, (at, length)), at + length
 
 
 # Every part null: nothing to check, whatever the strategy.
