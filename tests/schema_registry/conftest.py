@@ -22,6 +22,34 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """An embedded broker serving its own registry (so schema validation reads the registry's in-process
+    state), and that registry's URL once it is the writer."""
+    from eoslog.server.embedded import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("validation"),
+                        properties={"eoslog.schema.registry.listen": "127.0.0.1:0"}) as embedded:
+        server = embedded.broker.schema_registry.server
+        wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 60,
+                   "the broker's registry elected itself writer")
+        yield embedded, server.url
+
+
+@pytest.fixture(scope="module")
+def admin(served):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": served[0].bootstrap})
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient({"url": served[1]})
+
+
+@pytest.fixture(scope="module")
 def registry(broker):
     from eoslog.schema_registry.kafka_access import KafkaAccess
     from eoslog.schema_registry.server import RegistryServer

@@ -30,29 +30,6 @@ REFUND = {"type": "record", "name": "Refund", "namespace": "shop", "fields": [{"
 VALIDATED = {"confluent.value.schema.validation": "true"}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """An embedded broker serving its registry, and that registry's URL once it is the writer."""
-    from eoslog.server.embedded import EmbeddedBroker
-
-    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("validation"),
-                        properties={"eoslog.schema.registry.listen": "127.0.0.1:0"}) as embedded:
-        server = embedded.broker.schema_registry.server
-        wait_until(lambda: server.registry.is_writer and server.registry._writer is not None, 60,
-                   "the broker's registry elected itself writer")
-        yield embedded, server.url
-
-
-@pytest.fixture(scope="module")
-def admin(served):
-    return AdminClient({"bootstrap.servers": served[0].bootstrap})
-
-
-@pytest.fixture(scope="module")
-def client(served) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": served[1]})
-
-
 def new_topic(admin, configs: dict | None = None, prefix: str = "validated") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(name, 1, 1, config=configs or {})])[name].result(30)

@@ -1,11 +1,13 @@
 """Every broker of a three-broker cluster (real ZooKeeper, ``eoslog serve`` processes) serves the registry;
 the one whose registry writes is SIGKILLed, and another broker's registry takes over with every id kept.
 ``_schemas`` is replicated as ``__transaction_state`` is. Then schema id validation on the cluster: a topic's
-setting reaches its partitions' leaders through ZooKeeper, each checking against its own registry's state."""
+setting reaches its partitions' leaders through ZooKeeper, each checking against its own registry's state,
+and so does payload validation's level."""
 
 from __future__ import annotations
 
 import json
+import struct
 import urllib.error
 import urllib.request
 
@@ -92,6 +94,15 @@ def test_the_writers_broker_sigkilled_another_takes_over_with_every_id(tmp_path)
             assert status == 200, registered
             assert _outcomes(survivors, b"\x00" + registered["id"].to_bytes(4, "big") + b"\x00", producer) == [
                 "delivered"] * 2, i
+        # payload validation (eoslog.value.schema.validation.level): the level reaches both leaders the same way
+        level = ConfigEntry("eoslog.value.schema.validation.level", "payload", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "after-kill", incremental_configs=[level])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "after-kill")]).values()
+        assert described.result(30)["eoslog.value.schema.validation.level"].value == "payload"
+        wait_until(lambda: _outcomes(survivors, good) == ["INVALID_RECORD"] * 2, 60,
+                   "both leaders refuse a payload that is no double")
+        assert _outcomes(survivors, good[:5] + struct.pack("<d", 2.5)) == ["delivered"] * 2
         entry = ConfigEntry("confluent.value.schema.validation", None, incremental_operation=AlterConfigOpType.DELETE)
         resource = ConfigResource(ConfigResource.Type.TOPIC, "after-kill", incremental_configs=[entry])
         admin.incremental_alter_configs([resource])[resource].result(30)

@@ -15,7 +15,7 @@ from eoslog.records.batch import Record, parse_records
 from eoslog.records.builder import SimpleRecord, build_batch
 from eoslog.records.errors import CorruptRecordError
 from eoslog.records.header import HEADER_SIZE
-from eoslog.schema_registry.wire_scan import scan
+from eoslog.schema_registry.wire_scan import _scan_runs, scan, scan_general
 
 
 def records_section(batch: bytes) -> bytes:
@@ -28,27 +28,44 @@ def wire(schema_id: int, size: int) -> bytes:
 
 def agrees(prefixes, parts: list[bytes | None]) -> None:
     """The scan's answer for one part (keys or values) is what the records hold."""
-    ids, null, wire_format = prefixes
+    ids, null, wire_format = prefixes.ids, prefixes.null, prefixes.wire
+    if prefixes.distinct is not None:
+        assert set(prefixes.distinct) == {int.from_bytes(d[1:5], "big") for d in parts
+                                          if d is not None and len(d) >= 5 and d[0] == 0}
     for index, data in enumerate(parts):
         is_null = null if isinstance(null, bool) else bool(null[index])
         assert is_null == (data is None), index
         if data is None:
             continue
         in_wire = len(data) >= 5 and data[0] == 0
-        assert bool(wire_format[index]) == in_wire, index
+        assert (wire_format if isinstance(wire_format, bool) else bool(wire_format[index])) == in_wire, index
         if in_wire:
             assert int(ids[index]) == int.from_bytes(data[1:5], "big"), index
 
 
 def check_against_decoder(body: bytes, count: int) -> bool:
-    """True when the scan vouched for the batch; then the decoder must read it, and agree."""
+    """True when the scan vouched for the batch; then the decoder must read it, and agree. The general
+    scan alone (which the scan falls back on when the batch is not a few long runs) is held to the same."""
+    general = scan_general(body, count)
     prefixes = scan(body, count)
-    if prefixes is None:
-        return False
-    records = parse_records(body, count)  # raises if the scan vouched for a batch the decoder refuses
-    agrees(prefixes.values, [r.value for r in records])
-    agrees(prefixes.keys, [r.key for r in records])
-    return True
+    for answer in (general, prefixes):
+        if answer is not None:
+            records = parse_records(body, count)  # raises if a scan vouched for a batch the decoder refuses
+            agrees(answer.values, [r.value for r in records])
+            agrees(answer.keys, [r.key for r in records])
+            for part, held in ((answer.values, [r.value for r in records]), (answer.keys, [r.key for r in records])):
+                placed(body, part, held)
+    return prefixes is not None
+
+
+def placed(body: bytes, prefixes, parts: list[bytes | None]) -> None:
+    """Where the general scan says each part's bytes are (payload validation reads them there)."""
+    if prefixes.places is None:
+        return
+    starts, lengths = prefixes.places
+    for index, data in enumerate(parts):
+        if data is not None:
+            assert body[starts[index]:starts[index] + lengths[index]] == data, index
 
 
 parts = st.one_of(
@@ -105,6 +122,27 @@ def test_runs_of_equal_size_and_sizes_that_change_read_alike():
     assert set(prefixes.values.ids.tolist()) == {7, 8, 9}
 
 
+def test_a_clients_batch_is_read_as_a_few_runs_of_alike_records():
+    """librdkafka's batches: one layout until the offset delta takes a second byte at the 64th record,
+    another after; and keys of one length that differ (which cut the runs only when keys are asked for)."""
+    values = [wire(7, 1000)] * 150 + [wire(8, 1000)] * 100 + [None] * 20
+    keys = [f"{i:04d}-key".encode() for i in range(len(values))]
+    body = records_section(build_batch([SimpleRecord(k, v) for k, v in zip(keys, values, strict=True)]))
+    runs = _scan_runs(body, len(values), False)
+    assert runs is not None and runs.keys is None
+    agrees(runs.values, values)
+    assert _scan_runs(body, len(values), True) is None  # every key its own prefix: no run
+    agrees(scan(body, len(values)).keys, keys)  # the general scan reads them
+    same = records_section(build_batch([SimpleRecord(None, wire(7, 100))] * 500))
+    one_run = _scan_runs(same, 500, True)
+    assert one_run.values.wire is True and one_run.values.null is False and one_run.keys.null is True
+    assert set(one_run.values.ids.tolist()) == {7} and len(one_run.values.ids) == 500
+    varied = [wire(7, 50 + (i * 37) % 400) for i in range(100)]  # sizes that change: the general scan's
+    body = records_section(build_batch([SimpleRecord(None, v) for v in varied]))
+    assert _scan_runs(body, 100, False) is None
+    agrees(scan(body, 100).values, varied)
+
+
 @pytest.mark.parametrize("count", [0, 2, 4])
 def test_a_wrong_record_count_is_not_vouched_for(count):
     body = records_section(build_batch([SimpleRecord(None, wire(7, 20))] * 3))
@@ -114,6 +152,16 @@ def test_a_wrong_record_count_is_not_vouched_for(count):
 def test_a_record_with_headers_is_left_to_the_decoder():
     body = records_section(build_batch([SimpleRecord(None, wire(7, 20), (("trace", b"1"),))]))
     assert scan(body, 1) is None
+
+
+def test_a_header_count_without_headers_is_not_vouched_for():
+    """The header count is each record's last byte when it has no headers: anything but 0 there is a
+    count the record has no room for, which the decoder refuses."""
+    body = bytearray(records_section(build_batch([SimpleRecord(None, wire(7, 20))] * 20)))
+    body[-1] = 2
+    assert scan(bytes(body), 20) is None and scan_general(bytes(body), 20) is None
+    with pytest.raises(CorruptRecordError):
+        parse_records(bytes(body), 20)
 
 
 # --- the schema id check's whole-batch answer (validation.py), through the log's record validation -----

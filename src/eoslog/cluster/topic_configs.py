@@ -20,6 +20,11 @@ TOPIC_RECORD_NAME_STRATEGY = _STRATEGIES + "TopicRecordNameStrategy"
 SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
 VALUE_SCHEMA_VALIDATION = "confluent.value.schema.validation"
 KEY_SCHEMA_VALIDATION = "confluent.key.schema.validation"
+# eoslog's own, beside Confluent's: how far the check goes where it is on. "id": the schema id only (Confluent
+# Server's check); "payload": the id, and the bytes after it decoded with that schema (Avro, JSON Schema).
+VALUE_SCHEMA_VALIDATION_LEVEL = "eoslog.value.schema.validation.level"
+KEY_SCHEMA_VALIDATION_LEVEL = "eoslog.key.schema.validation.level"
+SCHEMA_VALIDATION_LEVELS = ("id", "payload")
 # Kafka's defaults for its internal topics: compacted, and never deleted by time.
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 1024 * 1024)}
 
@@ -57,6 +62,8 @@ TOPIC_CONFIGS: dict[str, tuple[str, int]] = {
     KEY_SCHEMA_VALIDATION: ("false", 1),
     "confluent.value.subject.name.strategy": (TOPIC_NAME_STRATEGY, 2),
     "confluent.key.subject.name.strategy": (TOPIC_NAME_STRATEGY, 2),
+    VALUE_SCHEMA_VALIDATION_LEVEL: ("id", 2),
+    KEY_SCHEMA_VALIDATION_LEVEL: ("id", 2),
 }
 
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
@@ -78,6 +85,8 @@ def check_values(configs: dict[str, str]) -> None:
                 raise InvalidConfigError(f"Invalid value {value} for configuration {name}: must be true or false")
         elif name.startswith("confluent.") and name.endswith(".subject.name.strategy"):
             subject_name_strategy(name, value)
+        elif name in (VALUE_SCHEMA_VALIDATION_LEVEL, KEY_SCHEMA_VALIDATION_LEVEL):
+            schema_validation_level(name, value)
 
 
 def schema_validation_on(configs: dict[str, str]) -> bool:
@@ -85,6 +94,17 @@ def schema_validation_on(configs: dict[str, str]) -> bool:
     topic on every config change, so nothing of the registry is imported for a topic without it."""
     return any(str(configs.get(name, "")).strip().lower() == "true"
                for name in (VALUE_SCHEMA_VALIDATION, KEY_SCHEMA_VALIDATION))
+
+
+def schema_validation_level(name: str, value: str | None) -> str:
+    """``id`` or ``payload``, from a topic config's value (absent: ``id``)."""
+    if value is None:
+        return "id"
+    text = str(value).strip().lower()
+    if text not in SCHEMA_VALIDATION_LEVELS:
+        raise InvalidConfigError(f"Invalid value {value} for configuration {name}: must be one of "
+                                 f"{', '.join(SCHEMA_VALIDATION_LEVELS)}")
+    return text
 
 
 def subject_name_strategy(name: str, value: str) -> str:

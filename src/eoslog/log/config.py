@@ -233,6 +233,8 @@ OTHER_TOPIC_PROPERTIES = frozenset(
         "confluent.key.subject.name.strategy",
         "confluent.value.schema.validation",
         "confluent.value.subject.name.strategy",
+        "eoslog.key.schema.validation.level",  # payload validation: the same RecordCheck's
+        "eoslog.value.schema.validation.level",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",
