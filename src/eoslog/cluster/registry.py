@@ -80,9 +80,17 @@ class PartitionRegistry:
         self._topic_changes = asyncio.Lock()
         self._pending_topics: set[str] = set()
         self._removals: set[asyncio.Task] = set()  # cluster mode: replicas' directories being removed
-        from eoslog.cluster.admin import TopicAdmin
+        self._admin = None  # the admin property's, made on first use
 
-        self.admin = TopicAdmin(self)  # what the admin APIs call (CreateTopics, DeleteTopics, ...)
+    @property
+    def admin(self):
+        """What the admin APIs call (CreateTopics, DeleteTopics, ...): cluster/admin.py, with the elections
+        and ZooKeeper's layout it imports, loads at the first admin request, not before the port opens."""
+        if self._admin is None:
+            from eoslog.cluster.admin import TopicAdmin
+
+            self._admin = TopicAdmin(self)
+        return self._admin
 
     # ---- opening -------------------------------------------------------------------------------------
 

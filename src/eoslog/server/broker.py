@@ -211,6 +211,9 @@ class Broker:
             self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             self.config.producer_id_expiration_ms)))
         self._background.append(loop.create_task(self._close_idle_connections()))
+        # What the first requests need and opening the port did not (the codec, ApiVersions' and Metadata's
+        # handlers: server/dispatcher.py), on the loop's first turn after the port is announced.
+        loop.call_soon(self.dispatcher.warm_up)
         # Serving does not need the cleaner: its code (~10 ms of imports) loads on the loop's next turn, once
         # start() has returned and the port is announced; as a background task, a stop() that comes first
         # cancels it before it starts.
