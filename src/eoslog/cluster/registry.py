@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eoslog.cluster.partition import Partition
 from eoslog.cluster.topic_configs import INTERNAL_TOPIC_CONFIGS, check_names, check_values
 from eoslog.cluster.topics import (
     InternalTopic,
@@ -35,9 +34,7 @@ from eoslog.cluster.topics import (
     validate_topic_name,
 )
 from eoslog.log.config import LogConfig
-from eoslog.log.log import Log
 from eoslog.log.manager import LogDirectory
-from eoslog.log.record_validation import RecordCheck
 from eoslog.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidConfigError,
@@ -48,7 +45,10 @@ from eoslog.protocol.errors import (
 )
 
 if TYPE_CHECKING:
+    from eoslog.cluster.partition import Partition
     from eoslog.cluster.service import ClusterService
+    from eoslog.log.log import Log
+    from eoslog.log.record_validation import RecordCheck
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,10 @@ class PartitionRegistry:
         cluster.view_listeners.append(self.apply_topic_configs)
 
     def _partition(self, topic: str, index: int, partition_log: Log, writable: bool = True) -> Partition:
+        # Imported with the first partition: a broker with none yet opens its port without the partition,
+        # producer-state and record code (its warm-up loads it right after: server/dispatcher.py).
+        from eoslog.cluster.partition import Partition
+
         return Partition(topic, index, partition_log, self.log_directory.group_commit,
                          transaction_verifier=self.transaction_verifier, writable=writable)
 

@@ -31,7 +31,7 @@ from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
 from eoslog.server.group_settings import check_share_settings, group_settings
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
-from eoslog.server.listeners import ListenerBindError
+from eoslog.server.listeners import ListenerBindError, bind_host
 from eoslog.server.network import KafkaConnection, close_idle
 from eoslog.server.schema_validation import SchemaValidation
 
@@ -193,12 +193,14 @@ class Broker:
         self._open_credentials(data_dir)
         self.registry.remove_orphan_logs()
         # Before any request is served: a broker that cannot read its ACLs must not start open.
-        from eoslog.security.acl_format import AclFormatError
-
         try:
             await self.authorizer.start(data_dir, self.cluster)
-        except AclFormatError as exc:
-            raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
+        except Exception as exc:
+            from eoslog.security.acl_format import AclFormatError  # the ACL types: only where ACLs are kept
+
+            if isinstance(exc, AclFormatError):
+                raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
+            raise
         self._build_services()
         for server in [self._server, *self._extra_servers]:
             await server.start_serving()
@@ -555,7 +557,7 @@ class Broker:
         # finishes SASL (eoslog.authentication.timeout.ms).
         extra = {"ssl": tls[0], "ssl_handshake_timeout": self.config.authentication_timeout_ms / 1000} if tls else {}
         return await asyncio.get_running_loop().create_server(
-            lambda: self._new_connection(listener), listener.host, listener.port, reuse_address=True,
+            lambda: self._new_connection(listener), bind_host(listener.host), listener.port, reuse_address=True,
             backlog=self.config.socket_listen_backlog_size, start_serving=start_serving, **extra)
 
     def _new_connection(self, listener) -> KafkaConnection:

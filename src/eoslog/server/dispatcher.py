@@ -60,14 +60,16 @@ class Dispatcher:
         self.close_listeners: list[Callable[[KafkaConnection], None]] = []
 
     def warm_up(self) -> None:
-        """Loads what every client's first requests need -- the codec, and ApiVersions' and Metadata's
-        handlers with their message classes -- which opening the port did not wait for. The broker calls it
-        on the loop's first turn after its port is announced (Broker.start); a request that comes sooner
+        """Loads what the first requests need and opening the port did not wait for: the codec, ApiVersions'
+        and Metadata's handlers with their message classes, and the partitions' code (the Log, producer
+        state, record batches) that a broker with a new data directory has not loaded yet. The broker calls
+        it on the loop's first turn after its port is announced (Broker.start); a request that comes sooner
         loads what it needs itself."""
         if codec is None:
             load_codec()
         for api_key in (API_VERSIONS_KEY, METADATA_KEY):
             self.handlers.get(api_key)
+        import eoslog.cluster.partition  # noqa: F401 - loaded, not used here
 
     def connection_opened(self, connection: KafkaConnection) -> None:
         self.connections.add(connection)

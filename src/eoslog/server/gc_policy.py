@@ -45,21 +45,14 @@ PAUSES = {generation: Histogram() for generation in GENERATIONS}
 _started: list[float] = [0.0]
 
 
-def tune(log_now: bool = True) -> None:
+def tune() -> None:
     """Raises the young generation's threshold, freezes what is alive now and makes sure the collector runs
-    (call once, after imports). ``log_now=False`` leaves the log line to :func:`report`: `eoslog serve` logs
-    it once its port is open, counting the frozen objects (~2 ms) being no part of what serving needs."""
+    (call once, after imports)."""
     _, middle, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, oldest)
     gc.freeze()
     # The command's entry point may have switched the collector off for start-up (eoslog/__main__.py).
     gc.enable()
-    if log_now:
-        report()
-
-
-def report() -> None:
-    """Logs the thresholds and how many objects :func:`tune` froze."""
     log.info("garbage collector: thresholds %s, %d start-up objects frozen",
              gc.get_threshold(), gc.get_freeze_count())
 

@@ -50,7 +50,6 @@ async def serve(config: BrokerConfig, port_file: Path | None = None) -> None:
         temporary = port_file.with_name(port_file.name + ".tmp")
         temporary.write_text(f"{broker.bound_port}\n")
         os.replace(temporary, port_file)
-    gc_policy.report()  # after the port: counting the frozen objects is no part of serving
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -63,7 +62,7 @@ async def serve(config: BrokerConfig, port_file: Path | None = None) -> None:
 
 def run(config: BrokerConfig, port_file: Path | None = None) -> None:
     tune_allocator()
-    gc_policy.tune(log_now=False)  # its line is logged once the port is open (serve)
+    gc_policy.tune()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
