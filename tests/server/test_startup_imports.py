@@ -151,6 +151,8 @@ AFTER_THE_PORT = (
     "eoslog.records.batch",
     "eoslog.security.acl",            # the ACL types: an authorizer that keeps ACLs, or the first request's
     "encodings.idna",                 # uvloop's encoding of a host name (server/listeners.py bind_host)
+    "eoslog.security.scram",          # a credentials file to read, or the first SCRAM request
+    "eoslog.server.broker_configs",   # the first DescribeConfigs / AlterConfigs of the BROKER resource
     "eoslog.server.tls",              # TLS listeners only
     "eoslog.server.kafka_broker_properties",  # a Kafka property eoslog does not implement, when one is set
 )

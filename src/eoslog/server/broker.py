@@ -505,7 +505,7 @@ class Broker:
         """The frozen services every request handler gets (api/context.py): built once, before serving."""
         from eoslog.api.context import BrokerServices
         from eoslog.cluster.partition_offsets import PartitionOffsets
-        from eoslog.server.broker_configs import BrokerConfigResource
+        from eoslog.server.broker_config_resource import BrokerConfigResource
 
         self.services = self.dispatcher.services = BrokerServices(
             node_id=self.config.node_id, cluster_id=self.cluster_id, registry=self.registry,
@@ -583,12 +583,15 @@ class Broker:
             where = f"--zookeeper {self.config.zookeeper_connect}"
         else:
             from eoslog.security.credentials import CredentialStore
-            from eoslog.security.scram import CredentialError
 
             try:
                 self.credentials = CredentialStore.open(data_dir)
-            except CredentialError as exc:
-                raise ConfigError(str(exc)) from exc
+            except ValueError as exc:
+                from eoslog.security.scram import CredentialError  # loaded only with a credentials file
+
+                if isinstance(exc, CredentialError):
+                    raise ConfigError(str(exc)) from exc
+                raise
             where = f"--data-dir {data_dir}"
         if self._sasl_mechanisms and not self.credentials.users():
             log.warning("SASL listeners are configured but no user has a credential: create the first with "
