@@ -1,7 +1,7 @@
 """`eoslog serve` without click when its command line is plain (issue 36: start-up pays only for serving).
 
-Importing click costs `eoslog serve` ~10 ms of CPU before the port opens (click itself, and the uuid,
-platform, datetime and gettext modules it imports), about a fifth of what a bare asyncio server takes to
+Importing click costs `eoslog serve` ~9 ms of CPU before the port opens (click itself, and the datetime,
+gettext and textwrap modules it imports), about a fifth of what a bare asyncio server takes to
 listen. So the entry point (eoslog/__main__.py) first asks :func:`parse_serve_args` about the arguments
 after ``serve``; it answers with the same keyword arguments click's parse would give the command, or None
 for anything it does not accept exactly as click would -- ``--help``, an unknown or misspelt option, a
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 # click's program name for the completion variable (_EOSLOG_COMPLETE): when it is set, click completes.
@@ -203,4 +202,4 @@ def _report_as_click_would(exc: BaseException) -> None:
             raise click.ClickException(str(exc)) from None
         raise exc
 
-    click.Command("serve", callback=fail).main([], prog_name=f"{os.path.basename(sys.argv[0])} serve")
+    click.Command("serve", callback=fail).main([], prog_name="eoslog serve")
