@@ -7,11 +7,6 @@ from pathlib import Path
 
 import click
 
-from eoslog.log.errors import DataDirectoryError, LogDirectoryLockedError
-from eoslog.security.properties import read_properties
-from eoslog.server.config import BrokerConfig, ConfigError, parse_host_port
-from eoslog.server.listeners import ListenerBindError
-
 
 def _configure_logging(levels: str | tuple[str, ...], log_format: str = "text") -> None:
     from eoslog.server.logging_setup import configure_logging, parse_levels
@@ -143,57 +138,17 @@ def serve(data_dir, listen, advertised_listener, config_file, overrides, port_fi
           log_levels, log_format) -> None:
     """Run a broker in the foreground until SIGTERM or SIGINT: a single node, or with --zookeeper a
     member of a replicated cluster (docs/cluster.md)."""
+    # A plain command line never gets here: eoslog/__main__.py runs it without importing click
+    # (server/serve_command.py); this is the path for everything click must parse or report.
     _configure_logging(log_levels, log_format)
-    config = BrokerConfig()
+    from eoslog.server.serve_command import ServeError, run_serve
+
     try:
-        if config_file is not None:
-            config.apply_properties(read_properties(config_file))
-        for item in overrides:
-            name, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")
-            config.set_property(name.strip(), value.strip())
-        if data_dir is not None:
-            config.data_dir = data_dir
-            config.originals["log.dirs"] = str(data_dir)
-        if broker_id is not None:
-            config.set_property("broker.id", str(broker_id))
-        if zookeeper is not None:
-            config.set_property("zookeeper.connect", zookeeper)
-        if listen is not None:
-            config.listen_host, config.listen_port = parse_host_port(listen, "--listen")
-            config.originals["listeners"] = listen  # the primary listener's address (BrokerConfig.listeners)
-        if metrics_listen is not None:
-            config.set_property("eoslog.metrics.listen", metrics_listen)
-        if console_listen is not None:
-            config.set_property("eoslog.console.listen", console_listen)
-        if console_allow_writes:
-            config.set_property("eoslog.console.allow.writes", "true")
-        if console_command_config is not None:
-            config.set_property("eoslog.console.command.config", console_command_config)
-        if schema_registry_listen is not None:
-            config.set_property("eoslog.schema.registry.listen", schema_registry_listen)
-        if advertised_listener is not None:
-            config.advertised_host, config.advertised_port = parse_host_port(advertised_listener, "--advertised-listener")
-        from eoslog.server.run import run
-
-        run(config, port_file)
-    except (ListenerBindError, DataDirectoryError, LogDirectoryLockedError) as exc:
-        # The common mistakes (docs/operations.md "Common mistakes"): one line that says what and how to
-        # fix it, exit code 1, raised before anything is served. (A ListenerBindError is a ConfigError
-        # too, for an embedded broker's caller; its line needs no prefix.)
+        run_serve(data_dir, listen, advertised_listener, config_file, overrides, port_file, broker_id, zookeeper,
+                  metrics_listen, console_listen, console_allow_writes, console_command_config,
+                  schema_registry_listen, log_levels, log_format)
+    except ServeError as exc:
         raise click.ClickException(str(exc)) from None
-    except ConfigError as exc:
-        raise click.ClickException(f"configuration error: {exc}") from None
-    except BlockingIOError as exc:
-        raise click.ClickException(str(exc)) from None
-    except Exception as exc:
-        from eoslog.cluster.zk.errors import ZooKeeperError
-
-        if isinstance(exc, ZooKeeperError):
-            raise click.ClickException(str(exc)) from None
-        raise
-
 
 
 @main.command()

@@ -51,6 +51,14 @@ NOT_ON_SERVE_PATH = (
     "eoslog.cluster.replica_fetcher",  # followers only: a cluster's
     "ctypes.util",           # its find_library runs `ldconfig -p` in a child process (log/syncfs.py)
     "cramjam",               # the first compressed batch the broker itself reads or writes
+    # The codec and the first requests' handlers: loaded by the broker's warm-up on the loop's first turn
+    # after the port is announced (server/dispatcher.py warm_up), or by a request that comes sooner.
+    "eoslog.protocol.codec",
+    "eoslog.protocol.messages",
+    "eoslog.protocol.schema",
+    "eoslog.api.api_versions",
+    "eoslog.api.metadata",
+    "eoslog.cluster.admin",  # the first admin request (PartitionRegistry.admin)
 )
 
 # A broker started as `eoslog serve` starts it, stopped the moment Broker.start() returns (its port open and
@@ -123,3 +131,73 @@ def test_advertised_versions_match_the_handler_modules() -> None:
         assert (module.API_KEY, module.MIN_VERSION, module.MAX_VERSION) == (key, low, high), name
         assert api.HANDLERS[key] is module
     assert len({key for key, _, _ in api.APIS.values()}) == len(api.APIS)
+
+
+# Loaded after `eoslog serve` opens its port (issue 36): the codec (and the first APIs' handlers) by the
+# broker's warm-up on the loop's next turn (server/dispatcher.py), the rest by whatever first needs them.
+AFTER_THE_PORT = (
+    "click",                          # a plain `serve` command line is parsed without it (server/serve_command.py)
+    "eoslog.cli",
+    "eoslog.protocol.codec",          # the specs and their generated decoders: the warm-up's
+    "eoslog.protocol.messages",
+    "eoslog.protocol.schema",
+    "eoslog.protocol.specialised",
+    "eoslog.cluster.admin",           # the admin APIs' first request (PartitionRegistry.admin)
+    # A new data directory has no partition: their code (the Log, its segments, producer state, record
+    # batches) loads with the first one, or with the warm-up.
+    "eoslog.cluster.partition",
+    "eoslog.log.log",
+    "eoslog.log.producer_state",
+    "eoslog.records.batch",
+    "eoslog.security.acl",            # the ACL types: an authorizer that keeps ACLs, or the first request's
+    "encodings.idna",                 # uvloop's encoding of a host name (server/listeners.py bind_host)
+    "eoslog.security.scram",          # a credentials file to read, or the first SCRAM request
+    "eoslog.server.broker_configs",   # the first DescribeConfigs / AlterConfigs of the BROKER resource
+    "eoslog.server.tls",              # TLS listeners only
+    "eoslog.server.kafka_broker_properties",  # a Kafka property eoslog does not implement, when one is set
+)
+
+
+def _imported_before(stderr: str, marker: str) -> set[str]:
+    """The modules `-X importtime` reported before the first stderr line holding ``marker``."""
+    loaded = set()
+    for line in stderr.splitlines():
+        if marker in line:
+            return loaded
+        if line.startswith("import time:") and "|" in line:
+            loaded.add(line.rsplit("|", 1)[1].strip())
+    raise AssertionError(f"{marker!r} not in the broker's output:\n{stderr[-3000:]}")
+
+
+def test_serve_opens_its_port_before_loading_the_codec_and_click(tmp_path: Path) -> None:
+    """`python -X importtime -m eoslog serve` as the tests and the bench start it: the modules imported
+    before its "ready on" line (logged when the listener accepts connections, before the port file is
+    written) include none of AFTER_THE_PORT nor NOT_ON_SERVE_PATH; the first Metadata is answered."""
+    from confluent_kafka.admin import AdminClient
+
+    from eoslog.testing.wait import wait_until
+
+    port_file, stderr_file = tmp_path / "port", tmp_path / "stderr"
+    with stderr_file.open("w") as stderr:
+        broker = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "eoslog", "serve", "--data-dir", str(tmp_path / "data"),
+             "--listen", "127.0.0.1:0", "--port-file", str(port_file), "--set", "group.initial.rebalance.delay.ms=0"],
+            stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            wait_until(lambda: port_file.exists() or broker.poll() is not None, timeout=60, what="the port file")
+            assert broker.poll() is None, stderr_file.read_text()[-3000:]
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{int(port_file.read_text())}"})
+            assert admin.list_topics(timeout=30).brokers
+        finally:
+            broker.terminate()
+            broker.wait(timeout=60)
+    output = stderr_file.read_text()
+    before = _imported_before(output, "ready on 127.0.0.1:")
+    assert "eoslog.server.broker" in before  # the marker is where it should be
+    assert _offenders(before) == []
+    assert sorted(m for m in before for late in AFTER_THE_PORT if m == late or m.startswith(late + ".")) == []
+    # ... and the codec and the partitions' code were loaded once serving. (Handler modules are imported with importlib, which
+    # -X importtime does not report; test_a_broker_listens_before_loading_coordinators_and_the_cleaner
+    # checks them in sys.modules.)
+    assert {"eoslog.protocol.codec", "eoslog.log.log"} <= {
+        line.rsplit("|", 1)[1].strip() for line in output.splitlines() if line.startswith("import time:")}

@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eoslog.api.errors import AUTHORIZATION_ERRORS
-from eoslog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from eoslog.security import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from eoslog.cluster.group_configs import GroupConfigs
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from eoslog.cluster.replica_manager import ReplicaManager
     from eoslog.cluster.transaction_verification import TransactionVerification
     from eoslog.coordinator.coordinators import Coordinators
+    from eoslog.security.acl import AclOperation, ResourceType
     from eoslog.security.authorizer import Authorizer
     from eoslog.share.manager import SharePartitionManager
 
@@ -124,6 +124,8 @@ class RequestContext:
     def require(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
         """Raises the resource type's *_AUTHORIZATION_FAILED error unless allowed."""
         if not self.authorize(operation, resource_type, name):
+            from eoslog.api.errors import AUTHORIZATION_ERRORS  # made at the first refusal
+
             raise AUTHORIZATION_ERRORS[resource_type](f"{self.connection.principal} may not {operation.name} "
                                                       f"{resource_type.name} {name}")
 

@@ -21,8 +21,6 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from eoslog.protocol import codec
-
 _SIZE = struct.Struct(">i")
 
 
@@ -71,6 +69,8 @@ class BrokerClient:
             raise BrokerConnectionError(f"{self.host}:{self.port}: {exc!r}") from exc
 
     async def _request(self, api_key: int, api_version: int, request):
+        from eoslog.protocol import codec  # loaded after the broker's port opens, not with this module
+
         writer = await self._connected()
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         header = codec.RequestHeader(api_key, api_version, self._correlation_id, self.client_id)
@@ -98,6 +98,8 @@ class BrokerClient:
             return self._writer
 
     async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from eoslog.protocol import codec
+
         try:
             while True:
                 (size,) = _SIZE.unpack(await reader.readexactly(4))

@@ -18,16 +18,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eoslog.cluster.zk.layout import ClusterView
 from eoslog.protocol.errors import ErrorCode
-from eoslog.protocol.messages import MetadataResponse
 from eoslog.protocol.wire import FrozenArray
 
-PartitionInfo = MetadataResponse.MetadataResponsePartition
+if TYPE_CHECKING:
+    from eoslog.protocol.messages import MetadataResponse
+
 NO_LEADER = -1
 NOT_AVAILABLE = (int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1)
+
+
+def _partition_info() -> type:
+    """Metadata's partition class (PartitionInfo), built from the specs at the first Metadata answer (or
+    by the broker's warm-up once its port is open), not when the broker makes its cache before listening."""
+    built = globals().get("PartitionInfo")
+    if built is None:
+        from eoslog.protocol.messages import MetadataResponse
+
+        built = globals()["PartitionInfo"] = MetadataResponse.MetadataResponsePartition
+    return built
+
+
+def __getattr__(name: str):
+    if name == "PartitionInfo":
+        return _partition_info()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class BrokerEndpoint(NamedTuple):
@@ -45,7 +63,7 @@ class MetadataCache(Protocol):
     def brokers(self, listener: str) -> list[BrokerEndpoint]:
         """The live brokers that serve ``listener``, by id, at their endpoint of it."""
 
-    def topic_partitions(self, info: Any, listener: str, version: int) -> Sequence[PartitionInfo]:
+    def topic_partitions(self, info: Any, listener: str, version: int) -> Sequence[MetadataResponse.MetadataResponsePartition]:
         """An existing topic's partitions as Metadata (``version``) answers them."""
 
     def coordinator(self, topic: str, index_of: Callable[[int], int], listener: str) -> tuple[int, int, str, int]:
@@ -67,7 +85,7 @@ class SoleBrokerMetadataCache:
         host, port = self._advertised(listener)
         return [BrokerEndpoint(self.node_id, host, port, None)]
 
-    def topic_partitions(self, info: Any, listener: str, version: int) -> Sequence[PartitionInfo]:
+    def topic_partitions(self, info: Any, listener: str, version: int) -> Sequence[MetadataResponse.MetadataResponsePartition]:
         return _sole_partitions(self.node_id, info.partitions)
 
     def coordinator(self, topic: str, index_of: Callable[[int], int], listener: str) -> tuple[int, int, str, int]:
@@ -79,8 +97,9 @@ class SoleBrokerMetadataCache:
 def _sole_partitions(node: int, count: int) -> FrozenArray:
     """On one node a topic's partitions are all alike, so (node, count) fixes the array: built and
     encoded once, not per request (50 clients asking about 1,000 partitions cost the broker ~4 ms each)."""
+    partition_info = _partition_info()
     return FrozenArray(
-        PartitionInfo(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
+        partition_info(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
                       replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
         for index in range(count)
     )
@@ -105,17 +124,18 @@ class ZkMetadataCache:
                 for b in sorted(self.view.brokers.values(), key=lambda b: b.broker_id)
                 if (e := b.endpoint(listener)) is not None]
 
-    def topic_partitions(self, info: Any, listener: str, version: int) -> Sequence[PartitionInfo]:
+    def topic_partitions(self, info: Any, listener: str, version: int) -> Sequence[MetadataResponse.MetadataResponsePartition]:
         view = self.view
         assignment = view.topics.get(info.name)
         partitions = []
+        partition_info = _partition_info()
         for index, replicas in sorted(assignment.replicas.items()) if assignment is not None else ():
             state = view.states.get((info.name, index))
             leader = state.leader if state is not None else NO_LEADER
             code = 0 if leader >= 0 and leader in view.brokers else int(ErrorCode.LEADER_NOT_AVAILABLE)
             if code == 0 and view.brokers[leader].endpoint(listener) is None:
                 code = int(ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE)
-            partitions.append(PartitionInfo(
+            partitions.append(partition_info(
                 error_code=code, partition_index=index, leader_id=leader if code == 0 else NO_LEADER,
                 leader_epoch=state.leader_epoch if state is not None else -1, replica_nodes=list(replicas),
                 isr_nodes=list(state.isr) if state is not None else [],

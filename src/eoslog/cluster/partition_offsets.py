@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from eoslog.cluster.broker_client import BrokerConnectionError
-from eoslog.protocol import messages
 
 API_LIST_OFFSETS = 2
 LIST_OFFSETS_VERSION = 4  # current_leader_epoch, no tagged fields
@@ -55,6 +54,8 @@ class PartitionOffsets:
         client = self._clients.client_for(leader) if self._clients is not None else None
         if client is None:
             return {}
+        from eoslog.protocol import messages  # loaded after the broker's port opens, not with this module
+
         Request = messages.ListOffsetsRequest
         request = Request(replica_id=CONSUMER_REPLICA_ID, isolation_level=0, timeout_ms=0, topics=[
             Request.ListOffsetsTopic(name=topic, partitions=[

@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eoslog.cluster.partition import Partition
 from eoslog.cluster.topic_configs import INTERNAL_TOPIC_CONFIGS, check_names, check_values
 from eoslog.cluster.topics import (
     InternalTopic,
@@ -35,9 +34,7 @@ from eoslog.cluster.topics import (
     validate_topic_name,
 )
 from eoslog.log.config import LogConfig
-from eoslog.log.log import Log
 from eoslog.log.manager import LogDirectory
-from eoslog.log.record_validation import RecordCheck
 from eoslog.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidConfigError,
@@ -48,7 +45,10 @@ from eoslog.protocol.errors import (
 )
 
 if TYPE_CHECKING:
+    from eoslog.cluster.partition import Partition
     from eoslog.cluster.service import ClusterService
+    from eoslog.log.log import Log
+    from eoslog.log.record_validation import RecordCheck
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,17 @@ class PartitionRegistry:
         self._topic_changes = asyncio.Lock()
         self._pending_topics: set[str] = set()
         self._removals: set[asyncio.Task] = set()  # cluster mode: replicas' directories being removed
-        from eoslog.cluster.admin import TopicAdmin
+        self._admin = None  # the admin property's, made on first use
 
-        self.admin = TopicAdmin(self)  # what the admin APIs call (CreateTopics, DeleteTopics, ...)
+    @property
+    def admin(self):
+        """What the admin APIs call (CreateTopics, DeleteTopics, ...): cluster/admin.py, with the elections
+        and ZooKeeper's layout it imports, loads at the first admin request, not before the port opens."""
+        if self._admin is None:
+            from eoslog.cluster.admin import TopicAdmin
+
+            self._admin = TopicAdmin(self)
+        return self._admin
 
     # ---- opening -------------------------------------------------------------------------------------
 
@@ -109,6 +117,10 @@ class PartitionRegistry:
         cluster.view_listeners.append(self.apply_topic_configs)
 
     def _partition(self, topic: str, index: int, partition_log: Log, writable: bool = True) -> Partition:
+        # Imported with the first partition: a broker with none yet opens its port without the partition,
+        # producer-state and record code (its warm-up loads it right after: server/dispatcher.py).
+        from eoslog.cluster.partition import Partition
+
         return Partition(topic, index, partition_log, self.log_directory.group_commit,
                          transaction_verifier=self.transaction_verifier, writable=writable)
 

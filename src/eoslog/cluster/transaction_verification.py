@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from eoslog.cluster.broker_client import BrokerConnectionError
-from eoslog.protocol import messages  # its classes are built on first use: only a cluster asks remotely
 from eoslog.protocol.errors import ErrorCode, error_for_code
 
 API_ADD_PARTITIONS_TO_TXN, API_DESCRIBE_TRANSACTIONS = 24, 65
@@ -102,6 +101,8 @@ class TransactionVerification:
         by_topic: dict[str, list[int]] = {}
         for topic, index in tps:
             by_topic.setdefault(topic, []).append(index)
+        from eoslog.protocol import messages  # only a cluster asks remotely: not loaded before the port opens
+
         Request = messages.AddPartitionsToTxnRequest
         Transaction = Request.AddPartitionsToTxnTransaction
         Topic = Request.AddPartitionsToTxnTopic
@@ -147,6 +148,8 @@ class TransactionVerification:
         if client is None:
             raise error_for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE)(
                 f"no coordinator for {transactional_id!r} right now")
+        from eoslog.protocol import messages
+
         try:
             response = await client.request(API_DESCRIBE_TRANSACTIONS, 0, messages.DescribeTransactionsRequest(
                 transactional_ids=[transactional_id]), REQUEST_TIMEOUT_S)

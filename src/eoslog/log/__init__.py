@@ -16,7 +16,6 @@ from eoslog.log.errors import (
 )
 from eoslog.log.flush_task import FlushTask
 from eoslog.log.flusher import GroupCommit
-from eoslog.log.log import AppendInfo, Log, OffsetAndTimestamp, ReadResult
 from eoslog.log.manager import LogDirectory
 from eoslog.log.region import FileRegion
 
@@ -40,3 +39,14 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampType",
 ]
+
+
+def __getattr__(name: str):
+    # The Log and its results load on first use (PEP 562), not with the package: a broker with a new data
+    # directory opens its port without the record and segment code (its first partition loads it).
+    if name in ("AppendInfo", "Log", "OffsetAndTimestamp", "ReadResult"):
+        from eoslog.log import log as module
+
+        globals()[name] = value = getattr(module, name)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,12 +35,15 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
+from typing import TYPE_CHECKING
 
 from eoslog.log import syncfs as syncfs_call
 from eoslog.log.eager_future import EagerFuture, batched
 from eoslog.log.errors import LogError
 from eoslog.log.flush_task import FlushTask
-from eoslog.log.log import Log
+
+if TYPE_CHECKING:
+    from eoslog.log.log import Log
 
 logger = logging.getLogger("eoslog.log")
 

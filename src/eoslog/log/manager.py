@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eoslog.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -39,7 +40,9 @@ from eoslog.log.data_dir_format import unusable
 from eoslog.log.errors import CorruptCheckpointError, LogDirectoryLockedError, LogError
 from eoslog.log.flush_task import fsync_directory
 from eoslog.log.flusher import GroupCommit
-from eoslog.log.log import Log, parse_topic_partition
+
+if TYPE_CHECKING:
+    from eoslog.log.log import Log
 
 logger = logging.getLogger("eoslog.log")
 
@@ -181,6 +184,10 @@ class LogDirectory:
                 logger.info("%s: finishing deletion of %s", self.data_dir, name)
                 _remove_tree(path)
                 continue
+            # Here, not at the top: a new data directory opens (and the broker listens) without the log's
+            # record and segment code, which its first partition, or the warm-up once serving, loads.
+            from eoslog.log.log import Log, parse_topic_partition
+
             key = parse_topic_partition(path)
             if key is None:
                 logger.warning("%s: ignoring %s (not <topic>-<partition>)", self.data_dir, name)
@@ -226,6 +233,8 @@ class LogDirectory:
         self._check_open()
         if not topic or "/" in topic or topic in (".", ".."):
             raise LogError(f"invalid topic {topic!r}")
+        from eoslog.log.log import Log
+
         made: list[Log] = []
         try:
             for partition in partitions:
@@ -252,6 +261,8 @@ class LogDirectory:
     def adopt(self, log: Log) -> None:
         """Registers a log from ``make_logs`` (loop thread)."""
         self._check_open()
+        from eoslog.log.log import parse_topic_partition
+
         key = parse_topic_partition(log.directory)
         if key is None or key in self.logs:
             raise LogError(f"{log.directory} cannot join {self.data_dir}: {key} is already open")

@@ -8,3 +8,7 @@
 - ``acl.py``, ``acl_format.py``, ``authorizer.py``, ``file_store.py``, ``zk_store.py``: authorization, ACLs
   with Kafka's semantics (docs/security.md, "Authorization (ACLs)").
 """
+
+# The one CLUSTER resource's name, as Kafka spells it (security/acl.py re-exports it). Here so that what every
+# request's context needs of ACLs (api/context.py's defaults) does not load acl.py before the port opens.
+CLUSTER_NAME = "kafka-cluster"

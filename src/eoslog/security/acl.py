@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from eoslog.security import CLUSTER_NAME  # the one CLUSTER resource's name (defined there, re-exported here)
+
 
 class ResourceType(IntEnum):
     UNKNOWN = 0
@@ -70,7 +72,6 @@ class AclPermissionType(IntEnum):
 WILDCARD_RESOURCE = "*"
 WILDCARD_PRINCIPAL = "User:*"
 WILDCARD_HOST = "*"
-CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name, as Kafka spells it
 
 # An ALLOW for the key also allows these (Kafka's implied operations).
 IMPLIED_BY_ALLOW: dict[AclOperation, frozenset[AclOperation]] = {

@@ -14,16 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eoslog.protocol.errors import SecurityDisabledError
-from eoslog.security.acl import (
-    SUPPORTED_OPERATIONS,
-    AclAuthorizer,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    ResourceType,
-)
+
+if TYPE_CHECKING:  # the ACL types load with the first authorizer that keeps ACLs, or the first request
+    from eoslog.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +37,8 @@ class Authorizer:
     keeps_acls = True
 
     def __init__(self, super_users: frozenset[str], allow_everyone_if_no_acl_found: bool) -> None:
+        from eoslog.security.acl import AclAuthorizer
+
         self.core = AclAuthorizer((), super_users, allow_everyone_if_no_acl_found)
         self.store = None  # FileAclStore or ZooKeeperAclStore, chosen in start()
         self._lock = asyncio.Lock()
@@ -128,6 +126,8 @@ class AllowAll:
         return True
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
+        from eoslog.security.acl import SUPPORTED_OPERATIONS
+
         return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
 
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:

@@ -20,8 +20,10 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from eoslog.security.scram import MECHANISMS, CredentialError, ScramCredential
+if TYPE_CHECKING:
+    from eoslog.security.scram import ScramCredential
 
 CREDENTIALS_FILE = "scram-credentials.json"
 FORMAT_VERSION = 1
@@ -90,7 +92,13 @@ class CredentialStore:
         os.chmod(self.path, 0o600)
 
 
+# security/scram.py (hashing, the credential class) is imported where it is used: a broker without a
+# credentials file opens its store, and its port, without it.
+
+
 def check_user(user: str) -> None:
+    from eoslog.security.scram import CredentialError
+
     if not user or len(user) > 256 or any(ord(c) < 0x20 for c in user):
         raise CredentialError(f"a user name is 1 to 256 printable characters, got {user!r}")
 
@@ -101,6 +109,8 @@ def encode(users: dict[str, dict[str, ScramCredential]]) -> bytes:
 
 
 def decode(data: bytes, where: str = "credentials") -> dict[str, dict[str, ScramCredential]]:
+    from eoslog.security.scram import CredentialError
+
     try:
         document = json.loads(data)
         if document.get("version") != FORMAT_VERSION or not isinstance(document.get("users"), dict):
@@ -113,6 +123,8 @@ def decode(data: bytes, where: str = "credentials") -> dict[str, dict[str, Scram
 def decode_user(entries: dict[str, str]) -> dict[str, ScramCredential]:
     """One user's mechanisms (Kafka's ``config`` map of ``/config/users/<user>``); other keys (quotas) are
     not ours and are skipped."""
+    from eoslog.security.scram import MECHANISMS, ScramCredential
+
     return {mechanism: ScramCredential.from_kafka_string(mechanism, text)
             for mechanism, text in entries.items() if mechanism in MECHANISMS}
 
@@ -129,4 +141,6 @@ def altered_config(config: dict[str, str], changes: dict[str, ScramCredential | 
 
 
 def mechanisms_of(names: Iterable[str]) -> list[str]:
+    from eoslog.security.scram import MECHANISMS
+
     return [name for name in names if name in MECHANISMS]

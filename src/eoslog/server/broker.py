@@ -31,7 +31,7 @@ from eoslog.server.config import BrokerConfig, ConfigError
 from eoslog.server.dispatcher import Dispatcher
 from eoslog.server.group_settings import check_share_settings, group_settings
 from eoslog.server.limits import ConnectionQuotas, MemoryPool
-from eoslog.server.listeners import ListenerBindError
+from eoslog.server.listeners import ListenerBindError, bind_host
 from eoslog.server.network import KafkaConnection, close_idle
 from eoslog.server.schema_validation import SchemaValidation
 
@@ -193,12 +193,14 @@ class Broker:
         self._open_credentials(data_dir)
         self.registry.remove_orphan_logs()
         # Before any request is served: a broker that cannot read its ACLs must not start open.
-        from eoslog.security.acl_format import AclFormatError
-
         try:
             await self.authorizer.start(data_dir, self.cluster)
-        except AclFormatError as exc:
-            raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
+        except Exception as exc:
+            from eoslog.security.acl_format import AclFormatError  # the ACL types: only where ACLs are kept
+
+            if isinstance(exc, AclFormatError):
+                raise ConfigError(f"cannot read the ACLs ({exc}); restore or remove them to start") from exc
+            raise
         self._build_services()
         for server in [self._server, *self._extra_servers]:
             await server.start_serving()
@@ -211,6 +213,9 @@ class Broker:
             self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             self.config.producer_id_expiration_ms)))
         self._background.append(loop.create_task(self._close_idle_connections()))
+        # What the first requests need and opening the port did not (the codec, ApiVersions' and Metadata's
+        # handlers: server/dispatcher.py), on the loop's first turn after the port is announced.
+        loop.call_soon(self.dispatcher.warm_up)
         # Serving does not need the cleaner: its code (~10 ms of imports) loads on the loop's next turn, once
         # start() has returned and the port is announced; as a background task, a stop() that comes first
         # cancels it before it starts.
@@ -500,7 +505,7 @@ class Broker:
         """The frozen services every request handler gets (api/context.py): built once, before serving."""
         from eoslog.api.context import BrokerServices
         from eoslog.cluster.partition_offsets import PartitionOffsets
-        from eoslog.server.broker_configs import BrokerConfigResource
+        from eoslog.server.broker_config_resource import BrokerConfigResource
 
         self.services = self.dispatcher.services = BrokerServices(
             node_id=self.config.node_id, cluster_id=self.cluster_id, registry=self.registry,
@@ -552,7 +557,7 @@ class Broker:
         # finishes SASL (eoslog.authentication.timeout.ms).
         extra = {"ssl": tls[0], "ssl_handshake_timeout": self.config.authentication_timeout_ms / 1000} if tls else {}
         return await asyncio.get_running_loop().create_server(
-            lambda: self._new_connection(listener), listener.host, listener.port, reuse_address=True,
+            lambda: self._new_connection(listener), bind_host(listener.host), listener.port, reuse_address=True,
             backlog=self.config.socket_listen_backlog_size, start_serving=start_serving, **extra)
 
     def _new_connection(self, listener) -> KafkaConnection:
@@ -578,12 +583,15 @@ class Broker:
             where = f"--zookeeper {self.config.zookeeper_connect}"
         else:
             from eoslog.security.credentials import CredentialStore
-            from eoslog.security.scram import CredentialError
 
             try:
                 self.credentials = CredentialStore.open(data_dir)
-            except CredentialError as exc:
-                raise ConfigError(str(exc)) from exc
+            except ValueError as exc:
+                from eoslog.security.scram import CredentialError  # loaded only with a credentials file
+
+                if isinstance(exc, CredentialError):
+                    raise ConfigError(str(exc)) from exc
+                raise
             where = f"--data-dir {data_dir}"
         if self._sasl_mechanisms and not self.credentials.users():
             log.warning("SASL listeners are configured but no user has a credential: create the first with "

@@ -297,29 +297,3 @@ def check_alterable(config: BrokerConfig, names: Iterable[str], dynamic=None, cl
     if cluster_default and per_broker:
         raise InvalidRequestError("Cannot update these configs at default cluster level, broker id must be "
                                   f"specified: {', '.join(per_broker)}")
-
-
-class BrokerConfigResource:
-    """This broker's BROKER config resource, as the config APIs see it (api/context.py's protocol): the
-    static config, the dynamic levels and the cluster id in force, behind four calls."""
-
-    def __init__(self, config: BrokerConfig, dynamic, cluster_id: str) -> None:
-        self._config = config
-        self._dynamic = dynamic
-        self._cluster_id = cluster_id
-
-    def is_own(self, resource_name: str) -> bool:
-        return check_broker_resource(self._config, resource_name)
-
-    def describe(self, resource_name: str, keys: Iterable[str] | None,
-                 include_synonyms: bool) -> list[BrokerConfigEntry]:
-        if self.is_own(resource_name):
-            return describe_broker_configs(self._config, keys, include_synonyms, self._cluster_id, self._dynamic)
-        return describe_default_configs(self._dynamic, keys)  # "": the dynamic defaults set, as in Kafka
-
-    def check_alterable(self, names: Iterable[str], cluster_default: bool = False) -> None:
-        check_alterable(self._config, names, self._dynamic, cluster_default)
-
-    async def alter(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-                    validate_only: bool) -> None:
-        await self._dynamic.alter(cluster_default, change, validate_only)

@@ -196,12 +196,23 @@ def implemented_names() -> frozenset[str]:
                       *SSL_PROPERTIES, *SASL_PROPERTIES})
 
 
+def _is_implemented(name: str) -> bool:
+    """``name in implemented_names()``, without importing server/tls.py (ssl's contexts, the principal
+    mapping) for a name that is not one of its ``ssl.`` properties: `eoslog serve` opens its port sooner."""
+    if name.startswith("ssl."):
+        return name in implemented_names()
+    return name in LOG_DEFAULTS or name in _TIME_ALIASES or name in _RENAMED or name in _SIMPLE_INTS \
+        or name in _OTHER_PROPERTIES or name in SASL_PROPERTIES
+
+
 def is_ignored_kafka_property(name: str) -> bool:
     """A Kafka broker property eoslog accepts but does not use."""
+    if _is_implemented(name):  # first: Kafka's table (server/kafka_broker_properties.py) loads only when needed
+        return False
     from eoslog.server.kafka_broker_properties import KAFKA_BROKER_PROPERTIES
 
     return (name in KAFKA_PROPERTIES_NOT_IMPLEMENTED or name in KAFKA_BROKER_PROPERTIES) \
-        and name not in implemented_names() and not _is_listener_secret(name)
+        and not _is_listener_secret(name)
 
 
 def _is_listener_secret(name: str) -> bool:

@@ -18,10 +18,8 @@ from eoslog import api
 from eoslog.api.context import BrokerServices, RequestContext
 from eoslog.api.errors import CloseConnection
 from eoslog.log.eager_future import mapped
-from eoslog.protocol import codec
 from eoslog.protocol.error_mapping import error_code_for
 from eoslog.protocol.errors import InvalidRequest, UnknownApiKey, UnsupportedVersion
-from eoslog.protocol.messages import Struct
 
 if TYPE_CHECKING:
     from eoslog.server.network import KafkaConnection
@@ -30,7 +28,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+METADATA_KEY = 3
 SASL_KEYS = (17, 36)  # SaslHandshake, SaslAuthenticate
+
+
+# The codec (eoslog.protocol.codec: the specs and their generated decoders, ~10 ms to import) and its message
+# base class, set by load_codec(): the broker calls it once its port is open (Broker.start's warm-up), so
+# that opening the port does not wait for it; a frame that comes first loads it itself.
+codec: Any = None
+Struct: Any = None
+
+
+def load_codec() -> None:
+    global codec, Struct
+    from eoslog.protocol import codec as loaded
+    from eoslog.protocol.messages import Struct as struct
+
+    codec, Struct = loaded, struct
 
 
 class Dispatcher:
@@ -44,6 +58,18 @@ class Dispatcher:
         self.request_metrics: RequestMetrics | None = None
         # Told of each connection that closed (the broker ends its share session: share/manager.py).
         self.close_listeners: list[Callable[[KafkaConnection], None]] = []
+
+    def warm_up(self) -> None:
+        """Loads what the first requests need and opening the port did not wait for: the codec, ApiVersions'
+        and Metadata's handlers with their message classes, and the partitions' code (the Log, producer
+        state, record batches) that a broker with a new data directory has not loaded yet. The broker calls
+        it on the loop's first turn after its port is announced (Broker.start); a request that comes sooner
+        loads what it needs itself."""
+        if codec is None:
+            load_codec()
+        for api_key in (API_VERSIONS_KEY, METADATA_KEY):
+            self.handlers.get(api_key)
+        import eoslog.cluster.partition  # noqa: F401 - loaded, not used here
 
     def connection_opened(self, connection: KafkaConnection) -> None:
         self.connections.add(connection)
@@ -59,6 +85,8 @@ class Dispatcher:
             from eoslog.api.sasl_handshake import raw_token
 
             return raw_token(connection, frame)  # not a Kafka request: a bare SASL token (v0 handshake)
+        if codec is None:
+            load_codec()
         try:
             header, request = codec.decode_request(frame)
         except UnsupportedVersion as exc:

@@ -145,3 +145,18 @@ def inter_broker_listener(listeners: list[Listener], name: str | None = None,
     what = "inter.broker.listener.name" if name else "security.inter.broker.protocol"
     raise ListenerError(f"{what}={wanted}: no listener of that name in listeners "
                         f"({', '.join(l.name for l in listeners)})")
+
+
+def bind_host(host: str | None):
+    """An IP address as a one-element list of bytes (create_server takes a sequence of hosts): uvloop encodes
+    a str host with the IDNA codec, whose import (stringprep, unicodedata) costs ~1 ms before the port opens,
+    and an IP address's IDNA form is its ASCII. A name, or nothing (every interface), goes as given."""
+    import ipaddress  # already loaded by pathlib (urllib.parse)
+
+    if not host or not host.isascii():
+        return host
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return [host.encode("ascii")]

@@ -8,7 +8,6 @@ a log pipeline can filter on them without parsing the message.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -36,6 +35,8 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        import json  # only with --log-format json: the text format's start-up does without it
+
         return json.dumps(entry, default=str)
 
 
