@@ -24,6 +24,7 @@ from eoslog.cluster.zk.layout import (
     PartitionState,
     TopicAssignment,
 )
+from eoslog.cluster.zk.reconnect import connection_retry
 from eoslog.testing.wait import wait_until
 
 CHROOT = "/incremental"
@@ -98,7 +99,8 @@ def state(leader: int, epoch: int) -> bytes:
 def test_reading_only_what_changed_ends_at_the_full_view(zookeeper):
     connect = zookeeper.connect_string_with_chroot(CHROOT)
     with zk_client(connect) as incremental, zk_client(connect) as full:
-        writer = KazooClient(hosts=connect)
+        # Tries again as the clients under test do: kazoo's own sleeps grow past a restart's session.
+        writer = KazooClient(hosts=connect, connection_retry=connection_retry(10))
         writer.start()
         try:
             reader = Reader(incremental)
