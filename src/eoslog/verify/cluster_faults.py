@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 from eoslog.protocol.coordinator_partition import partition_for
-from eoslog.verify.faults import CUT_RATE, DELAY_RATE, FaultWindow, Nemesis, NemesisError
+from eoslog.verify.faults import CUT_RATE, DELAY_RATE, FaultWindow, Nemesis, start_again
 
 CLUSTER_KINDS = ("leader-kill", "coordinator-kill", "leader-pause", "session-expiry", "partition",
                  "client-kill", "proxy-drop", "proxy-cut")
@@ -199,14 +199,4 @@ class ClusterNemesis(Nemesis):
             proxy.set_faults(**rates)
 
     def _restart(self, broker_id: int) -> float:
-        started = time.monotonic()
-        broker = self.cluster.broker(broker_id)
-        for attempt in range(1, RESTART_ATTEMPTS + 1):
-            try:
-                broker.start(timeout=60)
-                return time.monotonic() - started
-            except (RuntimeError, TimeoutError) as exc:
-                if attempt == RESTART_ATTEMPTS:
-                    raise NemesisError(f"broker {broker_id} did not restart: {exc}") from exc
-                time.sleep(0.5)
-        raise AssertionError("unreachable")
+        return start_again(self.cluster.broker(broker_id), f"broker {broker_id}", RESTART_ATTEMPTS, timeout=60)

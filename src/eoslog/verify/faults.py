@@ -73,6 +73,22 @@ class NemesisError(RuntimeError):
     """The nemesis could not heal what it broke (the broker would not start again)."""
 
 
+def start_again(broker, what: str, attempts: int = BROKER_RESTART_ATTEMPTS, **start) -> float:
+    """Starts a killed broker process, up to ``attempts`` times (a start fails when the process exits or is
+    not ready in time); the seconds it took. NemesisError naming ``what`` when every attempt failed. Every
+    nemesis restarts brokers this way (cluster_faults.py too)."""
+    started = time.monotonic()
+    for attempt in range(1, attempts + 1):
+        try:
+            broker.start(**start)
+            return time.monotonic() - started
+        except (RuntimeError, TimeoutError) as exc:
+            if attempt == attempts:
+                raise NemesisError(f"{what} did not restart: {exc}") from exc
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 @dataclasses.dataclass(frozen=True)
 class FaultWindow:
     """One fault, from when it was injected to when it was healed (equal for instant faults), in
@@ -355,13 +371,4 @@ class Nemesis:
         return f"{'SIGTERM' if how == 'terminate' else 'SIGKILL'}, {detail}, restarted in {took:.2f} s", damaged
 
     def _start_broker(self) -> float:
-        started = time.monotonic()
-        for attempt in range(1, BROKER_RESTART_ATTEMPTS + 1):
-            try:
-                self.broker.start()
-                return time.monotonic() - started
-            except (RuntimeError, TimeoutError) as exc:
-                if attempt == BROKER_RESTART_ATTEMPTS:
-                    raise NemesisError(f"the broker did not restart: {exc}") from exc
-                time.sleep(0.5)
-        raise AssertionError("unreachable")
+        return start_again(self.broker, "the broker")

@@ -17,37 +17,25 @@ On a cluster the nemesis's coordinator faults aim at the group's group coordinat
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import math
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from eoslog.protocol.coordinator_partition import partition_for
+from eoslog.verify import runner
 from eoslog.verify.checker import Report
 from eoslog.verify.faults import ALL_KINDS, FaultWindow, Nemesis
 from eoslog.verify.history import HistoryWriter
 from eoslog.verify.queue_checker import check
 from eoslog.verify.queue_workload import choose, consume_once, consumer_config
-from eoslog.verify.run import (
-    VerifyOptions,
-    VerifyResult,
-    WorkerPool,
-    _create_topic,
-    _stop_clients_and_broker,
-    _wait_cluster_led,
-)
+from eoslog.verify.run import VerifyOptions, VerifyResult, WorkerPool
 from eoslog.verify.workload import CLIENT_TUNING
 
 LOCK_MS = 2000  # share.record.lock.duration.ms of the run's group: locks run out within the run
@@ -95,15 +83,16 @@ class QueueWorkerPool(WorkerPool):
     """Slots 0 .. producers-1 are producers, the next ``transactional`` slots transactional share consumers
     (one transactional id per slot), the rest plain share consumers of ``GROUP``."""
 
+    THREAD_PREFIX = "eoslog-verify-queue"
+
     def __init__(self, *args, producers: int, transactional: int = 0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.producers = producers
         self.transactional = transactional
         self.spawned: set[int] = set()
 
-    def spawn(self, slot: int) -> None:
-        process = self.next_process
-        self.next_process += 1
+    def command(self, process: int, slot: int) -> list[str]:
+        """queue_workload.py in the slot's role."""
         role = ("producer" if slot < self.producers else "txn-consumer" if slot < self.producers + self.transactional
                 else "consumer")
         command = [sys.executable, "-m", "eoslog.verify.queue_workload", "--bootstrap", self.bootstrap,
@@ -117,12 +106,7 @@ class QueueWorkerPool(WorkerPool):
             if slot not in self.spawned:  # the first worker of each slot surely dies inside a transaction, early
                 command += ["--crash-in", str(self.random.randint(10, 40))]
         self.spawned.add(slot)
-        with open(self.clients_log, "ab") as log:
-            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
-        reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
-                                  name=f"eoslog-verify-queue-{process}")
-        reader.start()
-        self.slots[slot] = (process, child, reader)
+        return command
 
 
 def share_key(group: str, topic_id: uuid.UUID, partition: int) -> str:
@@ -257,22 +241,14 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
     if options.bootstrap is not None or options.net != "loopback":
         raise ValueError("the queue workload starts its own broker or cluster on loopback")
     seed = options.seed if options.seed is not None else random.randrange(1 << 31)
-    out = Path(options.out) if options.out is not None else Path(tempfile.mkdtemp(prefix="eoslog-verify-queue-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = runner.prepare_out(options.out, "eoslog-verify-queue-",
+                      ("broker.log", "clients.log", "report.txt", "summary.json", "faults.json"))
     history_path = out / "history.jsonl"
-    history_path.unlink(missing_ok=True)
-    shutil.rmtree(out / "data", ignore_errors=True)
-    shutil.rmtree(out / "cluster", ignore_errors=True)
-    for stale in ("broker.log", "clients.log", "report.txt", "summary.json", "faults.json"):
-        (out / stale).unlink(missing_ok=True)
     rng = random.Random(seed)
     began = time.monotonic()
-
-    def say(message: str) -> None:
-        log(f"[{time.monotonic() - began:7.1f}s] {message}")
-
+    say = runner.stamped(log, began)
     properties = {**BROKER_PROPERTIES, **options.broker_properties}
-    broker = proxy = cluster = None
+    broker = proxy = cluster = bootstrap = None
     topic, replication_factor, topic_config = "t", 1, None
     if options.cluster:
         from eoslog.tools.local.cluster import EmbeddedCluster
@@ -281,19 +257,11 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
         cluster = EmbeddedCluster(out / "cluster", options.cluster, proxied=True, zookeeper_nodes=options.zookeeper_nodes,
                                   properties={**CLUSTER_PROPERTIES, **properties} if options.cluster >= 3 else properties)
         kinds = options.faults if options.faults is not None else CLUSTER_KINDS
-        replication_factor = min(3, options.cluster)
-        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+        replication_factor, topic_config = runner.cluster_topic(options.cluster)
     else:
-        from eoslog.tools.local.faultproxy import FaultProxy
-        from eoslog.tools.local.process import BrokerProcess, free_port
-
-        broker_port, proxy_port = free_port(), free_port()
-        proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))
-        proxy.start_in_thread()
+        broker, proxy, bootstrap = runner.proxied_broker(out / "data", properties, out / "broker.log",
+                                                  proxy_seed=rng.getrandbits(32))
         kinds = options.faults if options.faults is not None else ALL_KINDS
-        broker = BrokerProcess(out / "data", broker_port, properties, advertised=f"127.0.0.1:{proxy_port}",
-                               log_path=out / "broker.log")
-        bootstrap = f"127.0.0.1:{proxy_port}"
     problems: list[str] = []
     history = HistoryWriter(history_path)
     pool: QueueWorkerPool | None = None
@@ -303,24 +271,16 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
     consumers = max(0, options.workers - producers)
     transactional = min(consumers, math.ceil(consumers * transactional_consumers))
     try:
-        if broker is not None:
-            broker.start()
-            say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
-        if cluster is not None:
-            cluster.start()
-            bootstrap = cluster.bootstrap
-            say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
-                f"each behind a fault proxy: {bootstrap}")
-        _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
+        bootstrap = runner.start_under_test(broker, cluster, options.cluster, bootstrap, say)
+        runner.create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
         if transactional:
-            _create_topic(bootstrap, OUTPUT_TOPIC, options.partitions, replication_factor, topic_config)
+            runner.create_topic(bootstrap, OUTPUT_TOPIC, options.partitions, replication_factor, topic_config)
         set_group_configs(bootstrap)
         history.record("runner", "ok", "config", {"delivery_count_limit": DELIVERY_COUNT_LIMIT,
                                                   "partitions": options.partitions, "lock_ms": LOCK_MS})
         pool = QueueWorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log",
                                producers=producers, transactional=transactional)
-        common = {"kill_client": pool.kill_one, "fault_seconds": options.fault_seconds,
-                      "quiet_seconds": options.quiet_seconds, "drop_rate": options.drop_rate, "log": say}
+        common = runner.nemesis_options(pool, options, say)
         if cluster is not None:
             from eoslog.cluster.zk import layout
 
@@ -336,33 +296,14 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
         say(f"{producers} producer(s) and {consumers} share consumer(s) of group {GROUP}, {transactional} of them "
             f"transactional (output topic {OUTPUT_TOPIC}), on topic {topic} ({options.partitions} partitions); "
             f"faults: {', '.join(kinds) or 'none'}")
-        nemesis.start()
-        deadline = time.monotonic() + options.duration
-        while time.monotonic() < deadline and nemesis.error is None:
-            pool.supervise()
-            time.sleep(0.1)
-        say("healing and stopping workers")
-        nemesis.stop(timeout=120)
-        if nemesis.error is not None:
-            problems.append(f"nemesis: {nemesis.error}")
-        pool.supervise()
-        killed = pool.stop()
-        if killed:
-            say(f"{killed} worker(s) did not stop in time and were killed")
-        if cluster is not None:
-            problems += _wait_cluster_led(cluster, topic, options.partitions, say)
-        final_complete, description = final_drain(bootstrap, topic, options.partitions, history,
-                                                  rng.getrandbits(32), say)
-        say(description)
-        if not final_complete:
-            problems.append(description)
+        problems += runner.fault_phase(pool, nemesis, options.duration, cluster, topic, options.partitions, say)
+        drained = final_drain(bootstrap, topic, options.partitions, history, rng.getrandbits(32), say)
+        final_complete = drained[0]
+        problems += runner.checked(drained, say)
         if transactional:
-            read_complete, description = read_outputs(bootstrap, options.partitions, history)
-            say(description)
-            if not read_complete:
-                problems.append(description)
+            problems += runner.checked(read_outputs(bootstrap, options.partitions, history), say)
     finally:
-        problems += _stop_clients_and_broker(pool, history, broker, proxy)
+        problems += runner.stop_clients_and_broker(pool, history, broker, proxy)
         if cluster is not None:
             cluster.stop()
     duration = time.monotonic() - began
@@ -370,9 +311,7 @@ def run_queue_verify(options: VerifyOptions, log: Callable[[str], None] | None =
     windows: list[FaultWindow] = list(nemesis.windows) if nemesis is not None else []
     result = QueueResult(report, out, seed, duration, dict(nemesis.counts) if nemesis else {}, windows,
                          pool.started if pool else 0, dict(pool.exits) if pool else {}, final_complete, problems, None)
-    (out / "report.txt").write_text(result.render_text() + "\n")
-    (out / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str) + "\n")
-    (out / "faults.json").write_text(json.dumps([dataclasses.asdict(w) for w in windows], indent=1) + "\n")
+    runner.write_results(result, windows)
     return result
 
 

@@ -15,11 +15,9 @@ import contextlib
 import dataclasses
 import json
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -28,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.verify import runner
 from eoslog.verify.checker import Report, check
 from eoslog.verify.faults import (
     ALL_KINDS,
@@ -41,6 +39,7 @@ from eoslog.verify.faults import (
     Nemesis,
 )
 from eoslog.verify.history import HistoryWriter
+from eoslog.verify.runner import WORKER_STOP_TIMEOUT_S
 from eoslog.verify.workload import (
     CLIENT_TUNING,
     WATCHDOG_EXIT,
@@ -50,7 +49,6 @@ from eoslog.verify.workload import (
 )
 
 FINAL_READ_TIMEOUT_S = 60.0
-WORKER_STOP_TIMEOUT_S = 45.0
 
 
 @dataclasses.dataclass
@@ -133,7 +131,10 @@ class VerifyResult:
 class WorkerPool:
     """The worker processes, one per slot, each reporting history lines on its stdout. A worker that
     dies is recorded as a crash (its transaction in flight becomes indefinite) and replaced, under a new
-    process number, with the same slot and so the same transactional id."""
+    process number, with the same slot and so the same transactional id. A workload's pool names its
+    worker's command (``command``); queue_run.py's is one."""
+
+    THREAD_PREFIX = "eoslog-verify-worker"
 
     def __init__(self, history: HistoryWriter, bootstrap: str, topic: str, options: VerifyOptions,
                  seed: int, clients_log: Path) -> None:
@@ -157,9 +158,8 @@ class WorkerPool:
     def started(self) -> int:
         return self.next_process - 1
 
-    def spawn(self, slot: int) -> None:
-        process = self.next_process
-        self.next_process += 1
+    def command(self, process: int, slot: int) -> list[str]:
+        """The worker process for ``slot``, numbered ``process``: workload.py's."""
         command = [sys.executable, "-m", "eoslog.verify.workload", "--bootstrap", self.bootstrap,
                    "--process", str(process), "--slot", str(slot), "--topic", self.topic,
                    "--partitions", str(self.options.partitions), "--seed", str(self.random.getrandbits(32)),
@@ -167,10 +167,16 @@ class WorkerPool:
                    "--transaction-version", str(self.options.transaction_version), "--client", self.options.client]
         if self.options.schedule is not None:
             command += ["--schedule", self.options.schedule]
+        return command
+
+    def spawn(self, slot: int) -> None:
+        process = self.next_process
+        self.next_process += 1
+        command = self.command(process, slot)
         with open(self.clients_log, "ab") as log:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         reader = threading.Thread(target=self._read, args=(process, child), daemon=True,
-                                  name=f"eoslog-verify-worker-{process}")
+                                  name=f"{self.THREAD_PREFIX}-{process}")
         reader.start()
         self.slots[slot] = (process, child, reader)
 
@@ -233,51 +239,6 @@ class WorkerPool:
         return killed
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
-                  config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_TUNING})
-    for future in admin.create_topics([NewTopic(topic, partitions, replication_factor,
-                                                config=config or {})]).values():
-        future.result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        metadata = admin.list_topics(topic, timeout=10)
-        entry = metadata.topics.get(topic)
-        if entry is not None and entry.error is None and len(entry.partitions) == partitions:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {topic} not visible in metadata")
-
-
-def _stop_clients_and_broker(pool, history: HistoryWriter, broker, proxy) -> list[str]:
-    """The end of a run, for every workload: the workers, the history, the single broker and the fault
-    proxy, in that order; what went wrong on the way, as problems (the run's result matters more than a
-    slow shutdown)."""
-    problems = []
-    if pool is not None and not pool.stopping:
-        pool.stop(timeout=5)
-    history.close()
-    if broker is not None:
-        try:
-            broker.__exit__(None, None, None)
-        except Exception as exc:  # noqa: BLE001 - the run's result matters more than a slow shutdown
-            problems.append(f"broker shutdown: {exc}")
-    if proxy is not None:
-        proxy.stop()
-    return problems
-
-
-def _wait_cluster_led(cluster, topic: str, partitions: int, say, timeout: float = 120.0) -> list[str]:
-    """After healing: every broker registered and every partition of the topic led by one of them."""
-    try:
-        cluster.wait_for(lambda s: len(s.brokers) == len(cluster.brokers) and all(
-            (s.leader_of(topic, p) or -1) > 0 for p in range(partitions)), timeout, "cluster healed")
-    except TimeoutError as exc:
-        return [f"the cluster did not heal: {str(exc).splitlines()[0]}"]
-    say("cluster healed: every broker registered, every partition led")
-    return []
-
-
 def fence_slots(bootstrap: str, slots: int, timeout: float = 60.0) -> list[str]:
     """InitProducerId for every worker's transactional id: aborts whatever transaction a killed worker
     left open, so the last stable offset reaches the high watermark before the final read."""
@@ -338,15 +299,9 @@ def final_read(bootstrap: str, topic: str, partitions: int, history: HistoryWrit
 def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None) -> VerifyResult:
     log = log or (lambda message: None)
     seed = options.seed if options.seed is not None else random.randrange(1 << 31)
-    out = Path(options.out) if options.out is not None else Path(tempfile.mkdtemp(prefix="eoslog-verify-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = runner.prepare_out(options.out, "eoslog-verify-",
+                      ("broker.log", "clients.log", "plot.png", "report.txt", "summary.json", "faults.json"))
     history_path = out / "history.jsonl"
-    history_path.unlink(missing_ok=True)
-    # A reused --out directory starts from scratch: the data directory and logs belong to earlier runs.
-    shutil.rmtree(out / "data", ignore_errors=True)
-    shutil.rmtree(out / "cluster", ignore_errors=True)
-    for stale in ("broker.log", "clients.log", "plot.png", "report.txt", "summary.json", "faults.json"):
-        (out / stale).unlink(missing_ok=True)
     if options.schedule is not None and not (
             options.schedule == "late-end-txn" and options.workers == 1 and not options.cluster
             and options.bootstrap is None and options.faults == ("proxy-replay-endtxn",)
@@ -355,11 +310,9 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                          "faults ('proxy-replay-endtxn',) alone")
     rng = random.Random(seed)
     began = time.monotonic()
-
-    def say(message: str) -> None:
-        log(f"[{time.monotonic() - began:7.1f}s] {message}")
-
+    say = runner.stamped(log, began)
     broker = proxy = cluster = network = disk = None
+    bootstrap = options.bootstrap  # an external broker's; the one the run starts once known
     inside = contextlib.ExitStack()  # the clients' namespace, for this thread and those it starts
     replication_factor, topic_config = 1, None
     disks: dict = {}  # broker id -> LazyMount, when a cluster run has power-loss kinds
@@ -374,8 +327,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                                   network=network, properties=options.broker_properties)
         kinds = options.faults if options.faults is not None else default_kinds(options.zookeeper_nodes)
         topic = "t"
-        replication_factor = min(3, options.cluster)
-        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+        replication_factor, topic_config = runner.cluster_topic(options.cluster)
     elif options.cluster:
         from eoslog.tools.local.cluster import EmbeddedCluster
         from eoslog.verify.cluster_faults import CLUSTER_KINDS
@@ -384,15 +336,8 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
                                   zookeeper_nodes=options.zookeeper_nodes, properties=options.broker_properties)
         kinds = options.faults if options.faults is not None else CLUSTER_KINDS
         topic = "t"
-        replication_factor = min(3, options.cluster)
-        topic_config = {"min.insync.replicas": str(min(2, options.cluster))}
+        replication_factor, topic_config = runner.cluster_topic(options.cluster)
     elif options.bootstrap is None:
-        from eoslog.tools.local.faultproxy import FaultProxy
-        from eoslog.tools.local.process import BrokerProcess, free_port
-
-        broker_port, proxy_port = free_port(), free_port()
-        proxy = FaultProxy("127.0.0.1", broker_port, listen_port=proxy_port, seed=rng.getrandbits(32))
-        proxy.start_in_thread()
         default_kinds = ALL_KINDS + REPLAY_KINDS if options.transaction_version >= 2 else ALL_KINDS
         kinds = options.faults if options.faults is not None else default_kinds
         data_dir = out / "data"
@@ -403,12 +348,10 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
 
             disk = LazyMount(out / "disk", out / "mnt").start()
             data_dir = out / "mnt" / "data"
-        broker = BrokerProcess(data_dir, broker_port, options.broker_properties,
-                               advertised=f"127.0.0.1:{proxy_port}", log_path=out / "broker.log")
-        bootstrap = f"127.0.0.1:{proxy_port}"
+        broker, proxy, bootstrap = runner.proxied_broker(data_dir, options.broker_properties, out / "broker.log",
+                                                  proxy_seed=rng.getrandbits(32))
         topic = "t"
     else:
-        bootstrap = options.bootstrap
         kinds = options.faults if options.faults is not None else CLIENT_KINDS
         topic = f"eoslog-verify-{seed}-{int(time.time())}"
     problems: list[str] = []
@@ -425,19 +368,10 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
             for broker_id in range(1, options.cluster + 1):
                 disks[broker_id] = LazyMount(out / "disks" / f"broker-{broker_id}",
                                              out / "cluster" / f"broker-{broker_id}").start()
-        if broker is not None:
-            broker.start()
-            say(f"broker pid {broker.process.pid} on port {broker.port}, clients through the proxy at {bootstrap}")
-        if cluster is not None:
-            cluster.start()
-            bootstrap = cluster.bootstrap
-            say(f"cluster of {options.cluster} brokers on ZooKeeper {cluster.zookeeper.connect_string}, "
-                + (f"each in a network namespace of its own: {bootstrap}" if network is not None
-                   else f"each behind a fault proxy: {bootstrap}"))
-        _create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
+        bootstrap = runner.start_under_test(broker, cluster, options.cluster, bootstrap, say, namespaces=network is not None)
+        runner.create_topic(bootstrap, topic, options.partitions, replication_factor, topic_config)
         pool = WorkerPool(history, bootstrap, topic, options, rng.getrandbits(32), out / "clients.log")
-        common = dict(kill_client=pool.kill_one, fault_seconds=options.fault_seconds,
-                      quiet_seconds=options.quiet_seconds, drop_rate=options.drop_rate, log=say)
+        common = runner.nemesis_options(pool, options, say)
         if cluster is not None:
             from eoslog.verify.cluster_faults import ClusterNemesis
             from eoslog.verify.net_faults import NetNemesis
@@ -454,30 +388,13 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         pool.supervise()
         say(f"{options.workers} workers on topic {topic} ({options.partitions} partitions); faults: "
             f"{', '.join(kinds) or 'none'}")
-        nemesis.start()
-        deadline = time.monotonic() + options.duration
-        while time.monotonic() < deadline and nemesis.error is None and not nemesis.finished.is_set():
-            pool.supervise()
-            time.sleep(0.1)
-        say("healing and stopping workers")
-        nemesis.stop(timeout=120)
-        if nemesis.error is not None:
-            problems.append(f"nemesis: {nemesis.error}")
-        # A fault that landed after the loop's last look (a client kill at the deadline) is recorded and
-        # its worker replaced like any other, before the pool stops.
-        pool.supervise()
-        killed = pool.stop()
-        if killed:
-            say(f"{killed} worker(s) did not stop within {WORKER_STOP_TIMEOUT_S:.0f} s and were killed")
-        if cluster is not None:
-            problems += _wait_cluster_led(cluster, topic, options.partitions, say)
+        problems += runner.fault_phase(pool, nemesis, options.duration, cluster, topic, options.partitions, say)
         problems += fence_slots(bootstrap, options.workers)
-        final_complete, description = final_read(bootstrap, topic, options.partitions, history)
-        say(description)
-        if not final_complete:
-            problems.append(description)
+        final = final_read(bootstrap, topic, options.partitions, history)
+        final_complete = final[0]
+        problems += runner.checked(final, say)
     finally:
-        problems += _stop_clients_and_broker(pool, history, broker, proxy)
+        problems += runner.stop_clients_and_broker(pool, history, broker, proxy)
         if disk is not None:
             disk.stop()
         if cluster is not None:
@@ -505,9 +422,7 @@ def run_verify(options: VerifyOptions, log: Callable[[str], None] | None = None)
         say("matplotlib is not installed: no plot")
     result = VerifyResult(report, out, seed, duration, dict(nemesis.counts) if nemesis else {}, windows,
                           pool.started if pool else 0, dict(pool.exits) if pool else {}, final_complete, problems, plot_path)
-    (out / "report.txt").write_text(result.render_text() + "\n")
-    (out / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str) + "\n")
-    (out / "faults.json").write_text(json.dumps([dataclasses.asdict(w) for w in windows], indent=1) + "\n")
+    runner.write_results(result, windows)
     return result
 
 

@@ -36,18 +36,20 @@ from __future__ import annotations
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.records.builder import SimpleRecord, build_batch
-from eoslog.verify.workload import CALL_TIMEOUT_S, transactional_id
-from eoslog.verify.workload_v2 import END_TXN, PRODUCE, REQUEST_TIMEOUT_S, TransactionFailed, V2Worker
+from eoslog.verify.workload import transactional_id
+from eoslog.verify.workload_v2 import TransactionFailed, V2Worker
 
 ADD_PARTITIONS_TO_TXN = 24
-ADD_PARTITIONS_VERSION, PRODUCE_VERSION, END_TXN_VERSION = 3, 9, 3  # transaction version 1's requests
 
 
 class V1Worker(V2Worker):
-    """workload_v2.V2Worker with a transaction version 1 producer (the module docstring)."""
+    """workload_v2.V2Worker with a transaction version 1 producer (the module docstring): the same sends and
+    EndTxn with version 1's request versions, an AddPartitionsToTxn before a partition's first send, and
+    after EndTxn the same epoch and sequences."""
 
     CLIENT_ID = "eoslog-verify-tv1"
+    PRODUCE_VERSION, END_TXN_VERSION = 9, 3  # transaction version 1's requests
+    ADD_PARTITIONS_VERSION = 3
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -67,7 +69,7 @@ class V1Worker(V2Worker):
             v3_and_below_topics=[Topic(name=self.topic, partitions=[partition])])
 
         def send() -> int:
-            response = self._request(ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_VERSION, request)
+            response = self._request(ADD_PARTITIONS_TO_TXN, self.ADD_PARTITIONS_VERSION, request)
             codes = [p.partition_error_code for t in response.results_by_topic_v3_and_below
                      for p in t.results_by_partition if p.partition_error_code]
             return codes[0] if codes else response.error_code
@@ -77,35 +79,7 @@ class V1Worker(V2Worker):
             raise TransactionFailed(f"add_partitions: {code.name}")
         self.added.add(partition)
 
-    def _produce(self, partition: int, value: int) -> int:
-        self._add_partition(partition)
-        sequence = self.sequences.get(partition, 0)
-        batch = build_batch([SimpleRecord(None, str(value).encode())], producer_id=self.producer_id,
-                            producer_epoch=self.producer_epoch, base_sequence=sequence, is_transactional=True)
-        Data = messages.ProduceRequest.TopicProduceData
-        request = messages.ProduceRequest(
-            transactional_id=transactional_id(self.slot), acks=-1, timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
-            topic_data=[Data(name=self.topic, partition_data=[Data.PartitionProduceData(index=partition,
-                                                                                        records=batch)])])
-        answer: list = []
-
-        def send() -> int:
-            answer[:] = [self._request(PRODUCE, PRODUCE_VERSION, request).responses[0].partition_responses[0]]
-            return answer[0].error_code
-
-        code = self._until_answered("produce", send)
-        if code is not ErrorCode.NONE:
-            raise TransactionFailed(f"produce: {code.name}")
-        self.sequences[partition] = sequence + 1
-        return answer[0].base_offset
-
-    def _end(self, commit: bool) -> None:
-        """EndTxn v3, sent again (same identity, new connection) until answered. The epoch stays, and so
-        do the sequences: version 1's next transaction goes on under the same identity."""
-        request = messages.EndTxnRequest(transactional_id=transactional_id(self.slot), producer_id=self.producer_id,
-                                         producer_epoch=self.producer_epoch, committed=commit)
-        code = self._until_answered("end_txn", lambda: self._request(END_TXN, END_TXN_VERSION, request).error_code,
-                                    3 * CALL_TIMEOUT_S)
+    def _ended(self, code: ErrorCode, response) -> None:
+        """EndTxn v3 leaves the epoch, and so the sequences: version 1's next transaction goes on under the
+        same identity (what lets a late EndTxn land in it). Partitions are added again, answer or not."""
         self.added.clear()
-        if code is not ErrorCode.NONE:
-            raise TransactionFailed(f"end_txn: {code.name}")

@@ -89,9 +89,11 @@ class TransactionFailed(Exception):
 
 
 class V2Worker(Worker):
-    """workload.Worker with a transaction version 2 producer (the module docstring)."""
+    """workload.Worker with a transaction version 2 producer (the module docstring). workload_v1's worker
+    is this one with version 1's requests: it overrides the versions, ``_add_partition`` and ``_ended``."""
 
     CLIENT_ID = "eoslog-verify-tv2"
+    PRODUCE_VERSION, END_TXN_VERSION = 12, 5
 
     def __init__(self, *args, schedule: str | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -216,8 +218,13 @@ class V2Worker(Worker):
         self.producer = None
         self.producer_id, self.producer_epoch = -1, -1
 
+    def _add_partition(self, partition: int) -> None:
+        """Before a send to ``partition``: nothing under version 2, where the Produce adds the partition to
+        the transaction (KIP-890 part 2); version 1's AddPartitionsToTxn (workload_v1)."""
+
     def _produce(self, partition: int, value: int) -> int:
         """The offset the broker gave the record; TransactionFailed when it cannot be told."""
+        self._add_partition(partition)
         sequence = self.sequences.get(partition, 0)
         batch = build_batch([SimpleRecord(None, str(value).encode())], producer_id=self.producer_id,
                             producer_epoch=self.producer_epoch, base_sequence=sequence, is_transactional=True)
@@ -229,7 +236,7 @@ class V2Worker(Worker):
         answer: list = []
 
         def send() -> int:
-            answer[:] = [self._request(PRODUCE, 12, request).responses[0].partition_responses[0]]
+            answer[:] = [self._request(PRODUCE, self.PRODUCE_VERSION, request).responses[0].partition_responses[0]]
             return answer[0].error_code
 
         code = self._until_answered("produce", send)
@@ -264,21 +271,27 @@ class V2Worker(Worker):
             raise TransactionFailed(f"txn_offset_commit: {code.name}")
 
     def _end(self, commit: bool) -> None:
-        """EndTxn v5, sent again (same identity) until answered: the coordinator answers a retry of the
+        """EndTxn, sent again (same identity) until answered: the coordinator answers a retry of the
         EndTxn that ended the transaction as it answered the first. Raises TransactionFailed."""
         request = messages.EndTxnRequest(transactional_id=transactional_id(self.slot), producer_id=self.producer_id,
                                          producer_epoch=self.producer_epoch, committed=commit)
         answer: list = []
 
         def send() -> int:
-            answer[:] = [self._request(END_TXN, 5, request)]
+            answer[:] = [self._request(END_TXN, self.END_TXN_VERSION, request)]
             return answer[0].error_code
 
         code = self._until_answered("end_txn", send, 3 * CALL_TIMEOUT_S)
+        self._ended(code, answer[0] if answer else None)
         if code is not ErrorCode.NONE:
             raise TransactionFailed(f"end_txn: {code.name}")
-        self.producer_id, self.producer_epoch = answer[0].producer_id, answer[0].producer_epoch
-        self.sequences.clear()
+
+    def _ended(self, code: ErrorCode, response) -> None:
+        """After EndTxn's last answer. Version 2 (v5): a NONE answer carries the next transaction's producer
+        id and epoch, whose sequences start at 0."""
+        if code is ErrorCode.NONE:
+            self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+            self.sequences.clear()
 
     # ------------------------------------------------------------------------------------ transactions
 

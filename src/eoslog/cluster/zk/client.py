@@ -32,6 +32,7 @@ from eoslog.cluster.zk.layout import (
     ProducerIdBlock,
     TopicAssignment,
 )
+from eoslog.cluster.zk.reconnect import connection_retry
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,9 @@ class ZooKeeper:
         self.connect_string = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or max(session_timeout_ms, 6000)
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        # Tries again at least every second (cluster/zk/reconnect.py), not after kazoo's ever longer sleeps.
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+                                  connection_retry=connection_retry(session_timeout_ms / 1000))
         self.on_change: Callable[[], None] = lambda: None
         self.on_state: Callable[[str], None] = lambda state: None
         self.client.add_listener(self._state_listener)

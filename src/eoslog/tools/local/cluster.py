@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eoslog.cluster.zk import layout
+from eoslog.cluster.zk.reconnect import connection_retry
 from eoslog.tools.local.process import BrokerProcess, free_port
 from eoslog.tools.local.zookeeper import ZooKeeperEnsemble
 
@@ -218,7 +219,9 @@ class EmbeddedCluster:
         from kazoo.client import KazooClient
 
         if self._zk_client is None:
-            self._zk_client = KazooClient(hosts=self.zookeeper.connect_string_with_chroot(CHROOT), timeout=10)
+            # Back within a second of ZooKeeper (cluster/zk/reconnect.py), so wait_for sees a restarted one.
+            self._zk_client = KazooClient(hosts=self.zookeeper.connect_string_with_chroot(CHROOT), timeout=10,
+                                          connection_retry=connection_retry(10))
             self._zk_client.start(timeout=30)
         return self._zk_client
 

@@ -157,11 +157,20 @@ class BrokerProcess:
         return self.process.wait(timeout=timeout)
 
     def pause(self) -> None:
-        """SIGSTOP; returns once every thread of the broker is stopped."""
+        """SIGSTOP; returns once every thread of the broker is stopped. RuntimeError if the broker has exited.
+
+        The pid is signalled only while ``poll()`` says the child is not reaped: once reaped, the kernel
+        may give its pid (pid_max is 32,768 here) to any process, another test's ZooKeeper or pytest
+        worker, which a SIGSTOP would freeze past its sessions. An exited but unreaped child keeps its pid."""
+        if self.process is None or self.process.poll() is not None:
+            code = None if self.process is None else self.process.returncode
+            raise RuntimeError(f"broker on port {self.port} is not running (exit code {code}): nothing to pause")
         stop_process(self.process.pid)
 
     def resume(self) -> None:
-        os.kill(self.process.pid, signal.SIGCONT)
+        """SIGCONT; nothing once the broker has exited (its pid may be someone else's by now)."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
 
     def restart(self, hard: bool = True) -> "BrokerProcess":
         if hard:
