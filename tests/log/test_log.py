@@ -309,3 +309,24 @@ def test_worked_example_of_docs_storage_format(tmp_path):
     assert stem.with_suffix(".index").read_bytes().hex(" ") == "00 00 00 04 00 00 00 ad"
     assert stem.with_suffix(".timeindex").read_bytes().hex(" ") == "00 00 01 8b cf e5 6b e8 00 00 00 04"
     assert os.path.getsize(stem.with_suffix(".log")) == 346
+
+
+def test_a_damaged_last_offset_delta_does_not_hide_its_batch_from_a_bounded_read(log):
+    """A bit flipped in a stored batch's last_offset_delta (after a clean restart nothing re-reads it) makes
+    it claim offsets far past its own. A read bounded by the LSO or the high watermark must still reach
+    it and be refused, not stop before it with nothing and no error (a consumer would wait forever), and
+    the offset after it must read the next batch."""
+    for value in (b"a", b"b", b"c"):
+        log.append(make_batch([value]))
+    position = log.active_segment.find_batch(1).position
+    fd = os.open(os.path.join(log.directory, "00000000000000000000.log"), os.O_WRONLY)
+    try:
+        os.pwrite(fd, (1 << 25).to_bytes(4, "big"), position + 23)  # last_offset_delta: one high bit set
+    finally:
+        os.close(fd)
+    assert log.active_segment.find_batch(1).last_offset == 1  # the next batch's base offset decides
+    with pytest.raises(CorruptRecordError):
+        log.read(1, 1000, upper_bound=3, verify_crc=True)
+    batches = [read_header(os.pread(region.fd, region.length, region.position))
+               for region in log.read(2, 1000, upper_bound=3, verify_crc=True).regions]
+    assert [header.base_offset for header in batches] == [2]

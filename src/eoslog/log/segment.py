@@ -331,9 +331,14 @@ class LogSegment:
         for batch in scan_batches(self.fd, start, self.size):
             # A batch's last offset is read from bytes its CRC covers, unchecked here: one flipped bit makes
             # a damaged batch claim the offsets of the batches after it (a clean restart re-reads nothing,
-            # docs/durability.md, "Corruption"). The next batch's base offset has the last word.
+            # docs/durability.md, "Corruption"). The next batch's base offset has the last word, on which
+            # batch holds ``offset`` and on where the found one ends: a read bounded by the high watermark
+            # or the LSO must see a damaged batch end there, or it stops before it without an error and a
+            # read_committed consumer waits at it forever instead of being refused.
             if found is not None:
                 if batch.base_offset > offset:
+                    if found.last_offset >= batch.base_offset:
+                        return found._replace(last_offset=batch.base_offset - 1)
                     return found
                 found = None
             if batch.last_offset >= offset:
