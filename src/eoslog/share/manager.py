@@ -264,11 +264,12 @@ class SharePartitionManager:
 
     async def acknowledge_in_transaction(self, key: SharePartitionKey, topic: str, member_id: str | None,
                                          producer_id: int, producer_epoch: int, transaction_timeout_ms: int,
-                                         batches: Sequence[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
+                                         batches: Sequence[AcknowledgementBatch], delivery_counts: Sequence[int] = ()
+                                         ) -> tuple[ErrorCode, str | None]:
         """ShareAcknowledgeTxn for one share partition, once the transaction coordinator has verified that
         the share partition's state partition is in this producer's ongoing transaction: the records move
-        from ``member_id`` (None: whichever one member holds them) to the transaction, pending until its
-        marker. Written (the whole pending set) before it is kept."""
+        from ``member_id`` (None: whichever one member holds them, at the ``delivery_counts`` the client
+        saw) to the transaction, pending until its marker. Written (the whole pending set) before it is kept."""
         settings = self.settings(key.group_id)
         try:
             self.partition(topic, key.partition)  # not the leader: refused before a holder is made
@@ -277,7 +278,7 @@ class SharePartitionManager:
                 holder = self._holders[key] = _Holder(key, topic)
             change = await self._to_the_end(self._acknowledge_in_transaction_locked(
                 holder, key, topic, settings, member_id, producer_id, producer_epoch, transaction_timeout_ms,
-                batches))
+                batches, delivery_counts))
         except Exception as exc:  # noqa: BLE001 - the partition's error, mapped in one place
             return error_of(exc)
         if change.error is not TxnAckError.NONE:
@@ -287,7 +288,8 @@ class SharePartitionManager:
     async def _acknowledge_in_transaction_locked(self, holder: _Holder, key: SharePartitionKey, topic: str,
                                                  settings: ShareGroupSettings, member_id: str | None,
                                                  producer_id: int, producer_epoch: int, transaction_timeout_ms: int,
-                                                 batches: Sequence[AcknowledgementBatch]) -> TxnChange:
+                                                 batches: Sequence[AcknowledgementBatch],
+                                                 delivery_counts: Sequence[int]) -> TxnChange:
         async with holder.lock:
             partition = self.partition(topic, key.partition)
             await self._prepared(holder, partition, settings)
@@ -297,7 +299,8 @@ class SharePartitionManager:
                 await self._refresh_outcomes(holder, partition)
             owner = member_id if member_id is not None else _owner_of(holder.acks.partition, batches)
             change = holder.acks.acknowledge(owner or "", producer_id, producer_epoch, batches, now_ms=now_ms(),
-                                             transaction_timeout_ms=transaction_timeout_ms)
+                                             transaction_timeout_ms=transaction_timeout_ms,
+                                             delivery_counts=delivery_counts)
             if change.error is TxnAckError.NONE and change.write_needed:
                 touched = [OffsetRange(b.first_offset, b.last_offset)
                            for b in (change.update.state_batches if change.update else ())]
