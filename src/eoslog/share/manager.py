@@ -243,7 +243,7 @@ class SharePartitionManager:
                                  mode=mode, batch_size=batch_size, lock_ms=settings.record_lock_duration_ms)
 
         change = await self._run(key, topic, partition, settings, operation,
-                                 persist=self.config.persist_acquisitions)
+                                 persist=self.config.persist_acquisitions, to_the_end=False)
         acquired = getattr(change, "acquired_records", ())
         return Acquired(tuple(acquired), reads[0] if reads and acquired else None, settings.record_lock_duration_ms)
 
@@ -399,13 +399,17 @@ class SharePartitionManager:
     # ---- carrying out ---------------------------------------------------------------------------------------
 
     async def _run(self, key: SharePartitionKey, topic: str, partition: Partition, settings: ShareGroupSettings,
-                   operation: Callable[[SharePartition, int], Change], persist: bool = True) -> Change:
+                   operation: Callable[[SharePartition, int], Change], persist: bool = True,
+                   to_the_end: bool = True) -> Change:
         """``operation`` on the share partition, after the locks that ran out and the log start offset;
-        what changed is written, then kept. Returns the operation's own Change."""
+        what changed is written, then kept. Returns the operation's own Change. Only an acquisition
+        (``to_the_end`` False) stops where its request is cancelled: its records would be held for a
+        member that never gets them, each such acquisition counting a delivery nobody saw."""
         holder = self._holders.get(key)
         if holder is None:
             holder = self._holders[key] = _Holder(key, topic)
-        return await self._to_the_end(self._run_locked(holder, key, topic, settings, operation, persist))
+        work = self._run_locked(holder, key, topic, settings, operation, persist)
+        return await (self._to_the_end(work) if to_the_end else work)
 
     async def _run_locked(self, holder: _Holder, key: SharePartitionKey, topic: str, settings: ShareGroupSettings,
                           operation: Callable[[SharePartition, int], Change], persist: bool) -> Change:
@@ -441,6 +445,8 @@ class SharePartitionManager:
                                               b.delivery_count) for b in batches],
                 delivery_complete_count=after.delivery_complete_count,
                 pending_transactions=_persisted(pending.persisted_holds()))
+        except asyncio.CancelledError:
+            raise  # only an acquisition (the rest run to their end): the next write restates its ranges
         except BaseException:
             holder.value = None  # the write's outcome is unknown: read the state again (below)
             raise
