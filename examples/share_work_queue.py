@@ -82,7 +82,8 @@ def work(bootstrap: str, worker: str, seconds: float, crash_after: int | None, b
                 chunk = records[i:i + batch]
                 for record in chunk:
                     producer.send(RESULTS, key=record.value(), value=record.value() + f" done by {worker}".encode())
-                producer.acknowledge(GROUP, [(r.topic(), r.partition(), r.offset(), ACCEPT) for r in chunk])
+                producer.acknowledge(GROUP, [(r.topic(), r.partition(), r.offset(), ACCEPT, r.delivery_count())
+                                             for r in chunk])
                 if crash_after is not None and committed + 1 >= crash_after:
                     os.kill(os.getpid(), signal.SIGKILL)  # inside the transaction: results written, not committed
                 producer.commit()

@@ -169,6 +169,23 @@ def test_records_of_another_member_or_past_their_lock_are_refused():
     assert txn_ack(held, ack(0, 0, A.ACCEPT), pid=8).error is TxnAckError.INVALID_RECORD_STATE
 
 
+def test_a_delivery_count_other_than_the_records_refuses_the_acknowledgement():
+    """The count the client saw names the acquisition: records handed out again since (here: the first
+    member's lock ran out, "n" acquired them with count 2) are not the transaction's to take, even when the
+    leader resolved a null member id to their one holder ("n")."""
+    value = acquired()
+    expired = value.partition.expire_locks(LOCK_MS)
+    again = expired.after.acquire("n", 0, batches((0, 9)), now_ms=LOCK_MS, max_records=100, upper_bound=10)
+    value = value.with_partition(again.after)
+    stale = value.acknowledge("n", 7, 0, [ack(0, 1, A.ACCEPT)], now_ms=LOCK_MS, transaction_timeout_ms=TXN_TIMEOUT,
+                              delivery_counts=[1])
+    assert stale.error is TxnAckError.INVALID_RECORD_STATE and stale.after is value
+    for counts in ([2], [-1], []):  # the count of this acquisition, or not said (as before)
+        change = value.acknowledge("n", 7, 0, [ack(0, 1, A.ACCEPT)], now_ms=LOCK_MS,
+                                   transaction_timeout_ms=TXN_TIMEOUT, delivery_counts=counts)
+        assert change.error is TxnAckError.NONE, counts
+
+
 def test_a_marker_without_acknowledgements_here_is_a_no_op():
     value = acquired()
     change = value.complete(9, 0, commit=True)

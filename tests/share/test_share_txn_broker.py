@@ -244,6 +244,33 @@ def test_a_zombie_is_fenced_and_an_unregistered_share_partition_refused(broker):
         member.close()
 
 
+def test_an_acknowledgement_naming_no_member_never_takes_a_later_delivery(broker):
+    """Issue 37's INVALID single-broker queue run: a worker's transaction acknowledged (no member named, as
+    librdkafka's ShareConsumer cannot tell it) after its lock ran out and another member had acquired the
+    records again (delivery count 2); the leader took them from that member, and the transaction committed
+    an output for a record delivered again. With the delivery count the worker saw, the leader refuses it
+    (INVALID_RECORD_STATE), nothing moves, and the record stays the later member's."""
+    bootstrap = broker.bootstrap
+    topic, output, group = setup(bootstrap, records=2)
+    first, second = Member(bootstrap, group, topic), Member(bootstrap, group, topic)
+    producer = txn_producer(bootstrap)
+    try:
+        assert first.fetch_until(lambda got: got) == [(0, 1, 1)]
+        # first's lock runs out: second gets the records, delivered a second time
+        assert second.fetch_until(lambda got: got, timeout=LOCK_MS / 1000 * 10) == [(0, 1, 2)]
+        producer.send(output, b"processed by first")
+        with pytest.raises(ShareAcknowledgeError) as refused:
+            producer.acknowledge(group, [(topic, 0, 0, ACCEPT, 1), (topic, 0, 1, ACCEPT, 1)])
+        assert refused.value.code == ErrorCode.INVALID_RECORD_STATE
+        producer.abort()
+        assert second.acknowledge(0, 1, ACCEPT) == ErrorCode.NONE  # still second's: nothing moved
+        assert committed_output(bootstrap, output) == []
+    finally:
+        producer.close()
+        first.close()
+        second.close()
+
+
 @pytest.mark.parametrize("decided", ["open", "committed"])
 def test_a_broker_sigkill_loses_nothing_and_delivers_nothing_twice(broker, decided):
     """The broker SIGKILLed with a transaction holding records: open (its coordinator aborts it after the

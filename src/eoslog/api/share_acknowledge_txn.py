@@ -72,7 +72,15 @@ async def _acknowledge(context, request, manager, ask) -> tuple[ErrorCode, str |
         return error_code_for(exc), str(exc) or None
     return await manager.acknowledge_in_transaction(
         key, topic, request.member_id, request.producer_id, request.producer_epoch, request.transaction_timeout_ms,
-        ask.acknowledgements)
+        ask.acknowledgements, _delivery_counts(request, ask))
+
+
+def _delivery_counts(request, ask) -> tuple[int, ...]:
+    """Per batch of ``ask``, the delivery count the client saw (-1: not said), in the batches' order."""
+    counts = tuple(b.delivery_count for t in request.topics if t.topic_id == ask.topic_id
+                   for p in t.partitions if p.partition_index == ask.partition
+                   for b in (p.acknowledgement_batches or ()))
+    return counts if len(counts) == len(ask.acknowledgements) else ()
 
 
 async def _verify(context, request, key: SharePartitionKey) -> None:

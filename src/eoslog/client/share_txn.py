@@ -7,14 +7,16 @@ output and those acknowledgements commit or abort together. A work-queue worker'
             records = consumer.poll(1.0)                    # a ShareConsumer, explicit acknowledgement
             for record in records:
                 producer.send("results", handle(record.value()))
-            producer.acknowledge("workers", [(r.topic(), r.partition(), r.offset(), ACCEPT) for r in records])
+            producer.acknowledge("workers", [(r.topic(), r.partition(), r.offset(), ACCEPT, r.delivery_count())
+                                             for r in records])
             producer.commit()                               # or abort(): the records come back
 
 :meth:`ShareTxnProducer.acknowledge` is the one call: it registers each new share partition with the
 transaction (AddSharePartitionsToTxn, at the transaction coordinator) and then sends ShareAcknowledgeTxn to
 each partition's leader. The member is not named (librdkafka's ShareConsumer does not tell its member id):
-the leader takes the records from whichever one member holds them under a live lock. The consumer must not
-acknowledge those records itself.
+the leader takes the records from whichever one member holds them under a live lock, at the delivery count
+given (a record handed out again since, to anyone, is refused). The consumer must not acknowledge those
+records itself.
 """
 
 from __future__ import annotations
@@ -80,17 +82,20 @@ class ShareTxnProducer:
             partition = 0 if key is None else partition_for_key(key, self._producer._partition_count(topic))
         self._producer.send_records(topic, partition, [SimpleRecord(key, value)])
 
-    def acknowledge(self, group_id: str, acknowledgements: Iterable[tuple[str, int, int, int]],
-                    member_id: str | None = None) -> None:
-        """Acknowledges (topic, partition, offset, type) records of ``group_id`` inside the open transaction
-        (type ACCEPT, RELEASE, REJECT or GAP). Raises ShareAcknowledgeError when a partition refuses."""
-        ranges: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        for topic, partition, offset, ack_type in sorted(acknowledgements):
+    def acknowledge(self, group_id: str, acknowledgements: Iterable[tuple], member_id: str | None = None) -> None:
+        """Acknowledges (topic, partition, offset, type[, delivery count]) records of ``group_id`` inside the
+        open transaction (type ACCEPT, RELEASE, REJECT or GAP). The delivery count is the one the record
+        came with (confluent-kafka's ``Message.delivery_count()``): with it the leader refuses a record
+        handed out again since (this consumer's lock ran out), which it cannot tell otherwise when
+        ``member_id`` is None. Raises ShareAcknowledgeError when a partition refuses."""
+        ranges: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+        for topic, partition, offset, ack_type, *rest in sorted(acknowledgements):
+            count = rest[0] if rest and rest[0] is not None else -1
             runs = ranges.setdefault((topic, partition), [])
-            if runs and runs[-1][1] + 1 == offset and runs[-1][2] == ack_type:
-                runs[-1] = (runs[-1][0], offset, ack_type)
+            if runs and runs[-1][1] + 1 == offset and runs[-1][2:] == (ack_type, count):
+                runs[-1] = (runs[-1][0], offset, ack_type, count)
             else:
-                runs.append((offset, offset, ack_type))
+                runs.append((offset, offset, ack_type, count))
         if not ranges:
             return
         self._lookup({topic for topic, _ in ranges})
@@ -177,8 +182,9 @@ class ShareTxnProducer:
         for topic, partition in tps:
             topics.setdefault(self._topic_ids[topic], []).append(Request.AcknowledgePartition(
                 partition_index=partition, acknowledgement_batches=[
-                    Request.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=[t])
-                    for f, la, t in ranges[(topic, partition)]]))
+                    Request.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=[t],
+                                                 delivery_count=count)
+                    for f, la, t, count in ranges[(topic, partition)]]))
         request = Request(group_id=group_id, member_id=member_id, transactional_id=producer.transactional_id,
                           producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
                           transaction_timeout_ms=producer.transaction_timeout_ms,

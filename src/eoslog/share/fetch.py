@@ -36,9 +36,9 @@ from eoslog.protocol.errors import ErrorCode
 from eoslog.share.errors import ShareError
 from eoslog.share.in_flight import AcknowledgementBatch, OffsetRange
 from eoslog.share.log_reads import regions_for
-from eoslog.share.manager import ShareStateUnavailable
 from eoslog.share.partition_state import AcquireMode
 from eoslog.share.record_state import AcknowledgeType
+from eoslog.share.state_errors import ShareStateUnavailable
 
 if TYPE_CHECKING:
     from eoslog.share.manager import SharePartitionManager

@@ -49,9 +49,9 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from eoslog.coordinator.group.dynamic_configs import AutoOffsetReset
 from eoslog.coordinator.share.log_format import (
@@ -63,7 +63,7 @@ from eoslog.coordinator.share.log_format import (
     SharePartitionKey,
 )
 from eoslog.coordinator.share.log_format import StateBatch as PersistedBatch
-from eoslog.protocol.errors import ErrorCode, error_for_code
+from eoslog.protocol.errors import ErrorCode
 from eoslog.share.departures import MemberActivity
 from eoslog.share.errors import ShareError
 from eoslog.share.in_flight import (
@@ -82,11 +82,13 @@ from eoslog.share.partition_state import (
 )
 from eoslog.share.record_state import AcknowledgeType, RecordState
 from eoslog.share.sessions import ShareSessions
+from eoslog.share.state_errors import ACK_MESSAGES, TXN_MESSAGES, error_of, state_error
 from eoslog.share.transactional_acks import (
     PendingAck,
     PendingAcknowledgements,
     PersistedHold,
     TxnAckError,
+    TxnChange,
     TxnState,
 )
 
@@ -95,12 +97,7 @@ if TYPE_CHECKING:
     from eoslog.coordinator.share.persister import Persister
 
 log = logging.getLogger(__name__)
-
-# A share coordinator answering this cannot be used for now: the operation is tried again later.
-_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT})
-# The state moved on without this leader (a newer leader, or the group re-initialized it): read it again.
-_FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
+T = TypeVar("T")
 
 
 # How long a leave's release waits for the member's open share session to close (share/departures.py).
@@ -136,10 +133,6 @@ class ShareGroupSettings(NamedTuple):
     delivery_count_limit: int = 5
     auto_offset_reset: AutoOffsetReset = AutoOffsetReset("latest")
     isolation_level: int = 0  # READ_UNCOMMITTED, or READ_COMMITTED
-
-
-class ShareStateUnavailable(Exception):
-    """The share coordinator could not be used just now (retriable): nothing changed."""
 
 
 @dataclass(eq=False)
@@ -250,7 +243,7 @@ class SharePartitionManager:
                                  mode=mode, batch_size=batch_size, lock_ms=settings.record_lock_duration_ms)
 
         change = await self._run(key, topic, partition, settings, operation,
-                                 persist=self.config.persist_acquisitions)
+                                 persist=self.config.persist_acquisitions, to_the_end=False)
         acquired = getattr(change, "acquired_records", ())
         return Acquired(tuple(acquired), reads[0] if reads and acquired else None, settings.record_lock_duration_ms)
 
@@ -263,47 +256,59 @@ class SharePartitionManager:
             change = await self._run(key, topic, partition, settings, lambda value, now: value.acknowledge(
                 member_id, batches, now_ms=now, lock_ms=settings.record_lock_duration_ms))
         except Exception as exc:  # noqa: BLE001 - the partition's AcknowledgeErrorCode, mapped in one place
-            return _error_of(exc)
+            return error_of(exc)
         error = getattr(change, "error", ShareError.NONE)
         if error is not ShareError.NONE:
-            return ErrorCode[error.value], _ACK_MESSAGES.get(error)
+            return ErrorCode[error.value], ACK_MESSAGES.get(error)
         return ErrorCode.NONE, None
 
     async def acknowledge_in_transaction(self, key: SharePartitionKey, topic: str, member_id: str | None,
                                          producer_id: int, producer_epoch: int, transaction_timeout_ms: int,
-                                         batches: Sequence[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
+                                         batches: Sequence[AcknowledgementBatch], delivery_counts: Sequence[int] = ()
+                                         ) -> tuple[ErrorCode, str | None]:
         """ShareAcknowledgeTxn for one share partition, once the transaction coordinator has verified that
         the share partition's state partition is in this producer's ongoing transaction: the records move
-        from ``member_id`` (None: whichever one member holds them) to the transaction, pending until its
-        marker. Written (the whole pending set) before it is kept."""
+        from ``member_id`` (None: whichever one member holds them, at the ``delivery_counts`` the client
+        saw) to the transaction, pending until its marker. Written (the whole pending set) before it is kept."""
         settings = self.settings(key.group_id)
         try:
-            partition = self.partition(topic, key.partition)
+            self.partition(topic, key.partition)  # not the leader: refused before a holder is made
             holder = self._holders.get(key)
             if holder is None:
                 holder = self._holders[key] = _Holder(key, topic)
-            async with holder.lock:
-                partition = self.partition(topic, key.partition)
-                await self._prepared(holder, partition, settings)
-                if producer_id in holder.acks.holds:
-                    # The transaction before this one of the same producer (transaction version 1 keeps the
-                    # epoch) may be decided already: its marker is durable before this one could register.
-                    await self._refresh_outcomes(holder, partition)
-                owner = member_id if member_id is not None else _owner_of(holder.acks.partition, batches)
-                change = holder.acks.acknowledge(owner or "", producer_id, producer_epoch, batches, now_ms=now_ms(),
-                                                 transaction_timeout_ms=transaction_timeout_ms)
-                if change.error is TxnAckError.NONE and change.write_needed:
-                    touched = [OffsetRange(b.first_offset, b.last_offset)
-                               for b in (change.update.state_batches if change.update else ())]
-                    await self._write(holder, partition, change.after.partition, touched, change.after)
-                    holder.acks = change.after
-                    holder.producers_seen[producer_id] = now_ms()
-                self._arm(holder)
+            change = await self._to_the_end(self._acknowledge_in_transaction_locked(
+                holder, key, topic, settings, member_id, producer_id, producer_epoch, transaction_timeout_ms,
+                batches, delivery_counts))
         except Exception as exc:  # noqa: BLE001 - the partition's error, mapped in one place
-            return _error_of(exc)
+            return error_of(exc)
         if change.error is not TxnAckError.NONE:
-            return ErrorCode[change.error.value], _TXN_MESSAGES.get(change.error)
+            return ErrorCode[change.error.value], TXN_MESSAGES.get(change.error)
         return ErrorCode.NONE, None
+
+    async def _acknowledge_in_transaction_locked(self, holder: _Holder, key: SharePartitionKey, topic: str,
+                                                 settings: ShareGroupSettings, member_id: str | None,
+                                                 producer_id: int, producer_epoch: int, transaction_timeout_ms: int,
+                                                 batches: Sequence[AcknowledgementBatch],
+                                                 delivery_counts: Sequence[int]) -> TxnChange:
+        async with holder.lock:
+            partition = self.partition(topic, key.partition)
+            await self._prepared(holder, partition, settings)
+            if producer_id in holder.acks.holds:
+                # The transaction before this one of the same producer (transaction version 1 keeps the
+                # epoch) may be decided already: its marker is durable before this one could register.
+                await self._refresh_outcomes(holder, partition)
+            owner = member_id if member_id is not None else _owner_of(holder.acks.partition, batches)
+            change = holder.acks.acknowledge(owner or "", producer_id, producer_epoch, batches, now_ms=now_ms(),
+                                             transaction_timeout_ms=transaction_timeout_ms,
+                                             delivery_counts=delivery_counts)
+            if change.error is TxnAckError.NONE and change.write_needed:
+                touched = [OffsetRange(b.first_offset, b.last_offset)
+                           for b in (change.update.state_batches if change.update else ())]
+                await self._write(holder, partition, change.after.partition, touched, change.after)
+                holder.acks = change.after
+                holder.producers_seen[producer_id] = now_ms()
+            self._arm(holder)
+            return change
 
     def transactions_decided(self, keys: Iterable[SharePartitionKey]) -> None:
         """The share coordinator on this broker saw a marker decide transactions holding records of these
@@ -394,12 +399,20 @@ class SharePartitionManager:
     # ---- carrying out ---------------------------------------------------------------------------------------
 
     async def _run(self, key: SharePartitionKey, topic: str, partition: Partition, settings: ShareGroupSettings,
-                   operation: Callable[[SharePartition, int], Change], persist: bool = True) -> Change:
+                   operation: Callable[[SharePartition, int], Change], persist: bool = True,
+                   to_the_end: bool = True) -> Change:
         """``operation`` on the share partition, after the locks that ran out and the log start offset;
-        what changed is written, then kept. Returns the operation's own Change."""
+        what changed is written, then kept. Returns the operation's own Change. Only an acquisition
+        (``to_the_end`` False) stops where its request is cancelled: its records would be held for a
+        member that never gets them, each such acquisition counting a delivery nobody saw."""
         holder = self._holders.get(key)
         if holder is None:
             holder = self._holders[key] = _Holder(key, topic)
+        work = self._run_locked(holder, key, topic, settings, operation, persist)
+        return await (self._to_the_end(work) if to_the_end else work)
+
+    async def _run_locked(self, holder: _Holder, key: SharePartitionKey, topic: str, settings: ShareGroupSettings,
+                          operation: Callable[[SharePartition, int], Change], persist: bool) -> Change:
         async with holder.lock:
             partition = self.partition(topic, key.partition)  # still the leader, after waiting for the lock
             before = await self._loaded(holder, partition, settings)
@@ -424,17 +437,28 @@ class SharePartitionManager:
         carries it: a write without it means none)."""
         batches = persisted_within(after.in_flight, touched)
         key = holder.key
-        answer = await self.persister.write_state(
-            key.group_id, key.topic_id, key.partition, state_epoch=after.state_epoch,
-            leader_epoch=_leader_epoch(partition), start_offset=after.start_offset,
-            state_batches=[PersistedBatch(b.first_offset, b.last_offset, b.delivery_state.value, b.delivery_count)
-                           for b in batches], delivery_complete_count=after.delivery_complete_count,
-            pending_transactions=_persisted(pending.persisted_holds()))
+        try:
+            answer = await self.persister.write_state(
+                key.group_id, key.topic_id, key.partition, state_epoch=after.state_epoch,
+                leader_epoch=_leader_epoch(partition), start_offset=after.start_offset,
+                state_batches=[PersistedBatch(b.first_offset, b.last_offset, b.delivery_state.value,
+                                              b.delivery_count) for b in batches],
+                delivery_complete_count=after.delivery_complete_count,
+                pending_transactions=_persisted(pending.persisted_holds()))
+        except asyncio.CancelledError:
+            raise  # only an acquisition (the rest run to their end): the next write restates its ranges
+        except BaseException:
+            holder.value = None  # the write's outcome is unknown: read the state again (below)
+            raise
         self.writes += 1
         if answer.error is not ErrorCode.NONE:
-            if answer.error in _FENCED:
-                holder.value = None  # read again: a newer leader or a new initialization wrote it
-            raise _state_error(answer.error, answer.message)
+            # Fenced: a newer leader or a new initialization wrote it. Any other error may come after the
+            # record was appended (a timeout, a coordinator that moved before its high watermark passed
+            # it), so the share coordinator may have applied it. Keeping the value from before and writing
+            # the next update against it (an update names only what changed, and may move the start offset)
+            # would undo there what this write did: read the state again before the next operation.
+            holder.value = None
+            raise state_error(answer.error, answer.message)
 
     async def _loaded(self, holder: _Holder, partition: Partition, settings: ShareGroupSettings) -> SharePartition:
         config = SharePartitionConfig(settings.delivery_count_limit, self.config.max_record_locks,
@@ -450,7 +474,7 @@ class SharePartitionManager:
         key = holder.key
         answer = await self.persister.read_state(key.group_id, key.topic_id, key.partition, leader_epoch=epoch)
         if answer.error is not ErrorCode.NONE:
-            raise _state_error(answer.error, answer.message)
+            raise state_error(answer.error, answer.message)
         state = answer.state
         if state.start_offset == NO_START_OFFSET:
             start = _reset_offset(partition, settings)
@@ -459,7 +483,7 @@ class SharePartitionManager:
                                                       start_offset=start, state_batches=(),
                                                       delivery_complete_count=0)
             if placed.error is not ErrorCode.NONE:
-                raise _state_error(placed.error, placed.message)
+                raise state_error(placed.error, placed.message)
             value = SharePartition.initial(config, start, state.state_epoch)
             log.info("share partition %s starts at offset %d (share.auto.offset.reset=%s)", key, start,
                      settings.auto_offset_reset.strategy)
@@ -521,7 +545,7 @@ class SharePartitionManager:
         answer = await self.persister.read_state(key.group_id, key.topic_id, key.partition,
                                                  leader_epoch=_leader_epoch(partition))
         if answer.error is not ErrorCode.NONE:
-            raise _state_error(answer.error, answer.message)
+            raise state_error(answer.error, answer.message)
         decided = [t for t in answer.state.pending_transactions if t.outcome != OUTCOME_PENDING]
         if decided:
             await self._complete(holder, partition, decided)
@@ -551,7 +575,7 @@ class SharePartitionManager:
         key = holder.key
         summary = await self.persister.read_state_summary(key.group_id, key.topic_id, key.partition)
         if summary.error is not ErrorCode.NONE:
-            raise _state_error(summary.error, summary.message)
+            raise state_error(summary.error, summary.message)
         if summary.state is not None and summary.state.leader_epoch == holder.read_epoch:
             holder.leader_epoch = epoch
             return holder.value
@@ -594,25 +618,23 @@ class SharePartitionManager:
             if not future.done():
                 future.set_result(None)
 
+    async def _to_the_end(self, work: Awaitable[T]) -> T:
+        """Awaits ``work`` (an operation under a share partition's lock), which runs to its end even when
+        the request awaiting it is cancelled (its connection closed, its client killed). Cut between the
+        share coordinator's write and keeping its result, the value kept would be older than the state
+        written, and the next write, an update against it, would undo there what was written: an ACCEPT
+        the coordinator applied would come back Available (and its record be delivered again with the same
+        delivery count)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_retrieved)
+        return await asyncio.shield(task)
+
     def _spawn(self, work) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-_TXN_MESSAGES = {
-    TxnAckError.INVALID_RECORD_STATE: "the records are not acquired by that member, or their lock ran out",
-    TxnAckError.INVALID_REQUEST: "the acknowledgement batches are malformed, reach past the records handed out, "
-                                 "or RENEW records a transaction cannot hold",
-    TxnAckError.PRODUCER_FENCED: "a newer epoch of this producer acknowledged here: this one is a zombie",
-    TxnAckError.INVALID_TXN_STATE: "the transaction is past its timeout here (its coordinator aborts it)",
-    TxnAckError.CONCURRENT_TRANSACTIONS: "an older transaction of this producer still holds records here; retry",
-}
-
-_ACK_MESSAGES = {
-    ShareError.INVALID_RECORD_STATE: "the records are not acquired by this member, or their lock ran out",
-    ShareError.INVALID_REQUEST: "the acknowledgement batches are malformed or reach past the records handed out",
-}
 
 
 def _leader_epoch(partition: Partition) -> int:
@@ -628,27 +650,6 @@ def _reset_offset(partition: Partition, settings: ShareGroupSettings) -> int:
         found = partition.log.offset_for_timestamp(now_ms() - reset.duration_ms)
         return latest if found is None else min(found.offset, latest)
     return latest
-
-
-def _state_error(code: ErrorCode, message: str | None) -> Exception:
-    if code in _RETRIABLE:
-        return ShareStateUnavailable(f"the share coordinator answered {code.name}: {message or ''}")
-    if code in _FENCED:
-        return error_for_code(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))(f"share state fenced ({code.name})")
-    if code is ErrorCode.INVALID_REQUEST:  # never initialized: not assigned to anyone yet
-        return error_for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))(
-            "the share partition has no state yet (the group coordinator initializes it on assignment)")
-    return error_for_code(int(code))(message or "")
-
-
-def _error_of(exc: BaseException) -> tuple[ErrorCode, str | None]:
-    from eoslog.protocol.error_mapping import error_code_for
-
-    if isinstance(exc, ShareStateUnavailable):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
-    return error_code_for(exc), str(exc) or None
-
-
 
 
 def forget_expired_producers(acks: PendingAcknowledgements, seen: dict[int, int], now: int, expiration_ms: int
@@ -680,6 +681,13 @@ def _persisted(holds: Sequence[PersistedHold]) -> tuple[PendingTransaction, ...]
 def _hold_of(txn: PendingTransaction) -> PersistedHold:
     return PersistedHold(txn.producer_id, txn.producer_epoch, tuple(
         PendingAck(a.first_offset, a.last_offset, AcknowledgeType(a.acknowledge_type)) for a in txn.acks))
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """A task of :meth:`SharePartitionManager._to_the_end` ended: its error read, since whoever awaited it
+    may have been cancelled meanwhile (the error was then nobody's to see)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _owner_of(partition: SharePartition, batches: Sequence[AcknowledgementBatch]) -> str | None:

@@ -218,10 +218,13 @@ class PendingAcknowledgements:
     # ---- operations ------------------------------------------------------------------------------------
 
     def acknowledge(self, member_id: str, producer_id: int, producer_epoch: int,
-                    batches: Sequence[AcknowledgementBatch], *, now_ms: int, transaction_timeout_ms: int
-                    ) -> TxnChange:
+                    batches: Sequence[AcknowledgementBatch], *, now_ms: int, transaction_timeout_ms: int,
+                    delivery_counts: Sequence[int] = ()) -> TxnChange:
         """The producer's transaction acknowledges records ``member_id`` acquired; on an error nothing
-        changes. The records leave the member for the transaction: held past their lock, until the marker."""
+        changes. The records leave the member for the transaction: held past their lock, until the marker.
+        ``delivery_counts`` (per batch, -1 or absent: not said) is the count each batch's records were
+        handed out with: a record acquired since (its lock ran out, then any member got it again, with a
+        higher count) is not the delivery the transaction processed, and is refused."""
         known = self.producer_epochs.get(producer_id)
         if known is not None and producer_epoch < known:
             return TxnChange(self, TxnAckError.PRODUCER_FENCED)
@@ -239,7 +242,8 @@ class PendingAcknowledgements:
         limit = partition.config.delivery_count_limit
         runs = list(partition.in_flight)
         added: list[PendingAck] = []
-        for batch in batches:
+        for index, batch in enumerate(batches):
+            expected = delivery_counts[index] if index < len(delivery_counts) else -1
             if batch.last_offset < partition.start_offset:
                 # Done already, and not by this member's hand if its lock ran out and another member's
                 # acknowledgement moved the SPSO: refused, as a member's own acknowledgement is
@@ -250,7 +254,7 @@ class PendingAcknowledgements:
             first = max(batch.first_offset, partition.start_offset)
             below, inside, above = cut(runs, first, batch.last_offset)
             if any(run.state is not S.ACQUIRED or run.member_id != member_id or run.lock_deadline_ms <= now_ms
-                   for run in inside):
+                   or expected not in (-1, run.delivery_count) for run in inside):
                 return TxnChange(self, TxnAckError.INVALID_RECORD_STATE)
             moved = []
             for run in inside:

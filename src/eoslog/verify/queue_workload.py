@@ -243,7 +243,8 @@ class TxnWorker:
                 producer.send(self.output_topic, output, key=f"{partition}:{offset}".encode(), partition=partition)
             if self.rng.random() < SLOW_RATE:
                 time.sleep(self.lock_ms / 1000 * 1.5)  # the lock runs out: the acknowledgement must be refused
-            producer.acknowledge(self.group, [(m.topic(), m.partition(), m.offset(), ACCEPT) for m in messages])
+            producer.acknowledge(self.group, [(m.topic(), m.partition(), m.offset(), ACCEPT, m.delivery_count())
+                                              for m in messages])
             acknowledged = True
             # dies holding its inputs, its outputs written
             if self.rng.random() < self.crash_rate or (self.crash_in is not None and self.txn_id >= self.crash_in):
