@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -30,7 +29,6 @@ from eoslog.tools.brokers import Brokers
 
 pytestmark = pytest.mark.interop
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 HANGING_AFTER_MS = 300
 SCREENSHOTS = os.environ.get("EOSLOG_CONSOLE_SCREENSHOTS")
 
@@ -98,25 +96,6 @@ def _get(url: str, data: bytes | None = None) -> tuple[int, str]:
         return exc.code, exc.read().decode()
     except OSError:
         return 0, ""
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    assert CHROMIUM and CHROMEDRIVER, "Debian's chromium and chromium-driver are needed (make test-system-packages)"
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
-    yield driver
-    driver.quit()
 
 
 def shot(driver, name: str) -> None:

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from test_console_browser import _get, browser, cells, shot  # noqa: F401 - browser is a fixture
+from test_console_browser import _get, cells, shot
 from test_console_principal import USERS, properties_file
 
 from eoslog import api
@@ -114,7 +114,7 @@ def checks(cell: str) -> int:
     return int(count)
 
 
-def test_checking_transactions_show_their_checks_and_outcome(bootstrap, console, browser) -> None:  # noqa: F811
+def test_checking_transactions_show_their_checks_and_outcome(bootstrap, console, browser) -> None:
     page = console + "/transactions"
     answers: dict[str, str] = {}  # txn id -> what the group's database says; unknown until the test decides
     with (CheckBackProducer(bootstrap, GROUP, resolver=lambda txn_id: answers.get(txn_id, "unknown"),
@@ -160,7 +160,7 @@ def test_checking_transactions_show_their_checks_and_outcome(bootstrap, console,
         shot(browser, "transactions-checked")
 
 
-def test_a_broker_without_check_backs_says_so(console, browser, monkeypatch) -> None:  # noqa: F811
+def test_a_broker_without_check_backs_says_so(console, browser, monkeypatch) -> None:
     # The broker runs in this process: make its ApiVersions answer as a broker without eoslog's private APIs
     kafkas = api.supported_versions
     monkeypatch.setattr(api, "supported_versions", lambda: {k: v for k, v in kafkas().items() if k < 0x7E00})
@@ -173,7 +173,7 @@ def test_a_broker_without_check_backs_says_so(console, browser, monkeypatch) -> 
     assert not browser.find_elements("css selector", "#check-backs-unsupported")
 
 
-def test_only_the_ids_the_principal_may_describe(tmp_path, browser) -> None:  # noqa: F811
+def test_only_the_ids_the_principal_may_describe(tmp_path, browser) -> None:
     """alice may describe the transactional id cb-visible, not cb-hidden: both Checking, she sees one."""
     for user, password in USERS.items():
         added = CliRunner().invoke(users_group, ["add", user, "--data-dir", str(tmp_path / "data"),

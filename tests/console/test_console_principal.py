@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from test_console_browser import _get, browser, cells, shot  # noqa: F401 - browser is a fixture
+from test_console_browser import _get, cells, shot
 
 from eoslog.console.app import create_app
 from eoslog.console.server import ConsoleServer
@@ -139,7 +139,7 @@ def listed(driver, selector: str, attribute: str) -> list[str]:
                                  ".map(e => e.getAttribute(arguments[1]))", selector, attribute)
 
 
-def test_the_admin_sees_everything(consoles, browser) -> None:  # noqa: F811
+def test_the_admin_sees_everything(consoles, browser) -> None:
     """The workload is there: what alice does not see below is hidden from her, not missing."""
     url = consoles["admin"]
     visit(browser, url + "/topics")
@@ -157,7 +157,7 @@ def test_the_admin_sees_everything(consoles, browser) -> None:  # noqa: F811
     assert cells(browser, "#configs tr.own td:first-child") == [] and len(cells(browser, "#configs tr")) > 1
 
 
-def test_alice_sees_only_what_she_may_describe(consoles, browser) -> None:  # noqa: F811
+def test_alice_sees_only_what_she_may_describe(consoles, browser) -> None:
     url = consoles["alice"]
     visit(browser, url + "/")
     assert "1 topic, 1 partition." in browser.find_element("css selector", "main").text

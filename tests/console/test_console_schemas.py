@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -27,7 +26,6 @@ from eoslog.testing.wait import wait_until
 
 pytestmark = pytest.mark.interop
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 ID = {"name": "id", "type": "string"}
 AMOUNT = {"name": "amount", "type": "double"}
 CURRENCY = {"name": "currency", "type": "string", "default": "EUR"}
@@ -216,22 +214,6 @@ def test_the_console_command_takes_a_registry_url(served, tmp_path):
     finally:
         process.terminate()
         process.wait(15)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    assert CHROMIUM and CHROMEDRIVER, "Debian's chromium and chromium-driver are needed (make test-system-packages)"
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
-                 "--window-size=1280,900", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def texts(driver, selector: str) -> list[str]:

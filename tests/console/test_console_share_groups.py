@@ -5,7 +5,6 @@ page must show what DescribeShareGroupOffsets answers: start offsets and lags.""
 
 from __future__ import annotations
 
-import shutil
 import time
 import urllib.error
 import urllib.request
@@ -29,7 +28,6 @@ from eoslog.testing.wait import wait_until
 
 pytestmark = pytest.mark.interop
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 GROUP = "queue/workers"  # a '/' in the id: the link carries it as %2F
 PROPERTIES = {"group.share.min.heartbeat.interval.ms": "200", "group.share.heartbeat.interval.ms": "500"}
 
@@ -90,22 +88,6 @@ def console(shared):
     yield server.url
     server.stop()
     session.close()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    assert CHROMIUM and CHROMEDRIVER, "Debian's chromium and chromium-driver are needed (make test-system-packages)"
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
-                 "--window-size=1280,900", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def cells(driver, selector: str) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_console_browser import _get, browser, cells, shot  # noqa: F401 - browser is a fixture
+from test_console_browser import _get, cells, shot
 
 from eoslog import api
 from eoslog.console.app import create_app
@@ -78,7 +78,7 @@ def row(driver, selector: str) -> dict[str, str]:
         ".map(c => [c.className, c.innerText.trim()]))", selector)
 
 
-def test_the_pages_follow_a_query_through_its_batches(sink, console, browser) -> None:  # noqa: F811
+def test_the_pages_follow_a_query_through_its_batches(sink, console, browser) -> None:
     browser.get(console + "/transaction-groups")
     assert cells(browser, "#transaction-groups td") == ["no transaction groups"]
 
@@ -130,12 +130,12 @@ def test_the_pages_follow_a_query_through_its_batches(sink, console, browser) ->
         producer.flush(1)
 
 
-def test_an_unknown_group_is_a_note_not_an_error(console, browser) -> None:  # noqa: F811
+def test_an_unknown_group_is_a_note_not_an_error(console, browser) -> None:
     browser.get(console + "/transaction-groups/no-such-group")
     assert "No transaction group no-such-group" in cells(browser, "#absent")[0]
 
 
-def test_a_broker_without_the_extension_says_so(console, browser, monkeypatch) -> None:  # noqa: F811
+def test_a_broker_without_the_extension_says_so(console, browser, monkeypatch) -> None:
     # The broker runs in this process: make its ApiVersions answer as a broker without eoslog's private APIs
     kafkas = api.supported_versions
     monkeypatch.setattr(api, "supported_versions", lambda: {k: v for k, v in kafkas().items() if k < 0x7E00})

@@ -13,7 +13,6 @@ import urllib.parse
 
 import confluent_kafka
 import pytest
-import test_console_browser
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_console_browser import _get, cells, shot
 
@@ -31,7 +30,6 @@ from eoslog.tools.brokers import Brokers
 
 pytestmark = pytest.mark.interop
 
-browser = test_console_browser.browser  # the same headless Chromium fixture (one per module)
 GROUP = "a/b c?#%é"  # a path separator, a query, a fragment, a percent sign, a space and unicode
 GROUP_PATH = "/groups/a%2Fb%20c%3F%23%25%C3%A9"
 

@@ -23,6 +23,8 @@ from eoslog.client.connection import BrokerConnection
 from eoslog.cluster.topics import TRANSACTION_STATE
 from eoslog.protocol import messages
 from eoslog.testing.embedded import EmbeddedBroker
+from eoslog.testing.wait import wait_until
+from tests.interop.clients import poll_values
 
 pytestmark = pytest.mark.interop
 
@@ -102,15 +104,14 @@ def test_an_end_txn_cancelled_mid_append_completes_as_committed(tmp_path):
         held.release()
 
         # Nobody asks again, yet the logged decision is carried out: markers, then CompleteCommit.
-        deadline = time.monotonic() + 30
-        while (state := embedded.call(lambda: shard.get(TRANSACTIONAL_ID).state.kafka_name)) != "CompleteCommit":
-            assert time.monotonic() < deadline, f"the transaction is {state}, its PrepareCommit logged"
-            time.sleep(0.05)
+        wait_until(lambda: embedded.call(lambda: shard.get(TRANSACTIONAL_ID).state.kafka_name) == "CompleteCommit",
+                   30, "the logged PrepareCommit carried out to CompleteCommit")
         # A new producer with the same id (InitProducerId aborts an ongoing transaction) finds nothing
         # left to abort: the records are committed.
         successor = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID})
         successor.init_transactions(60)
-        assert _read_committed(bootstrap) == [b"committed-%d" % i for i in range(RECORDS)]
+        committed = poll_values({"bootstrap.servers": bootstrap}, TOPIC, RECORDS, timeout=15)
+        assert committed == [b"committed-%d" % i for i in range(RECORDS)]
 
 
 def test_a_decision_held_at_shutdown_is_cancelled_and_awaited(tmp_path):
@@ -130,20 +131,3 @@ def test_a_decision_held_at_shutdown_is_cancelled_and_awaited(tmp_path):
     wire.close()
     assert time.monotonic() - started < 25, "the shutdown waited for the held append"
     assert held.appender is not None and held.appender.done(), "the held decision outlived the broker"
-
-
-def _read_committed(bootstrap: str) -> list[bytes]:
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time()}",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                         "isolation.level": "read_committed"})
-    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, confluent_kafka.OFFSET_BEGINNING)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 15
-    try:
-        while len(got) < RECORDS and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                got.append(message.value())
-    finally:
-        consumer.close()
-    return got
