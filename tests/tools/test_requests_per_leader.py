@@ -8,6 +8,7 @@ what a Kafka client reads.
 from __future__ import annotations
 
 import json
+import socket
 
 import confluent_kafka
 import pytest
@@ -71,6 +72,26 @@ def test_describe_and_find_hanging_send_one_request_per_leader(metered):
     assert "wide-5" in hanging  # open longer than 0 ms: reported, on its own partition only
     assert not any(f"wide-{p} " in hanging for p in range(PARTITIONS) if p != 5)
     open_txn.abort_transaction(30)
+
+
+def test_a_leader_that_cannot_be_reached_is_reported_per_partition_not_as_a_failed_describe(tmp_path):
+    # A broker that has not yet heard of a leader's stop names it in its Metadata (seen in a 3-broker run:
+    # `topics describe` failed with ConnectionRefusedError). Here the only broker advertises a port
+    # that is bound but not listening: every leader connection is refused, deterministically, while
+    # Metadata and DescribeConfigs, which go to the broker the tool bootstrapped from, are answered.
+    with EmbeddedBroker(data_dir=tmp_path / "data") as broker:  # created while the broker can be reached
+        run(topics_group, "create", "far", "--partitions", "2", "--config", "retention.ms=60000",
+            "-b", broker.bootstrap)
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        properties = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{dead.getsockname()[1]}"}
+        with EmbeddedBroker(data_dir=tmp_path / "data", properties=properties) as broker:
+            [view] = json.loads(run(topics_group, "describe", "far", "-b", broker.bootstrap, "--json"))
+            assert view["configs"] == {"retention.ms": "60000"}
+            assert [(p["partition"], p["leader"], p["high_watermark"], p["error"]) for p in view["partitions"]] == \
+                [(0, 0, None, "NETWORK_EXCEPTION"), (1, 0, None, "NETWORK_EXCEPTION")]
+            table = run(topics_group, "describe", "far", "-b", broker.bootstrap)
+            assert table.splitlines()[1].split()[-1] == "ERROR" and "NETWORK_EXCEPTION" in table.splitlines()[2]
 
 
 # ---- the pure parts -------------------------------------------------------------------------------

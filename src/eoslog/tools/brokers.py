@@ -94,6 +94,14 @@ class Brokers:
                                                            timeout_s=self.timeout, security=self.security)
         return wire
 
+    def forget(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (one that failed): the next :meth:`node` opens a new one, to
+        the address the then-current metadata gives."""
+        wire = self._wires.pop(node_id, None)
+        if wire is not None:
+            wire.close()
+        self._metadata = None
+
     def leader(self, topic: str, partition: int) -> BrokerConnection:
         for entry in self.metadata([topic]).topics:
             if entry.name != topic:

@@ -8,8 +8,11 @@ caller, who often has just asked for it), and each leader gets one request namin
 
 Errors stay per partition: a partition with no leader, an unknown one, or one its leader refuses is
 returned in an ``errors`` map (partition -> error code) beside the answers, never hidden and never
-failing the others. A leader that moved since the Metadata answers NOT_LEADER_OR_FOLLOWER: those
-partitions are asked once more after a fresh Metadata, as a Kafka client would.
+failing the others. A leader that moved since the Metadata answers NOT_LEADER_OR_FOLLOWER, and one that
+stopped cannot be reached (NETWORK_EXCEPTION): those partitions are asked once more after a fresh
+Metadata, as a Kafka client would. The Metadata of a broker that has not yet heard of a stop may still
+name the stopped broker as leader, so a tool run during a failover reports the partition instead of
+failing as a whole.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def group_by_leader(tps: Iterable[TopicPartition],
 def _at_leaders(brokers: Brokers, tps: list[TopicPartition], leader_of: dict[TopicPartition, int] | None,
                 ask: Callable[[int, dict[str, list[int]]], dict[TopicPartition, tuple[int, object]]]):
     """``ask(leader, partitions by topic)`` -> partition -> (error code, answer), at every leader; then once
-    more, after a fresh Metadata, for the partitions whose leader had moved."""
+    more, after a fresh Metadata, for the partitions whose leader had moved or could not be reached."""
     if leader_of is None:
         leader_of = leaders(brokers, {t for t, _ in tps})
     answers, errors = {}, {}
@@ -67,13 +70,18 @@ def _at_leaders(brokers: Brokers, tps: list[TopicPartition], leader_of: dict[Top
         errors.update(errors_now)
         moved = []
         for leader, by_topic in grouped.items():
-            for tp, (code, answer) in ask(leader, by_topic).items():
+            try:
+                answered = ask(leader, by_topic)
+            except OSError:  # refused, reset or timed out: the next attempt opens a new connection
+                brokers.forget(leader)
+                answered = {(t, p): (ErrorCode.NETWORK_EXCEPTION, None) for t, ps in by_topic.items() for p in ps}
+            for tp, (code, answer) in answered.items():
                 if code == 0:
                     answers[tp] = answer
                     errors.pop(tp, None)
                 else:
                     errors[tp] = code
-                    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NETWORK_EXCEPTION):
                         moved.append(tp)
         if not moved or attempt:
             break
