@@ -64,13 +64,23 @@ class ConsumerProcess:
 
 
 class PacedProducer(threading.Thread):
-    """Produces values "0".."count-1" (value i to partition i % partitions) at about ``rate`` per second."""
+    """Produces values "0".."count-1" (value i to partition i % partitions) at about ``rate`` per second.
 
-    def __init__(self, bootstrap: str, topic: str, count: int, partitions: int, rate: float) -> None:
+    ``gates``: values before which it stops, once everything before is delivered, until :meth:`open_gate`
+    (the gates in order): a test whose members take turns then knows each turn has records no earlier
+    member could have processed, however slow the machine makes the turn changes."""
+
+    def __init__(self, bootstrap: str, topic: str, count: int, partitions: int, rate: float,
+                 gates: tuple[int, ...] = ()) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.count, self.partitions, self.rate = bootstrap, topic, count, partitions, rate
         self.delivered = 0
         self.errors: list = []
+        self._gates = {value: threading.Event() for value in gates}
+        self._closed = sorted(gates)
+
+    def open_gate(self) -> None:
+        self._gates[self._closed.pop(0)].set()
 
     def run(self) -> None:
         import confluent_kafka
@@ -86,6 +96,13 @@ class PacedProducer(threading.Thread):
 
         started = time.monotonic()
         for i in range(self.count):
+            gate = self._gates.get(i)
+            if gate is not None:
+                remaining = producer.flush(120)
+                if remaining or not gate.wait(300):
+                    self.errors.append(f"{remaining} undelivered before value {i}" if remaining else f"gate {i} never opened")
+                    return
+                started = time.monotonic() - i / self.rate  # the pace resumes, without a burst to catch up
             while True:
                 try:
                     producer.produce(self.topic, str(i).encode(), partition=i % self.partitions,

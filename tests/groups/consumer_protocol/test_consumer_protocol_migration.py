@@ -44,7 +44,10 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         members.extend(started)
         return started
 
-    producer = PacedProducer(bootstrap, topic, count, PARTITIONS, rate=3000)
+    # Each phase's members get values no earlier member can have processed: the producer stops at 3,000
+    # and 6,000 until the next phase has started (at load 12, the consumer-protocol members once processed
+    # all 9,000 before the last classic members joined, who then had nothing to do).
+    producer = PacedProducer(bootstrap, topic, count, PARTITIONS, rate=3000, gates=(3000, 6000))
     try:
         classic = start_phase(0, "range")
         producer.start()
@@ -55,6 +58,7 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         wait_until(lambda: group_type_and_state(bootstrap, group) == ("classic", "Empty"), 10, "an empty classic group")
 
         consumers = start_phase(1, "consumer")
+        producer.open_gate()
         # The classic members process until their close ends, so the total alone may pass 5,000 before a
         # consumer-protocol member has joined (seen in a fresh-clone run): wait for these members' own work.
         wait_until(lambda: distinct_processed(members) >= 5000 and sum(m.processed() for m in consumers) >= 500,
@@ -66,6 +70,7 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
                    "an empty consumer group")
 
         classic_again = start_phase(2, "range")
+        producer.open_gate()
         producer.join(30)
         assert not producer.errors and producer.delivered == count
         wait_until(lambda: distinct_processed(members) >= count and sum(m.processed() for m in classic_again) > 0,
