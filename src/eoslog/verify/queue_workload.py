@@ -289,6 +289,10 @@ class TxnWorker:
                                   "max.poll.records": TXN_MAX_POLL_RECORDS})
         consumer.subscribe([self.topic])
         try:
+            # InitProducerId before the first poll, as a worker calls initTransactions() at start: the
+            # first records' locks run while the transaction is open, not while the producer is found
+            # (the first one also creates __transaction_state)
+            self._producer()
             while not self.stop.stopping:
                 try:
                     messages = [m for m in consumer.poll(0.5) or () if m.error() is None]
