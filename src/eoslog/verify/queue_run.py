@@ -42,11 +42,12 @@ LOCK_MS = 2000  # share.record.lock.duration.ms of the run's group: locks run ou
 DELIVERY_COUNT_LIMIT = 5  # Kafka's default, set explicitly so the history can name it
 SESSION_TIMEOUT_MS = 3000  # share.session.timeout.ms: a killed member's partitions move on soon
 FINAL_DRAIN_TIMEOUT_S = 300.0  # a backlog of poison records takes 5 deliveries each
-# The drain's ShareFetch MaxWaitMs. librdkafka 2.16's share consumer fetches from one broker after the
-# other, and a broker with nothing to hand out rightly waits MaxWaitMs (500 ms by default). At the end of
-# a drain most partitions are done: a released poison record came back only after the other brokers'
-# waits, 1.1-1.6 s a delivery (the broker throttles it to one record at its last two deliveries), so its
-# last deliveries alone took 30-45 s of a cluster run. There is nothing new to wait for in a drain.
+# The drain's ShareFetch MaxWaitMs. librdkafka 2.16's share consumer seems to wait for one broker's fetch
+# after the other (two idle brokers: a redelivery took about two MaxWaits), and a broker with nothing to
+# hand out rightly waits MaxWaitMs (500 ms by default). At the end of a drain most partitions are done:
+# a released poison record came back only after the other brokers' waits, 1.1-1.6 s a delivery (the
+# broker throttles it to one record at its last two deliveries), so its last deliveries alone took
+# 30-45 s of a cluster run. There is nothing new to wait for in a drain.
 DRAIN_FETCH_WAIT_MS = 100
 STATE_PARTITIONS = 4  # __share_group_state partitions of a cluster run
 OFFSETS_PARTITIONS = 4  # EmbeddedCluster's offsets.topic.num.partitions
