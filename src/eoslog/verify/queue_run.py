@@ -47,7 +47,7 @@ FINAL_DRAIN_TIMEOUT_S = 300.0  # a backlog of poison records takes 5 deliveries 
 # hand out rightly waits MaxWaitMs (500 ms by default). At the end of a drain most partitions are done:
 # a released poison record came back only after the other brokers' waits, 1.1-1.6 s a delivery (the
 # broker throttles it to one record at its last two deliveries), so its last deliveries alone took
-# 30-45 s of a cluster run. There is nothing new to wait for in a drain.
+# 30-40 s of a cluster run. There is nothing new to wait for in a drain.
 DRAIN_FETCH_WAIT_MS = 100
 STATE_PARTITIONS = 4  # __share_group_state partitions of a cluster run
 OFFSETS_PARTITIONS = 4  # EmbeddedCluster's offsets.topic.num.partitions

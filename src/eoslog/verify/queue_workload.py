@@ -16,14 +16,15 @@ queue_run.py, adds the process and the index).
 
 - **txn-consumer** (transactional mode): a work-queue worker, a ``ShareConsumer`` (explicit mode) and
   an eoslog ``ShareTxnProducer`` (client/share_txn.py) under a transactional id of its slot (a
-  replacement fences its predecessor, whose open transaction aborts). After each poll it records what
-  it got and the transaction it begins (``txn`` invoke), writes one output per input to the output topic
-  (``[input partition, input offset, input value, process, transaction id]``, to the input's partition),
-  ACCEPTs the inputs inside the transaction and commits, or aborts on purpose (``--abort-rate``), or
+  replacement fences its predecessor, whose open transaction aborts), initialized before the first poll.
+  After each poll (at most ``TXN_MAX_POLL_RECORDS``) it records what it got and the transaction it begins
+  (``txn`` invoke), writes one output per input to the output topic (``[input partition, input offset,
+  input value, process, transaction id]``, to the input's partition, one batch per partition), ACCEPTs
+  the inputs inside the transaction and commits, or aborts on purpose (``--abort-rate``), or
   SIGKILLs itself there, holding the inputs with its outputs written (``--crash-rate``, ``--crash-in``), or
   aborts because the acknowledgement was refused (a lock that ran out, a moved leader). It records the
   outcome as the client saw it: ``ok`` committed, ``fail`` aborted, ``info`` unknown (then it starts a new
-  producer, whose InitProducerId ends the old transaction). Last, librdkafka's explicit mode wants every
+  producer, whose InitProducerId ends the old transaction; so it does after a fenced transaction). Last, librdkafka's explicit mode wants every
   record answered before the next poll: the member RELEASEs them. For records the transaction took the
   broker refuses that, or ignores it once the share-partition start offset has passed them, whatever the
   answer for the rest of the partition. So those are recorded as ``ack`` lines with an unknown outcome,
