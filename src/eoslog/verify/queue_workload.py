@@ -24,10 +24,10 @@ queue_run.py, adds the process and the index).
   SIGKILLs itself there, holding the inputs with its outputs written (``--crash-rate``, ``--crash-in``), or
   aborts because the acknowledgement was refused (a lock that ran out, a moved leader). It records the
   outcome as the client saw it: ``ok`` committed, ``fail`` aborted, ``info`` unknown (then it starts a new
-  producer, whose InitProducerId ends the old transaction; so it does after a fenced transaction). Last, librdkafka's explicit mode wants every
-  record answered before the next poll: the member RELEASEs them. For records the transaction took the
-  broker refuses that, or ignores it once the share-partition start offset has passed them, whatever the
-  answer for the rest of the partition. So those are recorded as ``ack`` lines with an unknown outcome,
+  producer, whose InitProducerId ends the old transaction; so it does after a fenced transaction).
+  Last, librdkafka's explicit mode wants every record answered before the next poll: the member RELEASEs
+  them. For records the transaction took the broker refuses that, or ignores it once the share-partition
+  start offset has passed them, whatever the answer for the rest of the partition. So those are recorded as ``ack`` lines with an unknown outcome,
   and only the others get the partition's answer. The others are the poison records, which never go
   into a transaction and are only released this way, so the delivery limit archives them here too.
 
