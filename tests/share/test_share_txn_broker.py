@@ -200,6 +200,30 @@ def test_commit_acknowledges_with_the_output_and_abort_gives_the_records_back(br
         other.close()
 
 
+def test_send_batch_writes_its_records_with_the_transaction(broker):
+    """send_batch (one batch for a worker's outputs to one partition): its records commit with the
+    transaction's acknowledgements, in order, or are never read when it aborts."""
+    bootstrap = broker.bootstrap
+    topic, output, group = setup(bootstrap, records=4)
+    member = Member(bootstrap, group, topic)
+    producer = txn_producer(bootstrap)
+    try:
+        assert member.fetch_until(lambda got: got) == [(0, 3, 1)]
+        producer.send_batch(output, 0, [(b"%d" % o, b"out-%d" % o) for o in range(4)])
+        producer.acknowledge(group, [(topic, 0, o, ACCEPT) for o in range(4)], member_id=member.member_id)
+        producer.commit()
+        producer.send_batch(output, 0, [])  # nothing to write: no batch
+        producer.send_batch(output, 0, [(b"x", b"aborted-0"), (b"y", b"aborted-1")])
+        producer.abort()
+        assert committed_output(bootstrap, output) == [b"out-0", b"out-1", b"out-2", b"out-3"]
+        # the committed batch's inputs are done: a record produced now is the only one delivered
+        produce(bootstrap, topic, 1)
+        assert member.fetch_until(lambda got: 4 in offsets_in(got)) == [(4, 4, 1)]
+    finally:
+        producer.close()
+        member.close()
+
+
 def test_a_zombie_is_fenced_and_an_unregistered_share_partition_refused(broker):
     """Fencing as for offsets: a new instance of the transactional id fences the old one (its open
     transaction aborts, the records come back); the old one's acknowledgements are PRODUCER_FENCED, at the

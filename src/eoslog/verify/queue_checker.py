@@ -139,6 +139,8 @@ def parse(events: Iterable[Event | dict]) -> QueueHistory:
         elif f == "produce":
             if type_ == "ok":
                 partition, produced, offset = value
+                if not isinstance(offset, int):
+                    raise QueueHistoryError(f"index {index}: a produce ok without its offset: {value!r}")
                 history.produced[(int(partition), int(offset))] = produced
                 history.maybe_produced.add((int(partition), produced))
             else:  # invoke, info: it may be in the log

@@ -42,6 +42,13 @@ LOCK_MS = 2000  # share.record.lock.duration.ms of the run's group: locks run ou
 DELIVERY_COUNT_LIMIT = 5  # Kafka's default, set explicitly so the history can name it
 SESSION_TIMEOUT_MS = 3000  # share.session.timeout.ms: a killed member's partitions move on soon
 FINAL_DRAIN_TIMEOUT_S = 300.0  # a backlog of poison records takes 5 deliveries each
+# The drain's ShareFetch MaxWaitMs. librdkafka 2.16's share consumer seems to wait for one broker's fetch
+# after the other (two idle brokers: a redelivery took about two MaxWaits), and a broker with nothing to
+# hand out rightly waits MaxWaitMs (500 ms by default). At the end of a drain most partitions are done:
+# a released poison record came back only after the other brokers' waits, 1.1-1.6 s a delivery (the
+# broker throttles it to one record at its last two deliveries), so its last deliveries alone took
+# 30-40 s of a cluster run. There is nothing new to wait for in a drain.
+DRAIN_FETCH_WAIT_MS = 100
 STATE_PARTITIONS = 4  # __share_group_state partitions of a cluster run
 OFFSETS_PARTITIONS = 4  # EmbeddedCluster's offsets.topic.num.partitions
 GROUP = "eoslog-verify-queue"
@@ -169,7 +176,7 @@ def final_drain(bootstrap: str, topic: str, partitions: int, history: HistoryWri
     offset has reached its high watermark: the broker says every record is accepted or archived."""
     watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eoslog-verify-hw-{uuid.uuid4()}",
                            **CLIENT_TUNING})
-    consumer = ShareConsumer(consumer_config(bootstrap, GROUP))
+    consumer = ShareConsumer({**consumer_config(bootstrap, GROUP), "fetch.wait.max.ms": DRAIN_FETCH_WAIT_MS})
     consumer.subscribe([topic])
     rng = random.Random(seed)
 
@@ -182,15 +189,19 @@ def final_drain(bootstrap: str, topic: str, partitions: int, history: HistoryWri
         deadline = time.monotonic() + timeout
         next_look = 0.0
         while time.monotonic() < deadline:
-            consume_once(consumer, rng, choose_ack=choose, poll_s=0.3, record=record)
+            # While records come there is work left: the start offsets (a client of its own, asking the
+            # share coordinators) are looked at only after an empty poll, at most once a second.
+            if consume_once(consumer, rng, choose_ack=choose, poll_s=0.3, record=record):
+                continue
             if time.monotonic() < next_look:
                 continue
-            next_look = time.monotonic() + 1.0
             try:
                 starts = share_start_offsets(bootstrap, topic, partitions)
             except Exception as exc:  # noqa: BLE001 - a coordinator still moving: look again
                 say(f"final drain: start offsets not available yet ({exc})")
                 continue
+            finally:
+                next_look = time.monotonic() + 1.0
             state = {p: (starts[p], ends[p]) for p in range(partitions)}
             if all(start >= end for start, end in state.values()):
                 break

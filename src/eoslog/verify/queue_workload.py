@@ -16,17 +16,18 @@ queue_run.py, adds the process and the index).
 
 - **txn-consumer** (transactional mode): a work-queue worker, a ``ShareConsumer`` (explicit mode) and
   an eoslog ``ShareTxnProducer`` (client/share_txn.py) under a transactional id of its slot (a
-  replacement fences its predecessor, whose open transaction aborts). After each poll it records what
-  it got and the transaction it begins (``txn`` invoke), writes one output per input to the output topic
-  (``[input partition, input offset, input value, process, transaction id]``, to the input's partition),
-  ACCEPTs the inputs inside the transaction and commits, or aborts on purpose (``--abort-rate``), or
+  replacement fences its predecessor, whose open transaction aborts), initialized before the first poll.
+  After each poll (at most ``TXN_MAX_POLL_RECORDS``) it records what it got and the transaction it begins
+  (``txn`` invoke), writes one output per input to the output topic (``[input partition, input offset,
+  input value, process, transaction id]``, to the input's partition, one batch per partition), ACCEPTs
+  the inputs inside the transaction and commits, or aborts on purpose (``--abort-rate``), or
   SIGKILLs itself there, holding the inputs with its outputs written (``--crash-rate``, ``--crash-in``), or
   aborts because the acknowledgement was refused (a lock that ran out, a moved leader). It records the
   outcome as the client saw it: ``ok`` committed, ``fail`` aborted, ``info`` unknown (then it starts a new
-  producer, whose InitProducerId ends the old transaction). Last, librdkafka's explicit mode wants every
-  record answered before the next poll: the member RELEASEs them. For records the transaction took the
-  broker refuses that, or ignores it once the share-partition start offset has passed them, whatever the
-  answer for the rest of the partition. So those are recorded as ``ack`` lines with an unknown outcome,
+  producer, whose InitProducerId ends the old transaction; so it does after a fenced transaction).
+  Last, librdkafka's explicit mode wants every record answered before the next poll: the member RELEASEs
+  them. For records the transaction took the broker refuses that, or ignores it once the share-partition
+  start offset has passed them, whatever the answer for the rest of the partition. So those are recorded as ``ack`` lines with an unknown outcome,
   and only the others get the partition's answer. The others are the poison records, which never go
   into a transaction and are only released this way, so the delivery limit archives them here too.
 
@@ -51,6 +52,7 @@ from typing import Any
 from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
 
 from eoslog.client.share_txn import ACCEPT, ShareTxnProducer
+from eoslog.protocol.errors import ErrorCode
 from eoslog.verify.workload import CLIENT_TUNING, VALUES_PER_PROCESS
 
 POISON_EVERY = 97  # values divisible by this are always released: the delivery limit archives them
@@ -60,7 +62,15 @@ SLOW_RATE = 0.01  # polls after which the consumer waits past the lock before ac
 COMMIT_TIMEOUT_S = 10.0
 TXN_TIMEOUT_MS = 6000  # a killed worker's transaction holds its inputs until this, or its successor's init
 TXN_CALL_TIMEOUT_S = 10.0  # ShareTxnProducer's retries of one call
+# A worker's poll is one transaction: its outputs written, its ACCEPTs sent and EndTxn, all before the
+# records' locks (2 s) and the transaction timeout (6 s) run out, also on a loaded machine. With
+# librdkafka's default of 500 records a poll (sent as ShareFetch's MaxRecords) and a Produce per output
+# (15-20 ms each under load), a transaction took 7 s and more, and every one timed out or was refused.
+# So a poll is bounded (the broker still hands out the first log batch whole), as a real worker sizes its
+# polls, and its outputs go as one batch per partition.
+TXN_MAX_POLL_RECORDS = 50
 IN_TXN_PAUSE_S = 0.05  # at most, between the acknowledgement and EndTxn: a client-kill lands inside
+FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
 ACK_TYPES = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE, "reject": AcknowledgeType.REJECT}
 # Every error is "info" (may or may not have been applied), even INVALID_RECORD_STATE, which by itself
 # means nothing changed: a client that resends an acknowledgement whose answer it lost gets it for the
@@ -104,6 +114,15 @@ class Stop:
     stopping = False
 
 
+def produce_outcome(error, partition: int, value: Any, offset: int | None) -> tuple[str, str, list]:
+    """A delivery report's history line: ``ok`` with the offset, or ``info`` (it may be in the log) for
+    an error, and for a success without an offset (librdkafka reports one now and then under leader
+    kills, an idempotent batch whose offset it did not learn: seen as ``[2, 10000282, None]``)."""
+    if error is None and isinstance(offset, int) and offset >= 0:
+        return "ok", "produce", [partition, value, offset]
+    return "info", "produce", [partition, value]
+
+
 def run_producer(bootstrap: str, process: int, topic: str, partitions: int, rng: random.Random,
                  stop: Stop, think_ms: float) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -112,11 +131,7 @@ def run_producer(bootstrap: str, process: int, topic: str, partitions: int, rng:
     next_value = process * VALUES_PER_PROCESS
 
     def report(error, message) -> None:
-        value, partition = decode(message.value()), message.partition()
-        if error is None:
-            emit("ok", "produce", [partition, value, message.offset()])
-        else:
-            emit("info", "produce", [partition, value])
+        emit(*produce_outcome(error, message.partition(), decode(message.value()), message.offset()))
 
     while not stop.stopping:
         next_value += 1
@@ -236,11 +251,15 @@ class TxnWorker:
         self.txn_id += 1
         emit("invoke", "txn", {"id": self.txn_id, "records": got})
         end = "abort" if self.rng.random() < self.abort_rate else "commit"
-        acknowledged = False
+        acknowledged = fenced = False
         try:
+            # one batch of outputs per partition, as a client's batching would make them: one Produce each
+            outputs: dict[int, list[tuple[bytes, bytes]]] = {}
             for partition, offset, value, _ in got:
                 output = json.dumps([partition, offset, value, self.process, self.txn_id]).encode()
-                producer.send(self.output_topic, output, key=f"{partition}:{offset}".encode(), partition=partition)
+                outputs.setdefault(partition, []).append((f"{partition}:{offset}".encode(), output))
+            for partition, records in sorted(outputs.items()):
+                producer.send_batch(self.output_topic, partition, records)
             if self.rng.random() < SLOW_RATE:
                 time.sleep(self.lock_ms / 1000 * 1.5)  # the lock runs out: the acknowledgement must be refused
             producer.acknowledge(self.group, [(m.topic(), m.partition(), m.offset(), ACCEPT, m.delivery_count())
@@ -253,6 +272,10 @@ class TxnWorker:
         except Exception as exc:  # noqa: BLE001 - refused or unreachable: this transaction aborts
             print(f"txn {self.txn_id}: {exc}", file=sys.stderr, flush=True)
             end = "abort"
+            # Fenced (the coordinator aborted it past its timeout and bumped the epoch): the old epoch's
+            # abort is answered as done, but every later transaction of this producer would be refused at
+            # once, so the next one starts with a new producer (its InitProducerId takes the new epoch).
+            fenced = getattr(exc, "code", None) in FENCED
         try:
             if end == "commit":
                 producer.commit()
@@ -260,15 +283,22 @@ class TxnWorker:
             else:
                 producer.abort()
                 emit("fail", "txn", {"id": self.txn_id, "acknowledged": acknowledged})
+                if fenced:
+                    self._drop_producer()
         except Exception as exc:  # noqa: BLE001 - the outcome is unknown; a new producer's init ends it
             print(f"txn {self.txn_id} {end}: {exc}", file=sys.stderr, flush=True)
             emit("info", "txn", {"id": self.txn_id, "end": end})
             self._drop_producer()
 
     def run(self) -> None:
-        consumer = ShareConsumer(consumer_config(self.bootstrap, self.group))
+        consumer = ShareConsumer({**consumer_config(self.bootstrap, self.group),
+                                  "max.poll.records": TXN_MAX_POLL_RECORDS})
         consumer.subscribe([self.topic])
         try:
+            # InitProducerId before the first poll, as a worker calls initTransactions() at start: the
+            # first records' locks run while the transaction is open, not while the producer is found
+            # (the first one also creates __transaction_state)
+            self._producer()
             while not self.stop.stopping:
                 try:
                     messages = [m for m in consumer.poll(0.5) or () if m.error() is None]
