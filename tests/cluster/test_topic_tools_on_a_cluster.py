@@ -10,6 +10,7 @@ import json
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
+from cluster_helpers import described_at
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from eoslog.testing.cluster import embedded_cluster
@@ -38,14 +39,8 @@ def test_topic_tools_follow_the_controller_and_leaders_and_describe_replicas_and
                                  "replicas in sync")
 
         def described_in_sync(bootstrap):  # once that broker has the controller's metadata for both partitions
-            # The create was answered by the controller; every other broker learns of the topic when its own
-            # ZooKeeper watch fires, and until then its Metadata says the topic does not exist.
-            result = CliRunner().invoke(topics_group, ["describe", "replicated", "-b", bootstrap, "--json"])
-            if result.exit_code != 0 and "topic replicated: UNKNOWN_TOPIC_OR_PARTITION" in result.output:
-                return None
-            assert result.exit_code == 0, result.output
-            [view] = json.loads(result.output)
-            return view if all(p["leader"] > 0 and len(p["isr"]) == 3 for p in view["partitions"]) else None
+            view = described_at(bootstrap, "replicated")
+            return view if view and all(p["leader"] > 0 and len(p["isr"]) == 3 for p in view["partitions"]) else None
 
         def every_broker_described_in_sync():  # the steps below ask several brokers
             views = {b: described_in_sync(cluster.broker(b).bootstrap) for b in cluster.brokers}
