@@ -64,11 +64,15 @@ class ConsumerProcess:
 
 
 class PacedProducer(threading.Thread):
-    """Produces values "0".."count-1" (value i to partition i % partitions) at about ``rate`` per second."""
+    """Produces values "0".."count-1" (value i to partition i % partitions) at about ``rate`` per second.
+    ``holds`` (value -> event): production waits before that value until the event is set, so a test's later
+    phase is sure to have records left to consume however long the earlier phases took."""
 
-    def __init__(self, bootstrap: str, topic: str, count: int, partitions: int, rate: float) -> None:
+    def __init__(self, bootstrap: str, topic: str, count: int, partitions: int, rate: float,
+                 holds: dict[int, threading.Event] | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.count, self.partitions, self.rate = bootstrap, topic, count, partitions, rate
+        self.holds = holds or {}
         self.delivered = 0
         self.errors: list = []
 
@@ -84,8 +88,12 @@ class PacedProducer(threading.Thread):
             else:
                 self.delivered += 1
 
-        started = time.monotonic()
+        started, paced_from = time.monotonic(), 0
         for i in range(self.count):
+            if i in self.holds:
+                producer.poll(0)
+                self.holds[i].wait()
+                started, paced_from = time.monotonic(), i  # the pace resumes here, without a burst
             while True:
                 try:
                     producer.produce(self.topic, str(i).encode(), partition=i % self.partitions,
@@ -95,7 +103,7 @@ class PacedProducer(threading.Thread):
                     producer.poll(0.05)
             if i % 100 == 99:
                 producer.poll(0)
-                ahead = (i + 1) / self.rate - (time.monotonic() - started)
+                ahead = (i + 1 - paced_from) / self.rate - (time.monotonic() - started)
                 if ahead > 0:
                     time.sleep(ahead)
         remaining = producer.flush(120)
