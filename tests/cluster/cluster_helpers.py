@@ -3,14 +3,17 @@ transactions across partitions."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import confluent_kafka
+from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.log.segment import segment_file_name  # noqa: F401 - documents the layout compared below
 from eoslog.testing.cluster import EmbeddedCluster
+from eoslog.tools.topics_cli import topics_group
 
 
 def create_topic(cluster: EmbeddedCluster, name: str, partitions: int, replication_factor: int,
@@ -21,6 +24,18 @@ def create_topic(cluster: EmbeddedCluster, name: str, partitions: int, replicati
     futures[name].result(60)
     cluster.wait_for(lambda s: all((s.leader_of(name, p) or -1) >= 0 and len(s.isr_of(name, p)) == replication_factor
                                    for p in range(partitions)), 60, f"{name} led with a full ISR")
+
+
+def described_at(bootstrap: str, topic: str) -> dict | None:
+    """`eoslog topics describe --json` of ``topic`` at one broker, or None while that broker has not heard
+    of the topic: a create is answered by the controller, and every other broker learns of the topic from
+    its own ZooKeeper watch, its Metadata saying UNKNOWN_TOPIC_OR_PARTITION until then. Any other error fails."""
+    result = CliRunner().invoke(topics_group, ["describe", topic, "-b", bootstrap, "--json"])
+    if result.exit_code != 0 and f"topic {topic}: UNKNOWN_TOPIC_OR_PARTITION" in result.output:
+        return None
+    assert result.exit_code == 0, result.output
+    [view] = json.loads(result.output)
+    return view
 
 
 def log_bytes(data_dir: Path, topic: str, partition: int) -> bytes:

@@ -10,7 +10,7 @@ import json
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
-from cluster_helpers import create_topic
+from cluster_helpers import create_topic, described_at
 
 from eoslog.testing.cluster import embedded_cluster
 from eoslog.testing.metrics import requests_total
@@ -47,9 +47,9 @@ def test_describe_and_find_hanging_ask_each_leader_once(tmp_path):
         assert producer.flush(30) == 0
         bootstrap = cluster.broker(next(iter(cluster.brokers))).bootstrap  # whichever; it need lead nothing
 
-        def described():  # once the broker asked has every partition's leader
-            [view] = json.loads(run(topics_group, "describe", "spread", "-b", bootstrap, "--json"))
-            return view if all(p["leader"] == leaders[p["partition"]] for p in view["partitions"]) else None
+        def described():  # once the broker asked has heard of the topic and has every partition's leader
+            view = described_at(bootstrap, "spread")
+            return view if view and all(p["leader"] == leaders[p["partition"]] for p in view["partitions"]) else None
 
         wait_until(described, 30, "the broker's metadata")
         asked = next(iter(cluster.brokers))

@@ -10,6 +10,7 @@ import json
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
+from cluster_helpers import described_at
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from eoslog.testing.cluster import embedded_cluster
@@ -30,17 +31,22 @@ def run(group, *args: str):
 def test_topic_tools_follow_the_controller_and_leaders_and_describe_replicas_and_isr(tmp_path):
     with embedded_cluster(3, tmp_path) as cluster:
         controller = cluster.state().controller
-        elsewhere = cluster.broker(next(b for b in cluster.brokers if b != controller)).bootstrap
+        asked = next(b for b in cluster.brokers if b != controller)
+        elsewhere = cluster.broker(asked).bootstrap
         run(topics_group, "create", "replicated", "--partitions", "2", "--replication-factor", "3",
             "--config", "min.insync.replicas=2", "-b", elsewhere)
         state = cluster.wait_for(lambda s: all(len(s.isr_of("replicated", p)) == 3 for p in range(2)), 30,
                                  "replicas in sync")
 
-        def described_in_sync():  # once the broker asked has the controller's metadata for both partitions
-            [view] = json.loads(run(topics_group, "describe", "replicated", "-b", elsewhere, "--json"))
-            return view if all(p["leader"] > 0 and len(p["isr"]) == 3 for p in view["partitions"]) else None
+        def described_in_sync(bootstrap):  # once that broker has the controller's metadata for both partitions
+            view = described_at(bootstrap, "replicated")
+            return view if view and all(p["leader"] > 0 and len(p["isr"]) == 3 for p in view["partitions"]) else None
 
-        view = wait_until(described_in_sync, 30, "the broker's metadata")
+        def every_broker_described_in_sync():  # the steps below ask several brokers
+            views = {b: described_in_sync(cluster.broker(b).bootstrap) for b in cluster.brokers}
+            return views if all(views.values()) else None
+
+        view = wait_until(every_broker_described_in_sync, 30, "every broker's metadata")[asked]
         assert view["replication_factor"] == 3 and view["configs"] == {"min.insync.replicas": "2"}
         for p in view["partitions"]:
             tp = ("replicated", p["partition"])

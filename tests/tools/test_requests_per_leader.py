@@ -16,8 +16,10 @@ from click.testing import CliRunner
 
 from eoslog.testing import metrics
 from eoslog.testing.embedded import EmbeddedBroker
+from eoslog.tools.admin_requests import LATEST
+from eoslog.tools.brokers import Brokers
 from eoslog.tools.hanging import hanging_transactions
-from eoslog.tools.leader_requests import group_by_leader
+from eoslog.tools.leader_requests import describe_producers, group_by_leader, list_offsets
 from eoslog.tools.topics_cli import topics_group
 from eoslog.tools.txn_cli import transactions_group
 
@@ -92,6 +94,25 @@ def test_a_leader_that_cannot_be_reached_is_reported_per_partition_not_as_a_fail
                 [(0, 0, None, "NETWORK_EXCEPTION"), (1, 0, None, "NETWORK_EXCEPTION")]
             table = run(topics_group, "describe", "far", "-b", broker.bootstrap)
             assert table.splitlines()[1].split()[-1] == "ERROR" and "NETWORK_EXCEPTION" in table.splitlines()[2]
+
+
+def test_a_leader_the_broker_list_no_longer_names_is_asked_again_after_a_fresh_metadata(tmp_path):
+    # `topics describe` takes the leaders from one Metadata and the brokers' addresses from another (and
+    # reuses the leaders for three ListOffsets): a leader that stopped in between is no longer listed
+    # (seen under load: describe failed "broker 1 is not in the cluster's metadata" just after broker 1
+    # stopped). Here the stale answer is given directly: broker 7 leads partition 0, and no broker 7 exists.
+    with EmbeddedBroker(data_dir=tmp_path / "data") as broker:
+        run(topics_group, "create", "gone", "--partitions", "2", "-b", broker.bootstrap)
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        for partition in (0, 0, 1):
+            producer.produce("gone", b"x", partition=partition)
+        assert producer.flush(30) == 0
+        with Brokers(broker.bootstrap) as brokers:
+            offsets, errors = list_offsets(brokers, [("gone", 0), ("gone", 1)], LATEST,
+                                           leader_of={("gone", 0): 7, ("gone", 1): 0})
+            assert (offsets, errors) == ({("gone", 0): 2, ("gone", 1): 1}, {})
+            active, errors = describe_producers(brokers, [("gone", 0)], leader_of={("gone", 0): 7})
+            assert [len(ps) for ps in active.values()] == [1] and errors == {}
 
 
 # ---- the pure parts -------------------------------------------------------------------------------

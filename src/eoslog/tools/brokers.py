@@ -37,6 +37,11 @@ def security_option(command):
                         help="Client properties for a secured listener (security.protocol, sasl.*, ssl.*).")(command)
 
 
+class BrokerNotInMetadata(click.ClickException):
+    """A broker id the cluster's Metadata no longer lists: one that stopped after an earlier Metadata named
+    it (a partition's leader, a coordinator). A tool asking per partition reports it per partition."""
+
+
 class Brokers:
     """Connections to the brokers of the cluster behind ``bootstrap`` (comma-separated), made lazily."""
 
@@ -89,7 +94,7 @@ class Brokers:
             if broker is None:
                 broker = next((b for b in self.metadata(refresh=True).brokers if b.node_id == node_id), None)
             if broker is None:
-                raise click.ClickException(f"broker {node_id} is not in the cluster's metadata")
+                raise BrokerNotInMetadata(f"broker {node_id} is not in the cluster's metadata")
             wire = self._wires[node_id] = BrokerConnection(broker.host, broker.port, client_id=CLIENT_ID,
                                                            timeout_s=self.timeout, security=self.security)
         return wire

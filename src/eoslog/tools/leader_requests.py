@@ -12,7 +12,8 @@ failing the others. A leader that moved since the Metadata answers NOT_LEADER_OR
 stopped cannot be reached (NETWORK_EXCEPTION): those partitions are asked once more after a fresh
 Metadata, as a Kafka client would. The Metadata of a broker that has not yet heard of a stop may still
 name the stopped broker as leader, so a tool run during a failover reports the partition instead of
-failing as a whole.
+failing as a whole. The leaders come from one Metadata and the brokers' addresses from another: a leader
+that stopped in between is no longer listed, and is LEADER_NOT_AVAILABLE, asked again likewise.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from collections.abc import Callable, Iterable
 
 from eoslog.protocol import messages
 from eoslog.protocol.errors import ErrorCode
-from eoslog.tools.brokers import Brokers
+from eoslog.tools.brokers import BrokerNotInMetadata, Brokers
 
 LIST_OFFSETS, METADATA, DESCRIBE_PRODUCERS = 2, 3, 61
 READ_UNCOMMITTED = 0
 
 TopicPartition = tuple[str, int]
 ByLeader = dict[int, dict[str, list[int]]]
+# The leader moved, stopped, or is no longer listed since the Metadata that named it: ask the new one.
+_ASK_AGAIN = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NETWORK_EXCEPTION, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
 def leaders(brokers: Brokers, topics: Iterable[str] | None = None,
@@ -58,6 +61,10 @@ def group_by_leader(tps: Iterable[TopicPartition],
     return grouped, errors
 
 
+def _each(by_topic: dict[str, list[int]], code: ErrorCode) -> dict[TopicPartition, tuple[int, object]]:
+    return {(t, p): (code, None) for t, ps in by_topic.items() for p in ps}
+
+
 def _at_leaders(brokers: Brokers, tps: list[TopicPartition], leader_of: dict[TopicPartition, int] | None,
                 ask: Callable[[int, dict[str, list[int]]], dict[TopicPartition, tuple[int, object]]]):
     """``ask(leader, partitions by topic)`` -> partition -> (error code, answer), at every leader; then once
@@ -74,14 +81,16 @@ def _at_leaders(brokers: Brokers, tps: list[TopicPartition], leader_of: dict[Top
                 answered = ask(leader, by_topic)
             except OSError:  # refused, reset or timed out: the next attempt opens a new connection
                 brokers.forget(leader)
-                answered = {(t, p): (ErrorCode.NETWORK_EXCEPTION, None) for t, ps in by_topic.items() for p in ps}
+                answered = _each(by_topic, ErrorCode.NETWORK_EXCEPTION)
+            except BrokerNotInMetadata:  # gone between the Metadata naming it leader and the one listing brokers
+                answered = _each(by_topic, ErrorCode.LEADER_NOT_AVAILABLE)
             for tp, (code, answer) in answered.items():
                 if code == 0:
                     answers[tp] = answer
                     errors.pop(tp, None)
                 else:
                     errors[tp] = code
-                    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NETWORK_EXCEPTION):
+                    if code in _ASK_AGAIN:
                         moved.append(tp)
         if not moved or attempt:
             break

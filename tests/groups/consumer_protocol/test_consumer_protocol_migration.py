@@ -7,6 +7,8 @@ Commit-after-process: every message processed, none that was committed processed
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from eoslog.client.connection import BrokerConnection
@@ -44,10 +46,13 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         members.extend(started)
         return started
 
-    # Each phase's members get values no earlier member can have processed: the producer stops at 3,000
-    # and 6,000 until the next phase has started (at load 12, the consumer-protocol members once processed
-    # all 9,000 before the last classic members joined, who then had nothing to do).
-    producer = PacedProducer(bootstrap, topic, count, PARTITIONS, rate=3000, gates=(3000, 6000))
+    # Each phase must find records left to consume: the members of a phase process until their close ends,
+    # and on a loaded machine the 3 s of production could end inside the first phase (seen: the classic
+    # members processed all 9,000, and the next phase waited for work that could not come). Production
+    # goes on during each hand-over, but its last records wait for the next phase's members.
+    second_phase, third_phase = threading.Event(), threading.Event()
+    producer = PacedProducer(bootstrap, topic, count, PARTITIONS, rate=3000,
+                             holds={6_000: second_phase, 8_000: third_phase})
     try:
         classic = start_phase(0, "range")
         producer.start()
@@ -58,7 +63,7 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         wait_until(lambda: group_type_and_state(bootstrap, group) == ("classic", "Empty"), 10, "an empty classic group")
 
         consumers = start_phase(1, "consumer")
-        producer.open_gate()
+        second_phase.set()
         # The classic members process until their close ends, so the total alone may pass 5,000 before a
         # consumer-protocol member has joined (seen in a fresh-clone run): wait for these members' own work.
         wait_until(lambda: distinct_processed(members) >= 5000 and sum(m.processed() for m in consumers) >= 500,
@@ -70,7 +75,7 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
                    "an empty consumer group")
 
         classic_again = start_phase(2, "range")
-        producer.open_gate()
+        third_phase.set()
         producer.join(30)
         assert not producer.errors and producer.delivered == count
         wait_until(lambda: distinct_processed(members) >= count and sum(m.processed() for m in classic_again) > 0,
@@ -78,6 +83,8 @@ def test_classic_to_consumer_protocol_and_back_without_loss(consumer_broker, tmp
         assert group_type_and_state(bootstrap, group)[0] == "classic"
         stop_running(members)
     finally:
+        second_phase.set()
+        third_phase.set()
         for member in members:
             member.cleanup()
     verdict = check_at_least_once(read_history(members), count, members)

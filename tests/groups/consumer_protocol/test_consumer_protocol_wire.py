@@ -36,11 +36,11 @@ CAPTURED_LEAVE = bytes.fromhex(
 MEMBER = "KD3ULxrGS62bvWag4pB9SA"
 
 
-# The tests here are the only clients and send each request themselves, with no heartbeat in between:
-# a member must not expire between two of them on a loaded machine. With the 3 s sessions of the other
-# modules it did once (a fresh-clone run at load 12: the consumer member of "edge-member-id" was gone by
-# the classic member's JoinGroup, which then made a new classic group at generation 1). No test here
-# waits for a session to end; the expiry tests have their own module.
+# The members here are driven request by request and never heartbeat between a test's steps, so a session
+# must outlast a whole test on a loaded machine. With the crash tests' 3 s sessions, a pause between two
+# steps removed a group's only consumer member, and the classic member joining next met an empty group
+# (made a classic one, generation 1): failed once in a fresh-clone CI run, reproduced with a 3.5 s pause.
+# Kafka's default session; no test in this module waits for a member to expire.
 WIRE_PROPERTIES = {**CONSUMER_GROUP_PROPERTIES, "group.consumer.session.timeout.ms": "45000"}
 
 
