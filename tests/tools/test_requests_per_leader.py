@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 
+import click
 import confluent_kafka
 import pytest
 from click.testing import CliRunner
 
+from eoslog.protocol import messages
 from eoslog.testing import metrics
 from eoslog.testing.embedded import EmbeddedBroker
+from eoslog.testing.wait import wait_until
 from eoslog.tools.admin_requests import LATEST
-from eoslog.tools.brokers import Brokers
+from eoslog.tools.brokers import GROUP, Brokers
 from eoslog.tools.hanging import hanging_transactions
 from eoslog.tools.leader_requests import describe_producers, group_by_leader, list_offsets
+from eoslog.tools.local.faultproxy import FaultProxy
 from eoslog.tools.topics_cli import topics_group
 from eoslog.tools.txn_cli import transactions_group
 
@@ -113,6 +118,36 @@ def test_a_leader_the_broker_list_no_longer_names_is_asked_again_after_a_fresh_m
             assert (offsets, errors) == ({("gone", 0): 2, ("gone", 1): 1}, {})
             active, errors = describe_producers(brokers, [("gone", 0)], leader_of={("gone", 0): 7})
             assert [len(ps) for ps in active.values()] == [1] and errors == {}
+
+
+def test_a_coordinator_that_cannot_be_reached_is_looked_up_again_until_it_can(tmp_path):
+    # FindCoordinator names a broker the tools cannot reach yet (as a broker that has not heard that the
+    # coordinator stopped does): the lookup is asked again until the named broker answers, and a clear
+    # error, not a ConnectionRefusedError traceback, when it never does within the timeout.
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        port = dead.getsockname()[1]
+        properties = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}", "eoslog.metrics.listen": "127.0.0.1:0"}
+        with EmbeddedBroker(data_dir=tmp_path / "data", properties=properties) as broker:
+            with Brokers(broker.bootstrap, timeout=1.0) as brokers, pytest.raises(click.ClickException) as refused:
+                brokers.coordinator("far-group", GROUP)
+            assert "no reachable coordinator within 1 s" in refused.value.message, refused.value.message
+            assert "Connection refused" in refused.value.message, refused.value.message
+
+            found: list = []
+            with Brokers(broker.bootstrap, timeout=30.0) as brokers:
+                asking = threading.Thread(target=lambda: found.append(brokers.coordinator("far-group", GROUP)))
+                asking.start()
+                wait_until(lambda: requests_total(broker, "FindCoordinator") >= 3, 30, "FindCoordinator asked again")
+                dead.close()  # the named address starts answering: a proxy to the broker there
+                proxy = FaultProxy("127.0.0.1", int(broker.bootstrap.rsplit(":", 1)[1]), listen_port=port)
+                proxy.start_in_thread()
+                try:
+                    asking.join(30)
+                    assert found and found[0].request(3, 4, messages.MetadataRequest(
+                        topics=[], allow_auto_topic_creation=False)).brokers[0].port == port
+                finally:
+                    proxy.stop()
 
 
 # ---- the pure parts -------------------------------------------------------------------------------

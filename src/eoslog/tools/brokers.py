@@ -6,6 +6,7 @@ broker. A single node is the one-broker case of the same thing.
 
 from __future__ import annotations
 
+import time
 from typing import Self
 
 import click
@@ -121,10 +122,28 @@ class Brokers:
         raise click.ClickException(f"{topic}-{partition} does not exist")
 
     def coordinator(self, key: str, key_type: int) -> BrokerConnection:
-        response = self.call(FIND_COORDINATOR, 3, messages.FindCoordinatorRequest(key=key, key_type=key_type))
-        if response.error_code:
-            raise click.ClickException(f"FindCoordinator {key!r}: {ErrorCode(response.error_code).name}")
-        return self.node(response.node_id)
+        """A connection to the coordinator of ``key``. As Kafka's admin client does, FindCoordinator is asked
+        again, every 100 ms until the tool's timeout, while its answer is retriable (no coordinator yet, a
+        load in progress) or names a broker that cannot be reached or is no longer listed: the broker
+        asked may not yet have heard that the coordinator stopped, and its next answer names the new one."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            response = self.call(FIND_COORDINATOR, 3, messages.FindCoordinatorRequest(key=key, key_type=key_type))
+            if response.error_code:
+                failure = ErrorCode(response.error_code)
+                if not failure.retriable:
+                    raise click.ClickException(f"FindCoordinator {key!r}: {failure.name}")
+                why = failure.name
+            else:
+                try:
+                    return self.node(response.node_id)
+                except (OSError, BrokerNotInMetadata) as exc:
+                    self.forget(response.node_id)
+                    why = f"coordinator {response.node_id}: {exc}"
+            if time.monotonic() >= deadline:
+                raise click.ClickException(f"FindCoordinator {key!r}: no reachable coordinator within "
+                                           f"{self.timeout:g} s (last: {why})")
+            time.sleep(0.1)
 
     def each(self):
         """(node id, connection) for every broker: listings that each broker answers for its share."""
