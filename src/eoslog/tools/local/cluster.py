@@ -124,8 +124,10 @@ class EmbeddedCluster:
     def _wait_for_complete_views(self, timeout: float) -> None:
         """Until each broker's own view lists every broker: ZooKeeper has the registrations before the
         brokers' watches deliver them, and a CreateTopics answered meanwhile finds too few live brokers
-        for its replication factor (seen under load). Asked with Metadata on the plaintext listener; a
-        broker that does not answer there (TLS or SASL only) is not waited for."""
+        for its replication factor (seen under load). Asked with Metadata on the plaintext listener, at
+        the address the broker listens on (its network namespace's, when it has one: asked at 127.0.0.1
+        such a broker never answered, so it was not waited for and a verify run's CreateTopics found 2 of
+        3 brokers); a broker that does not answer there (TLS or SASL only) is not waited for."""
         from eoslog.client.connection import BrokerConnection
         from eoslog.protocol import messages
 
@@ -133,7 +135,7 @@ class EmbeddedCluster:
         for broker in self.brokers.values():
             while True:
                 try:
-                    conn = BrokerConnection("127.0.0.1", broker.port, timeout_s=5.0)
+                    conn = BrokerConnection(broker.host, broker.port, timeout_s=5.0)
                     try:
                         response = conn.request(3, 4, messages.MetadataRequest(topics=[], allow_auto_topic_creation=False))
                     finally:
