@@ -274,8 +274,16 @@ class LogSegment:
             os.ftruncate(self.fd, physical)
             raise
         self._log_synced = False
-        for position, batch_size, last_offset, max_timestamp in batches:
-            self._index_batch(physical + position, batch_size, last_offset, max_timestamp)
+        try:
+            for position, batch_size, last_offset, max_timestamp in batches:
+                self._index_batch(physical + position, batch_size, last_offset, max_timestamp)
+        except ValueError:
+            # An index refused the entry (an invariant broken, e.g. by a trusted damaged header): the
+            # bytes must not stay in the file, where the next recovery would find an append whose
+            # producer was told it failed and whose producer state was never applied. The caller takes
+            # the log offline (Log._append), so the half-updated in-memory state is never used.
+            os.ftruncate(self.fd, physical)
+            raise
         self.size = physical + size
 
     def _reserve(self, end: int) -> None:
