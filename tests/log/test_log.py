@@ -330,3 +330,32 @@ def test_a_damaged_last_offset_delta_does_not_hide_its_batch_from_a_bounded_read
     batches = [read_header(os.pread(region.fd, region.length, region.position))
                for region in log.read(2, 1000, upper_bound=3, verify_crc=True).regions]
     assert [header.base_offset for header in batches] == [2]
+
+
+def test_an_index_refusing_its_entry_cuts_the_append_back_and_takes_the_log_offline(tmp_path):
+    """An index append that fails after the batch's bytes are written (here the segment's max timestamp
+    is what a trusted damaged header made it before log/segment.py restore_tail_state checked CRCs: far
+    in the future, at an offset behind the time index) must not leave those bytes in the file: the next
+    recovery would find an append its producer was told failed, with no producer state applied for it."""
+    from eoslog.log.errors import LogStorageError
+
+    path = str(tmp_path / "orders-0")
+    log = Log.open(path, SMALL, clock=lambda: 5_000_000)
+    for i in range(8):
+        log.append(payload_batch(i, 120, timestamp=10_000 + i))
+    end, segment = log.log_end_offset, log.active_segment
+    size = os.path.getsize(segment.log_path)
+    assert segment.time_index.last_entry().offset > 0
+    segment.max_timestamp, segment.offset_of_max_timestamp = 1 << 50, 0
+    with pytest.raises(LogStorageError):
+        for i in range(8):  # until the index interval is crossed and the time index is asked
+            log.append(payload_batch(100 + i, 120, timestamp=10_100 + i))
+    assert os.path.getsize(segment.log_path) == segment.size
+    with pytest.raises(LogStorageError):
+        log.append(payload_batch(200, 120))
+    log.close(flush=False)
+    reopened = Log.open(path, SMALL, clock=lambda: 5_000_000)
+    assert reopened.log_end_offset >= end and os.path.getsize(reopened.segments[-1].log_path) >= size
+    batches = read_all_batches(reopened)
+    assert [o for o, _ in batches] == list(range(reopened.log_end_offset))
+    reopened.close()

@@ -6,7 +6,7 @@ import pytest
 from log_batches import payload_batch, read_all_batches, record_body
 
 from eoslog.log import Log, LogConfig
-from eoslog.records import read_header
+from eoslog.records import CorruptRecordError, read_header
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=250, file_delete_delay_ms=0)
 COUNT = 60
@@ -237,4 +237,37 @@ def test_recovery_skips_flushed_segments(built):
     log.close()
     log = Log.open(path, CONFIG, recovery_point=end)  # unclean: the last segment's indexes are suspect
     assert log.recovery_report.recovered_segments == [last_base]
+    log.close()
+
+
+@pytest.mark.parametrize("field_byte, bit", [(36, 2), (26, 4)], ids=["max_timestamp", "last_offset_delta"])
+def test_bit_flip_in_the_tail_after_a_clean_shutdown_is_kept_and_settled(built, field_byte, bit):
+    """Rot found after a *clean* shutdown, where recovery re-reads nothing: the batches after the last
+    offset-index entry are still walked to restore the segment's tail state, and that walk must check
+    their CRCs. Trusted, a flipped max timestamp became the segment's, and the next append failed its
+    time-index check after its bytes were written (the partition stayed wedged); a flipped last offset
+    delta became the log end offset."""
+    path, _bodies, end = built
+    log = Log.open(path, CONFIG, recovery_point=end, clean_shutdown=True)
+    for i in range(3):
+        log.append(payload_batch(COUNT + i, 150, timestamp=10_000 + (COUNT + i) * 10))
+    end = log.log_end_offset
+    last_segment = log.segments[-1]
+    before_max = last_segment.max_timestamp
+    victim = list(last_segment.batches())[-1]  # after the last offset-index entry: the restored tail
+    log.close()
+    with open(last_segment.log_path, "r+b") as f:
+        f.seek(victim.position + field_byte)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ (1 << bit)]))
+    log = Log.open(path, CONFIG, recovery_point=end, clean_shutdown=True)
+    assert log.damaged_batches == [victim.base_offset]
+    assert log.log_end_offset == end
+    assert log.segments[-1].max_timestamp <= before_max  # the damaged batch's own is dropped, not trusted
+    with pytest.raises(CorruptRecordError):
+        log.read(victim.base_offset, 1 << 20, verify_crc=True)
+    for _ in range(30):  # enough appends to add offset- and time-index entries past the damage
+        log.append(payload_batch(998, 100, timestamp=20_000))
+    assert log.log_end_offset == end + 30
     log.close()

@@ -322,7 +322,7 @@ class Log:
         segment = self._maybe_roll(view.nbytes, max_timestamp, next_offset - 1, now)
         try:
             segment.append(pieces, view.nbytes, batches)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: an index refused its entry (segment.append)
             self._failure = exc
             raise LogStorageError(f"{segment.log_path}: append failed: {exc}") from exc
         return AppendInfo(

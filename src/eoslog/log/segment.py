@@ -145,22 +145,30 @@ class LogSegment:
         if problem:
             return problem
         try:
-            self.restore_tail_state()
+            self.restore_tail_state(check_crc=True)
         except CorruptRecordError as exc:
             return f"{self.log_path}: {exc}"
         if next_segment_base is not None and self.next_offset > next_segment_base:
             return f"{self.log_path}: offsets run into the next segment at {next_segment_base}"
         return self.time_index.check(self.next_offset)
 
-    def restore_tail_state(self) -> None:
+    def restore_tail_state(self, *, check_crc: bool = False) -> None:
         """Recomputes next_offset, max timestamp and index spacing by walking the batches after the last
-        offset-index entry (the time index covers every batch up to that entry)."""
+        offset-index entry (the time index covers every batch up to that entry).
+
+        ``check_crc`` (opening a segment recovery would otherwise not re-read, after a clean shutdown): the
+        walk checks each batch's CRC and raises CorruptRecordError at a damaged one, so the caller recovers
+        the segment, which keeps and settles it (scan._damaged_header). The fields this walk takes (last
+        offset delta, max timestamp) lie in the CRC-covered bytes: one flipped bit there became the log end
+        offset or the segment's max timestamp, and the next append failed its time-index check after its
+        bytes were written, wedging the partition (docs/durability.md, "Corruption")."""
         last_timestamp = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = last_timestamp.timestamp, last_timestamp.offset
         start = self.offset_index.last_entry().position
         self.next_offset = self.base_offset
         self._bytes_since_last_index_entry = 0
-        for batch in scan_batches(self.fd, start, self.size):
+        walk = recover_batches(self.fd, start, self.size) if check_crc else scan_batches(self.fd, start, self.size)
+        for batch in walk:
             self._note_batch(batch.last_offset, batch.max_timestamp)
             self._bytes_since_last_index_entry += batch.size
         self._rolling_based_timestamp = None
@@ -266,8 +274,16 @@ class LogSegment:
             os.ftruncate(self.fd, physical)
             raise
         self._log_synced = False
-        for position, batch_size, last_offset, max_timestamp in batches:
-            self._index_batch(physical + position, batch_size, last_offset, max_timestamp)
+        try:
+            for position, batch_size, last_offset, max_timestamp in batches:
+                self._index_batch(physical + position, batch_size, last_offset, max_timestamp)
+        except ValueError:
+            # An index refused the entry (an invariant broken, e.g. by a trusted damaged header): the
+            # bytes must not stay in the file, where the next recovery would find an append whose
+            # producer was told it failed and whose producer state was never applied. The caller takes
+            # the log offline (Log._append), so the half-updated in-memory state is never used.
+            os.ftruncate(self.fd, physical)
+            raise
         self.size = physical + size
 
     def _reserve(self, end: int) -> None:
